@@ -33,3 +33,12 @@ type BatchScorer interface {
 	// BatchScore scores every candidate node, by node name, in [0, MaxScore].
 	BatchScore(pod *v1.Pod, policy string, nodes map[string]Devices) map[string]float64
 }
+
+// NodeLocker is implemented by backends whose node agents expect a node
+// lock while an allocation is in flight (deviceshare.NodeLockEnable). The
+// lock is the node annotation LockName(); its value is the lock time.
+type NodeLocker interface {
+	// LockName is the node annotation key of the lock (upstream Volcano uses
+	// "gpu" for GPU share/number and the device name for vGPU).
+	LockName() string
+}

@@ -1,0 +1,136 @@
+package deviceshare
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"volcano.sh/volcano/cmd/scheduler/app/options"
+	"volcano.sh/volcano/pkg/scheduler"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/cache"
+	"volcano.sh/volcano/pkg/scheduler/framework"
+	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
+	"volcano.sh/volcano/pkg/scheduler/util"
+)
+
+// countingBinder counts binds; both implementations bind through it.
+type countingBinder struct{ n atomic.Int64 }
+
+func (b *countingBinder) Bind(_ kubernetes.Interface, tasks []*vcapi.TaskInfo) map[vcapi.TaskID]string {
+	b.n.Add(int64(len(tasks)))
+	return nil
+}
+
+// benchPods returns GPU-share pods in gangs of four with a repeating mix
+// of sizes (MiB), the same for every implementation.
+func benchPods(n int) ([]*v1.Pod, []string) {
+	sizes := []int64{2000, 4000, 6000, 8000, 3000, 5000}
+	pods := make([]*v1.Pod, 0, n)
+	var groups []string
+	for i := 0; i < n; i++ {
+		group := fmt.Sprintf("pg%d", i/4)
+		if i%4 == 0 {
+			groups = append(groups, group)
+		}
+		pods = append(pods, gpuMemPod(fmt.Sprintf("p%d", i), group, sizes[i%len(sizes)]))
+	}
+	return pods, groups
+}
+
+// BenchmarkAllocateGPUShare runs Volcano's allocate action over one
+// session with GPU-share pods (two per node), with Volcano v1.10.0's
+// built-in deviceshare and with ours, on identical clusters and plugin
+// sets. Compare with benchstat (hack/bench.sh); pods/s is reported.
+func BenchmarkAllocateGPUShare(b *testing.B) {
+	saved := options.ServerOpts
+	// Volcano's defaults for a production scheduler.
+	options.ServerOpts = &options.ServerOption{MinNodesToFind: 100, MinPercentageOfNodesToFind: 5, PercentageOfNodesToFind: 0}
+	defer func() { options.ServerOpts = saved }()
+	for _, nodes := range []int{100, 1000} {
+		for _, impl := range []string{"builtin", "ours"} {
+			b.Run(fmt.Sprintf("nodes=%d/impl=%s", nodes, impl), func(b *testing.B) {
+				benchAllocate(b, impl, nodes, 2*nodes)
+			})
+		}
+	}
+}
+
+func benchAllocate(b *testing.B, impl string, nodes, npods int) {
+	args := `      deviceshare.GPUSharingEnable: true
+      deviceshare.SchedulePolicy: binpack
+      deviceshare.ScheduleWeight: 10`
+	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(schedulerConf(args))
+	if err != nil {
+		b.Fatal(err)
+	}
+	allocate, ok := framework.GetAction("allocate")
+	if !ok {
+		b.Fatal("Volcano's allocate action is not registered")
+	}
+	var bound int64
+	var elapsed float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if impl == "builtin" {
+			framework.RegisterPluginBuilder(PluginName, builtin.New)
+		} else {
+			framework.RegisterPluginBuilder(PluginName, NewState(Options{}).Builder())
+		}
+		binder := &countingBinder{}
+		sc := cache.NewCustomMockSchedulerCache("volcano", binder, util.NewFakeEvictor(0), &util.FakeStatusUpdater{},
+			nil, nil, &record.FakeRecorder{})
+		for n := 0; n < nodes; n++ {
+			if err := sc.AddOrUpdateNode(gpuNode(fmt.Sprintf("n%04d", n), 8, 16000)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
+		pods, groups := benchPods(npods)
+		for _, g := range groups {
+			sc.AddPodGroupV1beta1(podGroup(g, 4))
+		}
+		for _, p := range pods {
+			sc.AddPod(p)
+			// Volcano's built-in patches each pod through the API; give it
+			// the pods so its patches succeed.
+			if impl == "builtin" {
+				if _, err := sc.Client().CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StartTimer()
+		start := b.Elapsed()
+		ssn := framework.OpenSession(sc, tiers, configs)
+		allocate.Initialize()
+		allocate.Execute(ssn)
+		allocate.UnInitialize()
+		framework.CloseSession(ssn)
+		elapsed += (b.Elapsed() - start).Seconds()
+		b.StopTimer()
+		// Binds are dispatched to the cache's bind queue during the session.
+		bound += int64(countDispatched(ssn))
+	}
+	if bound == 0 {
+		b.Fatalf("%s: nothing was allocated", impl)
+	}
+	b.ReportMetric(float64(bound)/elapsed, "pods/s")
+	b.ReportMetric(float64(bound)/float64(b.N), "allocated/op")
+}
+
+// countDispatched counts the tasks the session sent to bind.
+func countDispatched(ssn *framework.Session) int {
+	n := 0
+	for _, job := range ssn.Jobs {
+		n += len(job.TaskStatusIndex[vcapi.Binding])
+	}
+	return n
+}

@@ -1,0 +1,168 @@
+package deviceshare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/cache"
+	vcmetrics "volcano.sh/volcano/pkg/scheduler/metrics"
+
+	"github.com/vgpushare/vshare/backends/nodelock"
+)
+
+// bindTimeout bounds one pod's lock-and-bind round trips.
+const bindTimeout = 30 * time.Second
+
+// intentTTL bounds how long an unclaimed per-task note is kept (a pipelined
+// task is never bound and never deallocated).
+const intentTTL = 10 * time.Minute
+
+// Binder binds pods the way Volcano's default binder does (a v1.Binding
+// carrying the pod's annotations, so the allocation travels with the bind)
+// and adds two things: it takes the node lock right before the bind when
+// deviceshare.NodeLockEnable asked for one, releasing it if the bind fails,
+// and it refuses the bind of a pod whose device allocation failed in the
+// session, so such a pod is retried instead of starting without its cards.
+//
+// Locking: mu guards notes; Bind runs on the cache's bind goroutine while
+// sessions add notes.
+type Binder struct {
+	st    *State
+	mu    sync.Mutex
+	notes map[vcapi.TaskID]*bindNote
+}
+
+type bindNote struct {
+	since   time.Time
+	node    string
+	locks   []string
+	refused error
+}
+
+var _ cache.Binder = (*Binder)(nil)
+
+func newBinder(st *State) *Binder {
+	return &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote)}
+}
+
+func (b *Binder) note(uid vcapi.TaskID) *bindNote {
+	n := b.notes[uid]
+	if n == nil {
+		n = &bindNote{}
+		b.notes[uid] = n
+	}
+	n.since = b.st.clock.Now()
+	return n
+}
+
+func (b *Binder) lockAtBind(uid vcapi.TaskID, node string, locks []string) {
+	if len(locks) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.note(uid)
+	n.node, n.locks = node, locks
+}
+
+func (b *Binder) refuse(uid vcapi.TaskID, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.note(uid).refused = err
+}
+
+// accept clears an earlier refusal of the task (it was allocated again).
+func (b *Binder) accept(uid vcapi.TaskID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.notes[uid]; n != nil {
+		n.refused = nil
+	}
+}
+
+func (b *Binder) forget(uid vcapi.TaskID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.notes, uid)
+}
+
+// take removes and returns the task's note, and drops notes nobody claimed
+// within intentTTL.
+func (b *Binder) take(uid vcapi.TaskID) *bindNote {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.notes[uid]
+	delete(b.notes, uid)
+	now := b.st.clock.Now()
+	for id, other := range b.notes {
+		if now.Sub(other.since) > intentTTL {
+			delete(b.notes, id)
+		}
+	}
+	return n
+}
+
+// Bind binds the tasks and returns an error message per task that failed.
+func (b *Binder) Bind(client kubernetes.Interface, tasks []*vcapi.TaskInfo) map[vcapi.TaskID]string {
+	errMsg := make(map[vcapi.TaskID]string)
+	for _, task := range tasks {
+		if err := b.bindOne(client, task); err != nil {
+			klog.ErrorS(err, "Failed to bind pod", "pod", klog.KObj(task.Pod), "node", task.NodeName)
+			errMsg[task.UID] = err.Error()
+			continue
+		}
+		vcmetrics.UpdateTaskScheduleDuration(vcmetrics.Duration(task.Pod.CreationTimestamp.Time))
+	}
+	return errMsg
+}
+
+func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) error {
+	n := b.take(task.UID)
+	if n != nil && n.refused != nil {
+		return fmt.Errorf("bind refused: %w", n.refused)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bindTimeout)
+	defer cancel()
+	pod := task.Pod
+	podName := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	var held []string
+	if n != nil && n.node == task.NodeName {
+		for _, key := range n.locks {
+			if err := nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now()); err != nil {
+				b.release(ctx, client, task.NodeName, held, podName)
+				if errors.Is(err, nodelock.ErrHeld) {
+					b.st.metrics.nodeLockBusy()
+				}
+				return err
+			}
+			held = append(held, key)
+		}
+	}
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: pod.Annotations},
+		Target:     v1.ObjectReference{Kind: "Node", Name: task.NodeName},
+	}
+	if err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		b.release(ctx, client, task.NodeName, held, podName)
+		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
+	}
+	return nil
+}
+
+func (b *Binder) release(ctx context.Context, client kubernetes.Interface, node string, keys []string, pod types.NamespacedName) {
+	for _, key := range keys {
+		if err := nodelock.Release(ctx, client, node, key, pod); err != nil {
+			klog.ErrorS(err, "Failed to release node lock after a failed bind; it expires on its own",
+				"node", node, "lock", key, "pod", pod)
+		}
+	}
+}

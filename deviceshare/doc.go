@@ -1,0 +1,33 @@
+// Package deviceshare is the Volcano scheduler plugin "deviceshare": it lets
+// many pods share a GPU or NPU and hands out whole cards, over device
+// backends that implement deviceshare/api.
+//
+// # Life cycle
+//
+// Volcano builds plugins every session (about every second). Long-lived
+// state lives in one State per process, created by Register; the plugin
+// value Volcano builds each session only carries that session's arguments
+// and view.
+//
+// At session open the Ledger is brought up to date with the session's
+// snapshot: node inventories are decoded again only when their registration
+// changes, pods are accounted again only when their allocation annotations
+// change, and allocations this scheduler made whose binds are in flight
+// (assumptions) are accounted although the informer does not show their
+// annotations yet. The session then reads the ledger's devices and copies a
+// node's devices on its first allocation there.
+//
+// # Extension points
+//
+//   - PredicateFn: per-card fit with stable, countable reasons; a node
+//     locked by an in-flight allocation is skipped (NodeLockEnable).
+//   - NodeOrderFn: the weighted device score under SchedulePolicy.
+//   - BatchNodeOrderFn: backends scoring across nodes (api.BatchScorer).
+//   - Event handlers: allocation picks the cards, records an assumption and
+//     puts the annotations on the copy of the pod that the binder sends;
+//     deallocation (discarded gang, eviction) gives back exactly what was
+//     taken.
+//
+// The Binder replaces Volcano's default binder: it takes node locks where
+// the bind happens and refuses binds whose allocation failed.
+package deviceshare

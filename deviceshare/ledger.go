@@ -1,0 +1,353 @@
+package deviceshare
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// Ledger is the long-lived device state of every node, kept across
+// sessions. For each node and backend it holds the decoded inventory and the
+// allocations of the pods on the node, updated incrementally: an inventory is
+// decoded again only when its InventoryKey changes and a pod is accounted
+// again only when its allocation annotations change.
+//
+// It also holds assumptions: allocations this scheduler made whose pods have
+// not come back from the informer with their annotations yet (the bind is in
+// flight). Volcano's cache already shows such a pod on its node, in Binding
+// state, but without annotations; the ledger accounts it from the assumption
+// so the next session cannot hand out the same capacity. An assumption ends
+// when the pod shows its annotations (confirmed) or is no longer on the node
+// (bind failed, pod deleted, pipelined task not bound).
+//
+// Locking: mu guards every field. Sync runs at session open, Assume and
+// Forget from the session's event handlers, Stats from metrics collection.
+// Devices handed to a session are only read by it (sessions copy on write);
+// the next Sync runs after that session has closed.
+type Ledger struct {
+	mu      sync.Mutex
+	clock   clock.PassiveClock
+	nodes   map[string]*nodeLedger
+	assumed map[types.UID]*assumption
+}
+
+type nodeLedger struct {
+	// devices by backend name.
+	devices map[string]*deviceLedger
+	seen    bool
+}
+
+type deviceLedger struct {
+	backend api.Backend
+	invKey  string
+	// devices is nil when the node has none of this type or its inventory is
+	// invalid (invErr set).
+	devices api.Devices
+	invErr  error
+	pods    map[types.UID]*accountedPod
+	seen    bool
+}
+
+type accountedPod struct {
+	// pod is the object given to AddResource, kept to subtract the same.
+	pod *v1.Pod
+	// source is the task's pod the accounted object was derived from; when
+	// it is the same pointer nothing changed.
+	source *v1.Pod
+	// err is set when AddResource refused the pod (logged once).
+	err  error
+	seen bool
+}
+
+type assumption struct {
+	node        string
+	annotations map[string]string
+	since       time.Time
+	// effective caches the annotated copy of source.
+	source    *v1.Pod
+	effective *v1.Pod
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger(clk clock.PassiveClock) *Ledger {
+	return &Ledger{
+		clock:   clk,
+		nodes:   make(map[string]*nodeLedger),
+		assumed: make(map[types.UID]*assumption),
+	}
+}
+
+// Assume records that the pod was allocated on node with these annotations
+// by this scheduler.
+func (l *Ledger) Assume(uid types.UID, node string, annotations map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.assumed[uid] = &assumption{node: node, annotations: annotations, since: l.clock.Now()}
+}
+
+// Forget drops an assumption (the allocation was discarded in-session).
+func (l *Ledger) Forget(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.assumed, uid)
+}
+
+// Assumed reports whether an unconfirmed allocation of this scheduler is on
+// the node, with the oldest one's age.
+func (l *Ledger) assumedOn(node string) bool {
+	for _, a := range l.assumed {
+		if a.node == node {
+			return true
+		}
+	}
+	return false
+}
+
+// SyncResult is what one Sync saw, for logs and metrics.
+type SyncResult struct {
+	Nodes, Decoded, Added, Removed, Rejected, Assumed, Confirmed, Dropped int
+}
+
+// Sync brings the ledger up to date with a session's snapshot for the given
+// backends and returns, per node and backend name, the accounted devices the
+// session may read (nil entries mean the node has none of that type) and the
+// inventory errors.
+func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []api.Backend) SyncResult {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var res SyncResult
+	assumedSeen := make(map[types.UID]bool, len(l.assumed))
+	for name, ni := range nodes {
+		if ni == nil || ni.Node == nil {
+			continue
+		}
+		res.Nodes++
+		nl := l.nodes[name]
+		if nl == nil {
+			nl = &nodeLedger{devices: make(map[string]*deviceLedger, len(backends))}
+			l.nodes[name] = nl
+		}
+		nl.seen = true
+		for _, b := range backends {
+			dl := nl.devices[b.Name()]
+			if dl == nil || dl.backend != b {
+				dl = &deviceLedger{backend: b, invKey: "\x00unset"}
+				nl.devices[b.Name()] = dl
+			}
+			dl.seen = true
+			l.syncInventory(name, ni.Node, dl, &res)
+			if dl.devices != nil {
+				l.syncPods(name, ni, dl, assumedSeen, &res)
+			}
+		}
+		for bname, dl := range nl.devices {
+			if !dl.seen {
+				delete(nl.devices, bname)
+			}
+			dl.seen = false
+		}
+	}
+	for name, nl := range l.nodes {
+		if !nl.seen {
+			delete(l.nodes, name)
+		}
+		nl.seen = false
+	}
+	for uid := range l.assumed {
+		if !assumedSeen[uid] {
+			res.Dropped++
+			delete(l.assumed, uid)
+		}
+	}
+	res.Assumed = len(l.assumed)
+	return res
+}
+
+func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res *SyncResult) {
+	key := dl.backend.InventoryKey(node)
+	if key == dl.invKey {
+		return
+	}
+	res.Decoded++
+	dl.invKey = key
+	dl.pods = make(map[types.UID]*accountedPod)
+	devs, err := dl.backend.NewDevices(node)
+	dl.devices, dl.invErr = devs, err
+	if err != nil {
+		dl.devices = nil
+		klog.ErrorS(err, "Node's device inventory is invalid; its devices are unavailable until it is fixed",
+			"node", name, "device", dl.backend.Name())
+	}
+}
+
+// syncPods accounts the pods on the node: new and changed allocations are
+// added, vanished ones subtracted.
+func (l *Ledger) syncPods(name string, ni *vcapi.NodeInfo, dl *deviceLedger, assumedSeen map[types.UID]bool, res *SyncResult) {
+	for _, task := range ni.Tasks {
+		if !holdsDevices(task.Status) || task.Pod == nil {
+			continue
+		}
+		uid := task.Pod.UID
+		pod := task.Pod
+		if a := l.assumed[uid]; a != nil && a.node == name {
+			if carries(pod, a.annotations) {
+				res.Confirmed++
+				delete(l.assumed, uid)
+			} else {
+				assumedSeen[uid] = true
+				pod = a.effectivePod(pod)
+			}
+		}
+		if !dl.backend.HasDeviceRequest(pod) {
+			continue
+		}
+		ap := dl.pods[uid]
+		if ap != nil && (ap.source == task.Pod || ap.pod == pod || sameAllocation(ap.pod, pod)) {
+			ap.source, ap.seen = task.Pod, true
+			continue
+		}
+		if ap != nil {
+			l.unaccount(name, dl, uid, ap, res)
+		}
+		ap = &accountedPod{pod: pod, source: task.Pod, seen: true}
+		if err := dl.devices.AddResource(pod); err != nil {
+			ap.err = err
+			res.Rejected++
+			klog.ErrorS(err, "Pod's device allocation cannot be accounted; its cards are treated as free",
+				"pod", klog.KObj(pod), "node", name, "device", dl.backend.Name())
+		} else {
+			res.Added++
+		}
+		dl.pods[uid] = ap
+	}
+	for uid, ap := range dl.pods {
+		if !ap.seen {
+			l.unaccount(name, dl, uid, ap, res)
+			continue
+		}
+		ap.seen = false
+	}
+}
+
+func (l *Ledger) unaccount(name string, dl *deviceLedger, uid types.UID, ap *accountedPod, res *SyncResult) {
+	delete(dl.pods, uid)
+	if ap.err != nil {
+		return
+	}
+	res.Removed++
+	if err := dl.devices.SubResource(ap.pod); err != nil {
+		klog.ErrorS(err, "Releasing a pod's device allocation failed", "pod", klog.KObj(ap.pod), "node", name,
+			"device", dl.backend.Name())
+	}
+}
+
+// effectivePod returns pod with the assumed annotations, reusing the copy
+// while the informer object is unchanged.
+func (a *assumption) effectivePod(pod *v1.Pod) *v1.Pod {
+	if a.source != pod || a.effective == nil {
+		a.source = pod
+		a.effective = api.ApplyReservation(pod, &api.Reservation{Annotations: a.annotations})
+	}
+	return a.effective
+}
+
+// deviceView is what a session may read of one node's devices of one type.
+type deviceView struct {
+	devices api.Devices
+	invErr  error
+}
+
+// view returns the ledger's devices per node and backend name, and the
+// annotated pods of still-assumed allocations by UID. Call after Sync,
+// under no lock of the caller's.
+func (l *Ledger) view() (map[string]map[string]deviceView, map[types.UID]*v1.Pod, map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]map[string]deviceView, len(l.nodes))
+	for name, nl := range l.nodes {
+		m := make(map[string]deviceView, len(nl.devices))
+		for bname, dl := range nl.devices {
+			m[bname] = deviceView{devices: dl.devices, invErr: dl.invErr}
+		}
+		out[name] = m
+	}
+	effective := make(map[types.UID]*v1.Pod, len(l.assumed))
+	inflight := make(map[string]bool, len(l.assumed))
+	for uid, a := range l.assumed {
+		if a.effective != nil {
+			effective[uid] = a.effective
+		}
+		inflight[a.node] = true
+	}
+	return out, effective, inflight
+}
+
+// Stats are counts for metrics.
+type Stats struct {
+	Nodes, Assumed, InvalidInventories, RejectedPods int
+}
+
+// Stats returns the ledger's current counts.
+func (l *Ledger) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Stats{Nodes: len(l.nodes), Assumed: len(l.assumed)}
+	for _, nl := range l.nodes {
+		for _, dl := range nl.devices {
+			if dl.invErr != nil {
+				s.InvalidInventories++
+			}
+			for _, ap := range dl.pods {
+				if ap.err != nil {
+					s.RejectedPods++
+				}
+			}
+		}
+	}
+	return s
+}
+
+// holdsDevices reports whether a task in this status holds its devices on
+// its node. Pipelined tasks are session-only reservations; terminated pods
+// have given their devices back.
+func holdsDevices(s vcapi.TaskStatus) bool {
+	switch s {
+	case vcapi.Allocated, vcapi.Binding, vcapi.Bound, vcapi.Running, vcapi.Releasing, vcapi.Unknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// carries reports whether the pod shows every key of the annotations, which
+// means the API server has applied the binding's annotations. Values may
+// have moved on since (a node agent updates the bind phase).
+func carries(pod *v1.Pod, annotations map[string]string) bool {
+	if len(annotations) == 0 {
+		return true
+	}
+	for k := range annotations {
+		if _, ok := pod.Annotations[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// sameAllocation reports whether two versions of a pod would be accounted
+// the same: same annotations and the same terminated-or-not phase.
+func sameAllocation(a, b *v1.Pod) bool {
+	return maps.Equal(a.Annotations, b.Annotations) && terminated(a) == terminated(b)
+}
+
+func terminated(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+}

@@ -1,0 +1,126 @@
+package deviceshare
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+)
+
+const metricsPrefix = "volcano_deviceshare_"
+
+// metrics are the plugin's Prometheus metrics. A nil *metrics (no
+// registerer) records nothing.
+type metrics struct {
+	filterFailures  *prometheus.CounterVec
+	allocations     *prometheus.CounterVec
+	lockBusy        prometheus.Counter
+	argsValid       prometheus.Gauge
+	syncDuration    prometheus.Histogram
+	assumedPods     prometheus.Gauge
+	syncChanges     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	if reg == nil {
+		return nil
+	}
+	m := &metrics{
+		filterFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricsPrefix + "filter_failures_total",
+			Help: "Nodes rejected by the device predicate, by device type and reason.",
+		}, []string{"device", "reason"}),
+		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricsPrefix + "allocations_total",
+			Help: "Device allocations made in sessions, by device type and result.",
+		}, []string{"device", "result"}),
+		lockBusy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricsPrefix + "node_lock_busy_total",
+			Help: "Binds refused because another allocation held the node lock.",
+		}),
+		argsValid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metricsPrefix + "arguments_valid",
+			Help: "1 when the plugin arguments in volcano-scheduler.conf are valid, 0 when the plugin serves nothing.",
+		}),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    metricsPrefix + "ledger_sync_duration_seconds",
+			Help:    "Time to bring the device ledger up to date at session open.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		assumedPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metricsPrefix + "assumed_pods",
+			Help: "Allocations whose bind is in flight (not yet seen with their annotations).",
+		}),
+		syncChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricsPrefix + "ledger_changes_total",
+			Help: "Ledger updates at session open, by kind (decoded inventories, added, removed and rejected pods, confirmed and dropped assumptions).",
+		}, []string{"kind"}),
+	}
+	m.filterFailures = register(reg, m.filterFailures)
+	m.allocations = register(reg, m.allocations)
+	m.lockBusy = register(reg, m.lockBusy)
+	m.argsValid = register(reg, m.argsValid)
+	m.syncDuration = register(reg, m.syncDuration)
+	m.assumedPods = register(reg, m.assumedPods)
+	m.syncChanges = register(reg, m.syncChanges)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// the same name (a second State in one process, as in tests).
+func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
+	if err := reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			if existing, ok := already.ExistingCollector.(T); ok {
+				return existing
+			}
+		}
+		klog.ErrorS(err, "Failed to register deviceshare metric")
+	}
+	return c
+}
+
+func (m *metrics) filterFailed(device, reason string) {
+	if m != nil {
+		m.filterFailures.WithLabelValues(device, reason).Inc()
+	}
+}
+
+func (m *metrics) allocated(device, result string) {
+	if m != nil {
+		m.allocations.WithLabelValues(device, result).Inc()
+	}
+}
+
+func (m *metrics) nodeLockBusy() {
+	if m != nil {
+		m.lockBusy.Inc()
+	}
+}
+
+func (m *metrics) setArgsValid(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.argsValid.Set(1)
+	} else {
+		m.argsValid.Set(0)
+	}
+}
+
+func (m *metrics) observeSync(r SyncResult, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.syncDuration.Observe(d.Seconds())
+	m.assumedPods.Set(float64(r.Assumed))
+	for kind, n := range map[string]int{"decoded": r.Decoded, "added": r.Added, "removed": r.Removed,
+		"rejected": r.Rejected, "confirmed": r.Confirmed, "dropped": r.Dropped} {
+		if n > 0 {
+			m.syncChanges.WithLabelValues(kind).Add(float64(n))
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package deviceshare
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/framework"
+
+	"github.com/vgpushare/vshare/backends/nodelock"
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// plugin is one session's plugin value. It is created by Volcano every
+// session and borrows the long-lived State.
+type plugin struct {
+	st      *State
+	args    Args
+	argsErr error
+	sess    *sessionState
+}
+
+var _ framework.Plugin = (*plugin)(nil)
+
+func (st *State) newPlugin(arguments framework.Arguments) *plugin {
+	args, err := ParseArgs(arguments)
+	if unknown := UnknownKeys(arguments); len(unknown) > 0 && err == nil {
+		klog.V(4).InfoS("Ignoring unknown deviceshare arguments", "keys", unknown)
+	}
+	return &plugin{st: st, args: args, argsErr: err}
+}
+
+// Name returns the plugin name.
+func (p *plugin) Name() string { return PluginName }
+
+// OnSessionOpen brings the ledger up to date with the session's snapshot and
+// registers the plugin's functions.
+func (p *plugin) OnSessionOpen(ssn *framework.Session) {
+	start := p.st.clock.Now()
+	p.st.reportArgs(p.argsErr)
+	if p.argsErr != nil {
+		p.registerMisconfigured(ssn)
+		return
+	}
+	if !p.args.AnyEnabled() {
+		return
+	}
+	backends, err := p.st.backendsFor(p.args)
+	if err != nil {
+		p.argsErr = err
+		p.st.reportArgs(err)
+		p.registerMisconfigured(ssn)
+		return
+	}
+	res := p.st.ledger.Sync(ssn.Nodes, backends)
+	p.sess = p.st.newSessionState(p.args, backends, ssn)
+	p.register(ssn)
+	p.st.metrics.observeSync(res, p.st.clock.Since(start))
+	klog.V(3).InfoS("Device ledger synced", "plugin", PluginName, "nodes", res.Nodes, "decoded", res.Decoded,
+		"added", res.Added, "removed", res.Removed, "rejected", res.Rejected, "assumed", res.Assumed,
+		"confirmed", res.Confirmed, "dropped", res.Dropped, "duration", p.st.clock.Since(start))
+}
+
+// OnSessionClose drops the session's state; assumptions already live in the
+// ledger.
+func (p *plugin) OnSessionClose(ssn *framework.Session) {
+	if p.sess != nil {
+		klog.V(3).InfoS("Device session closed", "plugin", PluginName, "allocations", len(p.sess.allocs),
+			"evictions", len(p.sess.evicted))
+	}
+	p.sess = nil
+}
+
+func (p *plugin) register(ssn *framework.Session) {
+	ssn.AddPredicateFn(PluginName, p.predicate)
+	ssn.AddNodeOrderFn(PluginName, p.nodeOrder)
+	ssn.AddBatchNodeOrderFn(PluginName, p.batchNodeOrder)
+	ssn.AddEventHandler(&framework.EventHandler{
+		AllocateFunc:   p.onAllocate,
+		DeallocateFunc: p.onDeallocate,
+	})
+}
+
+// registerMisconfigured keeps pods that ask for devices pending, with the
+// argument error as the reason, instead of letting Volcano place them on
+// cards nobody accounts.
+func (p *plugin) registerMisconfigured(ssn *framework.Session) {
+	reason := "deviceshare plugin arguments are invalid: " + p.argsErr.Error()
+	ssn.AddPredicateFn(PluginName, func(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
+		if !requestsKnownDevice(task.Pod) {
+			return nil
+		}
+		return vcapi.NewFitErrWithStatus(task, node, &vcapi.Status{
+			Code: vcapi.UnschedulableAndUnresolvable, Reason: reason, Plugin: PluginName,
+		})
+	})
+}
+
+// newSessionState builds the session's read-mostly view: per node the
+// ledger's devices, node locks, and per pending task its device request.
+func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framework.Session) *sessionState {
+	view, assumedPods, inflight := st.ledger.view()
+	s := &sessionState{
+		args:        args,
+		backends:    backends,
+		nodes:       make(map[string]*sessionNode, len(ssn.Nodes)),
+		requests:    make(map[vcapi.TaskID]*taskRequest),
+		assumedPods: assumedPods,
+		allocs:      make(map[vcapi.TaskID]*sessionAlloc),
+		evicted:     make(map[vcapi.TaskID]*evictedPod),
+	}
+	now := st.clock.Now()
+	for name, ni := range ssn.Nodes {
+		sn := &sessionNode{devices: make([]*sessionDevices, len(backends))}
+		nv := view[name]
+		for i, b := range backends {
+			v, ok := nv[b.Name()]
+			if !ok || (v.devices == nil && v.invErr == nil) {
+				continue
+			}
+			sn.devices[i] = &sessionDevices{base: v.devices, invErr: v.invErr}
+		}
+		if args.NodeLockEnable {
+			sn.lockedOutside = inflight[name] || lockedByAnnotation(ni.Node, backends, now)
+		}
+		s.nodes[name] = sn
+	}
+	for _, job := range ssn.Jobs {
+		for _, task := range job.TaskStatusIndex[vcapi.Pending] {
+			if r := s.computeRequest(task.Pod); r != nil {
+				s.requests[task.UID] = r
+			}
+		}
+	}
+	return s
+}
+
+func lockedByAnnotation(node *v1.Node, backends []api.Backend, now time.Time) bool {
+	for _, b := range backends {
+		if l, ok := b.(api.NodeLocker); ok && nodelock.Held(node, l.LockName(), now) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,129 @@
+package deviceshare
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// Failure reasons the plugin itself reports (backends add per-card ones).
+// They are stable strings so Volcano's fit-error histogram groups nodes.
+const (
+	ReasonNodeLocked        = "node is locked by a device allocation in flight"
+	ReasonNoDevicesSuffix   = " devices are not present on the node"
+	ReasonBadInventorySuffix = " device registration on the node is invalid"
+	ReasonInvalidRequest    = "invalid device request: "
+)
+
+// predicate is the PredicateFn: does the task fit the node's cards?
+func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
+	s := p.sess
+	req := s.requestOf(task)
+	if req == nil {
+		return nil
+	}
+	if req.invalid != nil {
+		p.st.metrics.filterFailed("request", "invalid request")
+		return fitError(task, node, api.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
+	}
+	sn := s.nodes[node.Name]
+	if sn == nil {
+		return fitError(task, node, api.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
+	}
+	if s.args.NodeLockEnable && sn.locked() {
+		p.st.metrics.filterFailed("node", ReasonNodeLocked)
+		return fitError(task, node, api.Unschedulable, ReasonNodeLocked)
+	}
+	pod := task.Pod
+	var statuses []*vcapi.Status
+	for _, i := range req.backends {
+		name := s.backends[i].Name()
+		d := sn.devices[i]
+		switch {
+		case d == nil:
+			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
+			p.st.metrics.filterFailed(name, "no devices")
+			continue
+		case d.invErr != nil:
+			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
+			p.st.metrics.filterFailed(name, "invalid registration")
+			continue
+		}
+		st := d.read().FilterNode(pod, s.args.SchedulePolicy)
+		if st.IsSuccess() {
+			continue
+		}
+		for _, r := range st.Reasons {
+			statuses = append(statuses, status(st.Code, r))
+			p.st.metrics.filterFailed(name, r)
+		}
+		if len(st.Reasons) == 0 {
+			statuses = append(statuses, status(st.Code, name+" devices do not fit"))
+		}
+	}
+	if len(statuses) == 0 {
+		return nil
+	}
+	if klog.V(5).Enabled() {
+		klog.V(5).InfoS("Filtered node", "plugin", PluginName, "pod", klog.KObj(pod), "node", node.Name,
+			"reasons", reasons(statuses))
+	}
+	return vcapi.NewFitErrWithStatus(task, node, statuses...)
+}
+
+func fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, code int, reason string) error {
+	return vcapi.NewFitErrWithStatus(task, node, status(code, reason))
+}
+
+func status(code int, reason string) *vcapi.Status {
+	return &vcapi.Status{Code: code, Reason: reason, Plugin: PluginName}
+}
+
+func reasons(sts []*vcapi.Status) []string {
+	out := make([]string, 0, len(sts))
+	for _, s := range sts {
+		out = append(out, s.Reason)
+	}
+	return out
+}
+
+// requestsKnownDevice reports whether a pod asks for any resource of a
+// device type this project serves, whichever types are enabled.
+func requestsKnownDevice(pod *v1.Pod) bool {
+	check := func(c *v1.Container) bool {
+		for name := range c.Resources.Limits {
+			if isKnownDeviceResource(name) {
+				return true
+			}
+		}
+		for name := range c.Resources.Requests {
+			if isKnownDeviceResource(name) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range pod.Spec.Containers {
+		if check(&pod.Spec.Containers[i]) {
+			return true
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if check(&pod.Spec.InitContainers[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isKnownDeviceResource(name v1.ResourceName) bool {
+	switch name {
+	case "volcano.sh/gpu-memory", "volcano.sh/gpu-number",
+		"volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores",
+		"huawei.com/npu-core", "huawei.com/Ascend310P":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,67 @@
+package deviceshare
+
+import (
+	"k8s.io/klog/v2"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// nodeOrder is the NodeOrderFn: the weighted device score of a node the
+// task fits, summed over the device types it asks for. Backends scoring
+// across nodes are left to batchNodeOrder.
+func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64, error) {
+	s := p.sess
+	req := s.requestOf(task)
+	if req == nil || req.invalid != nil || s.args.ScheduleWeight == 0 {
+		return 0, nil
+	}
+	sn := s.nodes[node.Name]
+	if sn == nil {
+		return 0, nil
+	}
+	var score float64
+	for _, i := range req.backends {
+		if _, batch := s.backends[i].(api.BatchScorer); batch {
+			continue
+		}
+		if d := sn.devices[i]; d != nil && d.invErr == nil {
+			score += d.read().ScoreNode(task.Pod, s.args.SchedulePolicy)
+		}
+	}
+	score *= float64(s.args.ScheduleWeight)
+	klog.V(5).InfoS("Scored node", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", node.Name, "score", score)
+	return score, nil
+}
+
+// batchNodeOrder is the BatchNodeOrderFn: backends whose score depends on
+// the other candidates score all nodes at once.
+func (p *plugin) batchNodeOrder(task *vcapi.TaskInfo, nodes []*vcapi.NodeInfo) (map[string]float64, error) {
+	s := p.sess
+	req := s.requestOf(task)
+	if req == nil || req.invalid != nil || s.args.ScheduleWeight == 0 {
+		return nil, nil
+	}
+	var out map[string]float64
+	for _, i := range req.backends {
+		bs, ok := s.backends[i].(api.BatchScorer)
+		if !ok {
+			continue
+		}
+		candidates := make(map[string]api.Devices, len(nodes))
+		for _, n := range nodes {
+			if sn := s.nodes[n.Name]; sn != nil {
+				if d := sn.devices[i]; d != nil && d.invErr == nil {
+					candidates[n.Name] = d.read()
+				}
+			}
+		}
+		if out == nil {
+			out = make(map[string]float64, len(nodes))
+		}
+		for name, sc := range bs.BatchScore(task.Pod, s.args.SchedulePolicy, candidates) {
+			out[name] += sc * float64(s.args.ScheduleWeight)
+		}
+	}
+	return out, nil
+}
