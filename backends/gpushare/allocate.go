@@ -1,0 +1,102 @@
+package gpushare
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// Allocate picks the pod's cards (see pickShareCard and pickNumberCards),
+// accounts them and returns volcano.sh/gpu-index and
+// volcano.sh/predicate-time. It succeeds whenever FilterNode succeeds. A pod
+// without a request gets a nil reservation; a pod already accounted here is
+// an error.
+func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
+	req, err := d.request(pod)
+	if err != nil {
+		return nil, fmt.Errorf("allocate %s on node %s: %w", d.backend.name, d.node, err)
+	}
+	if req == 0 {
+		return nil, nil
+	}
+	key := podKey(pod)
+	if old, found := d.pods[key]; found {
+		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: the pod already holds cards %s",
+			d.backend.name, pod.Namespace, pod.Name, d.node, formatIndices(old.cards))
+	}
+	var h holding
+	if d.backend.mode == ModeShare {
+		i := d.pickShareCard(req, policy)
+		if i < 0 {
+			return nil, d.noFitError(pod, req)
+		}
+		h = holding{cards: []int{i}, memory: req}
+	} else {
+		ids := d.pickNumberCards(req)
+		if ids == nil {
+			return nil, d.noFitError(pod, req)
+		}
+		h = holding{whole: true, cards: ids}
+	}
+	d.apply(h, 1)
+	d.pods[key] = h
+	value := formatIndices(h.cards)
+	if v := klog.V(4); v.Enabled() {
+		v.InfoS("Allocated GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name,
+			"policy", policy, "request", req, "cards", value)
+	}
+	return &api.Reservation{Annotations: map[string]string{
+		AnnotationGPUIndex:      value,
+		AnnotationPredicateTime: strconv.FormatInt(d.backend.clock.Now().UnixNano(), 10),
+	}}, nil
+}
+
+// Release gives back the cards the pod holds. A nil reservation, or one
+// without volcano.sh/gpu-index, released nothing and is a no-op. A
+// gpu-index that differs from what the pod holds, or a pod holding nothing
+// here, is an error and the state is unchanged.
+func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
+	if r == nil {
+		return nil
+	}
+	value, found := r.Annotations[AnnotationGPUIndex]
+	if !found {
+		return nil
+	}
+	key := podKey(pod)
+	h, held := d.pods[key]
+	if !held {
+		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds no cards on node %s",
+			d.backend.name, pod.Namespace, pod.Name, AnnotationGPUIndex, value, d.node)
+	}
+	if !sameIndices(value, h.cards) {
+		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds cards %q on node %s",
+			d.backend.name, pod.Namespace, pod.Name, AnnotationGPUIndex, value, formatIndices(h.cards), d.node)
+	}
+	d.apply(h, -1)
+	delete(d.pods, key)
+	if v := klog.V(4); v.Enabled() {
+		v.InfoS("Released GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name, "cards", value)
+	}
+	return nil
+}
+
+// sameIndices reports whether value is the gpu-index rendering of ids
+// (same indices, same order), without allocating.
+func sameIndices(value string, ids []int) bool {
+	rest := value
+	for i, id := range ids {
+		entry, tail, more := strings.Cut(rest, ",")
+		got, ok := parseCardIndex(entry)
+		if !ok || got != id || more != (i < len(ids)-1) {
+			return false
+		}
+		rest = tail
+	}
+	return len(ids) > 0
+}
