@@ -3,7 +3,6 @@ package deviceshare
 import (
 	"fmt"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
@@ -132,12 +131,9 @@ func (p *plugin) rollback(alloc *sessionAlloc) {
 func lockNames(backends []api.Backend, idx []int) []string {
 	var out []string
 	for _, i := range idx {
-		if l, ok := backends[i].(api.NodeLocker); ok {
+		if l, ok := backends[i].(api.NodeLocker); ok && l.LockName() != "" {
 			out = append(out, l.LockName())
 		}
 	}
 	return out
 }
-
-// podKey is namespace/name for logs and lock values.
-func podKey(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

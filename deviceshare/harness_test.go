@@ -201,13 +201,16 @@ func (c *cluster) confirmBinds(pods ...*v1.Pod) []*v1.Pod {
 }
 
 func gpuNode(name string, cards int, memPerCard int64) *v1.Node {
-	return util.BuildNode(name, v1.ResourceList{
-		v1.ResourceCPU:           resource.MustParse("64"),
-		v1.ResourceMemory:        resource.MustParse("256Gi"),
-		v1.ResourcePods:          resource.MustParse("110"),
-		"volcano.sh/gpu-number":  *resource.NewQuantity(int64(cards), resource.DecimalSI),
-		"volcano.sh/gpu-memory":  *resource.NewQuantity(int64(cards)*memPerCard, resource.DecimalSI),
-	}, nil)
+	res := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("64"),
+		v1.ResourceMemory: resource.MustParse("256Gi"),
+		v1.ResourcePods:   resource.MustParse("110"),
+	}
+	if cards > 0 {
+		res["volcano.sh/gpu-number"] = *resource.NewQuantity(int64(cards), resource.DecimalSI)
+		res["volcano.sh/gpu-memory"] = *resource.NewQuantity(int64(cards)*memPerCard, resource.DecimalSI)
+	}
+	return util.BuildNode(name, res, nil)
 }
 
 // devicePod builds a pending pod of a PodGroup asking for the given extra

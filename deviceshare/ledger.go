@@ -100,17 +100,6 @@ func (l *Ledger) Forget(uid types.UID) {
 	delete(l.assumed, uid)
 }
 
-// Assumed reports whether an unconfirmed allocation of this scheduler is on
-// the node, with the oldest one's age.
-func (l *Ledger) assumedOn(node string) bool {
-	for _, a := range l.assumed {
-		if a.node == node {
-			return true
-		}
-	}
-	return false
-}
-
 // SyncResult is what one Sync saw, for logs and metrics.
 type SyncResult struct {
 	Nodes, Decoded, Added, Removed, Rejected, Assumed, Confirmed, Dropped int

@@ -13,13 +13,13 @@ const metricsPrefix = "volcano_deviceshare_"
 // metrics are the plugin's Prometheus metrics. A nil *metrics (no
 // registerer) records nothing.
 type metrics struct {
-	filterFailures  *prometheus.CounterVec
-	allocations     *prometheus.CounterVec
-	lockBusy        prometheus.Counter
-	argsValid       prometheus.Gauge
-	syncDuration    prometheus.Histogram
-	assumedPods     prometheus.Gauge
-	syncChanges     *prometheus.CounterVec
+	filterFailures *prometheus.CounterVec
+	allocations    *prometheus.CounterVec
+	lockBusy       prometheus.Counter
+	argsValid      prometheus.Gauge
+	syncDuration   prometheus.Histogram
+	assumedPods    prometheus.Gauge
+	syncChanges    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

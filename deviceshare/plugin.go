@@ -55,6 +55,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	}
 	res := p.st.ledger.Sync(ssn.Nodes, backends)
 	p.sess = p.st.newSessionState(p.args, backends, ssn)
+	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
 	p.register(ssn)
 	p.st.metrics.observeSync(res, p.st.clock.Since(start))
 	klog.V(3).InfoS("Device ledger synced", "plugin", PluginName, "nodes", res.Nodes, "decoded", res.Decoded,
@@ -138,7 +139,7 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 
 func lockedByAnnotation(node *v1.Node, backends []api.Backend, now time.Time) bool {
 	for _, b := range backends {
-		if l, ok := b.(api.NodeLocker); ok && nodelock.Held(node, l.LockName(), now) {
+		if l, ok := b.(api.NodeLocker); ok && l.LockName() != "" && nodelock.Held(node, l.LockName(), now) {
 			return true
 		}
 	}

@@ -11,10 +11,10 @@ import (
 // Failure reasons the plugin itself reports (backends add per-card ones).
 // They are stable strings so Volcano's fit-error histogram groups nodes.
 const (
-	ReasonNodeLocked        = "node is locked by a device allocation in flight"
-	ReasonNoDevicesSuffix   = " devices are not present on the node"
+	ReasonNodeLocked         = "node is locked by a device allocation in flight"
+	ReasonNoDevicesSuffix    = " devices are not present on the node"
 	ReasonBadInventorySuffix = " device registration on the node is invalid"
-	ReasonInvalidRequest    = "invalid device request: "
+	ReasonInvalidRequest     = "invalid device request: "
 )
 
 // predicate is the PredicateFn: does the task fit the node's cards?

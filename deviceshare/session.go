@@ -72,10 +72,10 @@ type taskRequest struct {
 }
 
 type sessionAlloc struct {
-	node     string
-	original *v1.Pod
+	node      string
+	original  *v1.Pod
 	annotated *v1.Pod
-	parts    []allocPart
+	parts     []allocPart
 }
 
 type allocPart struct {

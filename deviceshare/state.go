@@ -33,11 +33,12 @@ type Options struct {
 // Locking: mu guards the backend cache and the last argument error; the
 // ledger and the binder have their own locks.
 type State struct {
-	clock    clock.Clock
-	factory  BackendFactory
-	ledger   *Ledger
-	metrics  *metrics
-	binder   *Binder
+	clock   clock.Clock
+	factory BackendFactory
+	ledger  *Ledger
+	metrics *metrics
+	binder  *Binder
+	adv     *advertiser
 
 	mu          sync.Mutex
 	backendsKey string
@@ -60,6 +61,7 @@ func NewState(opts Options) *State {
 		metrics: newMetrics(opts.Registerer),
 	}
 	st.binder = newBinder(st)
+	st.adv = newAdvertiser()
 	return st
 }
 
@@ -73,6 +75,9 @@ func (st *State) Builder() framework.PluginBuilder {
 // Binder returns the pod binder that takes node locks at bind time; register
 // it with cache.RegisterBindMethod.
 func (st *State) Binder() cache.Binder { return st.binder }
+
+// Close stops the State's background work (node resource advertising).
+func (st *State) Close() { st.adv.stop() }
 
 // Ledger exposes the device ledger (for tests and debugging endpoints).
 func (st *State) Ledger() *Ledger { return st.ledger }

@@ -39,6 +39,7 @@ type BatchScorer interface {
 // lock is the node annotation LockName(); its value is the lock time.
 type NodeLocker interface {
 	// LockName is the node annotation key of the lock (upstream Volcano uses
-	// "gpu" for GPU share/number and the device name for vGPU).
+	// "gpu" for GPU share and the device name for vGPU); "" means the device
+	// type takes no lock.
 	LockName() string
 }

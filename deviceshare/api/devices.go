@@ -78,3 +78,18 @@ func ApplyReservation(pod *v1.Pod, r *Reservation) *v1.Pod {
 	}
 	return out
 }
+
+// Advertiser is implemented by Devices whose resources the node does not
+// advertise itself (memory and core shares that no kubelet device plugin
+// registers, such as HAMi's Ascend memory or renamed vGPU resources).
+// Volcano v1.10's own resource fit rejects a pod whose request names a
+// resource the node lacks, and its cache refuses the bind, so the plugin
+// advertises these totals in the node's status (capacity and allocatable)
+// as extended resources. The totals are what the cards hold, in the units
+// pods request, so Volcano's (and the kubelet's) node-level sum is a
+// necessary condition of the per-card fit and never rejects a pod the
+// cards could take.
+type Advertiser interface {
+	// Advertised returns the node-level totals to advertise.
+	Advertised() v1.ResourceList
+}

@@ -80,9 +80,7 @@ func Main(args []string) int {
 	klog.StartFlushDaemon(*logFlushFreq)
 	defer klog.Flush()
 
-	if err := vcapp.Run(s); err != nil {
-		fmt.Fprintf(os.Stderr, "%v\n", err)
-		return 1
-	}
-	return 0
+	// Run returns only when the scheduler stops, always with the reason.
+	fmt.Fprintf(os.Stderr, "%v\n", vcapp.Run(s))
+	return 1
 }
