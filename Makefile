@@ -16,14 +16,22 @@ BENCH_COUNT   ?= 6
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build test unit lint vet staticcheck bench demo clean
+.PHONY: all build test unit lint vet staticcheck smoke bench demo clean
 
 all: build test
 
 build:
 	$(GO) build -o $(BIN)/vc-scheduler ./cmd/vc-scheduler
 
-test: lint unit
+test: lint unit smoke
+
+# The scheduler binary starts and lists Volcano's flags next to ours.
+smoke: build
+	@$(BIN)/vc-scheduler --help >$(BIN)/help.txt 2>&1 || true
+	@for flag in --scheduler-conf --leader-elect --listen-address --enable-healthz --enable-metrics --schedule-period --kubeconfig -v; do \
+		grep -q -- "$$flag" $(BIN)/help.txt || { echo "vc-scheduler --help does not list $$flag" >&2; cat $(BIN)/help.txt >&2; exit 1; }; \
+	done
+	@echo "smoke: vc-scheduler --help lists Volcano's flags"
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

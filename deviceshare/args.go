@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
@@ -117,8 +118,8 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 			a.ScheduleWeight = w
 		}
 	}
-	errs = append(errs, parseName(in, ArgKnownGeometriesCMName, &a.ConfigMapName)...)
-	errs = append(errs, parseName(in, ArgKnownGeometriesCMNamespace, &a.ConfigMapNamespace)...)
+	errs = append(errs, parseName(in, ArgKnownGeometriesCMName, &a.ConfigMapName, validation.IsDNS1123Subdomain)...)
+	errs = append(errs, parseName(in, ArgKnownGeometriesCMNamespace, &a.ConfigMapNamespace, validation.IsDNS1123Label)...)
 
 	if a.GPUSharingEnable && a.GPUNumberEnable {
 		errs = append(errs, field.Forbidden(field.NewPath(ArgGPUNumberEnable),
@@ -154,7 +155,7 @@ func UnknownKeys(in framework.Arguments) []string {
 	return out
 }
 
-func parseName(in framework.Arguments, key string, dst *string) field.ErrorList {
+func parseName(in framework.Arguments, key string, dst *string, valid func(string) []string) field.ErrorList {
 	raw, ok := in[key]
 	if !ok {
 		return nil
@@ -163,9 +164,14 @@ func parseName(in framework.Arguments, key string, dst *string) field.ErrorList 
 	if !isString {
 		return field.ErrorList{field.Invalid(field.NewPath(key), raw, "must be a string")}
 	}
-	if s = strings.TrimSpace(s); s != "" {
-		*dst = s
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
 	}
+	if msgs := valid(s); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(field.NewPath(key), raw, strings.Join(msgs, "; "))}
+	}
+	*dst = s
 	return nil
 }
 

@@ -6,11 +6,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/backends/gpushare"
+	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
-// DefaultBackends builds the backends the arguments enable.
-func DefaultBackends(args Args, clk clock.PassiveClock) ([]api.Backend, error) {
+// DefaultBackends builds the backends the arguments enable. GPU share and
+// GPU number read nothing from the device configuration.
+func DefaultBackends(args Args, _ *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
 	var out []api.Backend
 	if args.GPUSharingEnable {
 		b, err := gpushare.New(gpushare.Options{Mode: gpushare.ModeShare, Clock: clk})

@@ -28,6 +28,9 @@ import (
 
 const testNamespace = "team-a"
 
+// testTime is the fake clocks' start.
+var testTime = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
 // TestMain sets the scheduler options Volcano's actions read, as its own
 // action tests do, and consider every node (as a small cluster would).
 func TestMain(m *testing.M) {
@@ -91,7 +94,7 @@ type cluster struct {
 
 func newCluster(t *testing.T, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue) *cluster {
 	t.Helper()
-	clk := testingclock.NewFakeClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	clk := testingclock.NewFakeClock(testTime)
 	st := NewState(Options{Clock: clk})
 	framework.RegisterPluginBuilder(PluginName, st.Builder())
 	actions, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(schedulerConf)

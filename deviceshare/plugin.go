@@ -46,7 +46,8 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	if !p.args.AnyEnabled() {
 		return
 	}
-	backends, err := p.st.backendsFor(p.args)
+	cfg, generation := p.st.watchConfig(ssn.KubeClient(), p.args)
+	backends, err := p.st.backendsFor(p.args, cfg, generation)
 	if err != nil {
 		p.argsErr = err
 		p.st.reportArgs(err)

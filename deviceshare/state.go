@@ -1,20 +1,28 @@
 package deviceshare
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"volcano.sh/volcano/pkg/scheduler/cache"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
+	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
-// BackendFactory builds the enabled backends for validated arguments.
-type BackendFactory func(args Args, clk clock.PassiveClock) ([]api.Backend, error)
+// BackendFactory builds the enabled backends for validated arguments and
+// the device configuration in force.
+type BackendFactory func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error)
 
 // Options configure a State.
 type Options struct {
@@ -41,6 +49,9 @@ type State struct {
 	adv     *advertiser
 
 	mu          sync.Mutex
+	configs     *config.Loader
+	configsCtx  context.Context
+	stopConfigs context.CancelFunc
 	backendsKey string
 	backends    []api.Backend
 	lastArgErr  string
@@ -62,6 +73,7 @@ func NewState(opts Options) *State {
 	}
 	st.binder = newBinder(st)
 	st.adv = newAdvertiser()
+	st.configsCtx, st.stopConfigs = context.WithCancel(context.Background())
 	return st
 }
 
@@ -76,8 +88,47 @@ func (st *State) Builder() framework.PluginBuilder {
 // it with cache.RegisterBindMethod.
 func (st *State) Binder() cache.Binder { return st.binder }
 
-// Close stops the State's background work (node resource advertising).
-func (st *State) Close() { st.adv.stop() }
+// Close stops the State's background work (node resource advertising,
+// the ConfigMap watch).
+func (st *State) Close() {
+	st.adv.stop()
+	st.stopConfigs()
+}
+
+// watchConfig returns the device configuration and its generation, starting
+// the ConfigMap watch on first use and moving it when the arguments name
+// another ConfigMap. Without a client only the defaults are served.
+func (st *State) watchConfig(client kubernetes.Interface, args Args) (*config.Config, uint64) {
+	st.mu.Lock()
+	if st.configs == nil {
+		st.configs = config.NewLoader(config.LoaderOptions{
+			Client:   client,
+			Recorder: newEventRecorder(client),
+			Clock:    st.clock,
+		})
+	}
+	loader := st.configs
+	st.mu.Unlock()
+	if client != nil {
+		if err := loader.Start(st.configsCtx, args.ConfigMapNamespace, args.ConfigMapName); err != nil {
+			// The names were validated with the arguments; keep serving
+			// the configuration in force.
+			klog.ErrorS(err, "Cannot watch the device ConfigMap", "configMap", klog.KRef(args.ConfigMapNamespace, args.ConfigMapName))
+		}
+	}
+	return loader.Snapshot()
+}
+
+// newEventRecorder returns a recorder writing events through client, or
+// nil without one.
+func newEventRecorder(client kubernetes.Interface) record.EventRecorder {
+	if client == nil {
+		return nil
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vc-scheduler-" + PluginName})
+}
 
 // Ledger exposes the device ledger (for tests and debugging endpoints).
 func (st *State) Ledger() *Ledger { return st.ledger }
@@ -93,17 +144,18 @@ func Register() *State {
 	return st
 }
 
-// backendsFor returns the backends for the arguments, rebuilding them only
-// when the arguments that shape them change.
-func (st *State) backendsFor(args Args) ([]api.Backend, error) {
-	key := fmt.Sprintf("%t/%t/%t/%t/%t", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
-		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable)
+// backendsFor returns the backends for the arguments and configuration,
+// rebuilding them only when the arguments that shape them or the
+// configuration's generation change.
+func (st *State) backendsFor(args Args, cfg *config.Config, generation uint64) ([]api.Backend, error) {
+	key := fmt.Sprintf("%t/%t/%t/%t/%t/%d", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
+		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if key == st.backendsKey && st.backends != nil {
 		return st.backends, nil
 	}
-	backends, err := st.factory(args, st.clock)
+	backends, err := st.factory(args, cfg, st.clock)
 	if err != nil {
 		return nil, err
 	}
