@@ -100,9 +100,21 @@ func (l *Ledger) Forget(uid types.UID) {
 	delete(l.assumed, uid)
 }
 
-// SyncResult is what one Sync saw, for logs and metrics.
+// SyncResult is what one Sync saw, for logs, metrics and events.
 type SyncResult struct {
 	Nodes, Decoded, Added, Removed, Rejected, Assumed, Confirmed, Dropped int
+	// Problems are the invalid inventories and allocations this Sync found
+	// for the first time (each is reported once, until it changes).
+	Problems []Problem
+}
+
+// Problem is an invalid node inventory (Pod nil) or a pod allocation that
+// cannot be accounted.
+type Problem struct {
+	Node   string
+	Device string
+	Pod    *v1.Pod
+	Err    error
 }
 
 // Sync brings the ledger up to date with a session's snapshot for the given
@@ -172,6 +184,7 @@ func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res
 	dl.devices, dl.invErr = devs, err
 	if err != nil {
 		dl.devices = nil
+		res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: err})
 		klog.ErrorS(err, "Node's device inventory is invalid; its devices are unavailable until it is fixed",
 			"node", name, "device", dl.backend.Name())
 	}
@@ -210,6 +223,7 @@ func (l *Ledger) syncPods(name string, ni *vcapi.NodeInfo, dl *deviceLedger, ass
 		if err := dl.devices.AddResource(pod); err != nil {
 			ap.err = err
 			res.Rejected++
+			res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Pod: pod, Err: err})
 			klog.ErrorS(err, "Pod's device allocation cannot be accounted; its cards are treated as free",
 				"pod", klog.KObj(pod), "node", name, "device", dl.backend.Name())
 		} else {

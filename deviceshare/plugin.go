@@ -55,6 +55,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 		return
 	}
 	res := p.st.ledger.Sync(ssn.Nodes, backends)
+	p.st.reportProblems(ssn.KubeClient(), res.Problems)
 	p.sess = p.st.newSessionState(p.args, backends, ssn)
 	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
 	p.register(ssn)

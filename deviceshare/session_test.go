@@ -1,12 +1,15 @@
 package deviceshare
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 )
 
@@ -225,4 +228,51 @@ func TestNodeLockAllowsOneAllocationInFlightPerNode(t *testing.T) {
 	// Still in flight in the next session: the node stays locked.
 	c.session(nil)
 	c.expectNoBind()
+}
+
+func TestInvalidRegistrationMakesNodeUnavailableWithEvent(t *testing.T) {
+	bad := gpuNode("bad", 2, 8000)
+	bad.Annotations["volcano.sh/gpu-unhealthy-ids"] = "one"
+	c := newCluster(t, schedulerConf(shareArgs), []*v1.Node{bad, gpuNode("good", 1, 8000)}, nil)
+	p := gpuMemPod("a", "pg1", 1000)
+	c.addJob(podGroup("pg1", 1), p)
+	c.addJob(podGroup("pg2", 1), gpuMemPod("b", "pg2", 8000))
+	var msg string
+	c.session(func(ssn *framework.Session) {
+		for _, job := range ssn.Jobs {
+			for _, fe := range job.NodesFitErrors {
+				msg = fe.Error()
+			}
+		}
+	})
+	binds := c.waitBinds(1)
+	for key, b := range binds {
+		if b.Node != "good" {
+			t.Errorf("%s bound to %s; the node with an invalid registration must not be used", key, b.Node)
+		}
+	}
+	if !strings.Contains(msg, "gpushare"+ReasonBadInventorySuffix) {
+		t.Errorf("fit error %q does not name the invalid registration", msg)
+	}
+	c.waitForEvent(EventInvalidRegistration, "volcano.sh/gpu-unhealthy-ids")
+}
+
+// waitForEvent polls the events the plugin recorded through the session's
+// client until one has the reason and mentions want.
+func (c *cluster) waitForEvent(reason, want string) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		events, err := c.cache.Client().CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Reason == reason && strings.Contains(e.Message, want) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no %s event mentioning %q was recorded", reason, want)
 }

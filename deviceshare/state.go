@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -49,6 +50,7 @@ type State struct {
 	adv     *advertiser
 
 	mu          sync.Mutex
+	recorder    record.EventRecorder
 	configs     *config.Loader
 	configsCtx  context.Context
 	stopConfigs context.CancelFunc
@@ -103,7 +105,7 @@ func (st *State) watchConfig(client kubernetes.Interface, args Args) (*config.Co
 	if st.configs == nil {
 		st.configs = config.NewLoader(config.LoaderOptions{
 			Client:   client,
-			Recorder: newEventRecorder(client),
+			Recorder: st.eventRecorder(client),
 			Clock:    st.clock,
 		})
 	}
@@ -119,15 +121,49 @@ func (st *State) watchConfig(client kubernetes.Interface, args Args) (*config.Co
 	return loader.Snapshot()
 }
 
-// newEventRecorder returns a recorder writing events through client, or
-// nil without one.
-func newEventRecorder(client kubernetes.Interface) record.EventRecorder {
-	if client == nil {
-		return nil
+// eventRecorder returns the State's recorder, writing events through the
+// first client it is given; nil without a client. Call with st.mu held.
+func (st *State) eventRecorder(client kubernetes.Interface) record.EventRecorder {
+	if st.recorder == nil && client != nil {
+		b := record.NewBroadcaster()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		st.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vc-scheduler-" + PluginName})
 	}
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vc-scheduler-" + PluginName})
+	return st.recorder
+}
+
+// Event reasons the plugin records.
+const (
+	// EventInvalidRegistration is recorded on a node whose device
+	// registration cannot be decoded; its devices are unavailable.
+	EventInvalidRegistration = "InvalidDeviceRegistration"
+	// EventInvalidAllocation is recorded on a pod whose allocation
+	// annotations cannot be accounted; its cards count as free.
+	EventInvalidAllocation = "InvalidDeviceAllocation"
+)
+
+// reportProblems records a Warning event for each problem a ledger sync
+// found for the first time.
+func (st *State) reportProblems(client kubernetes.Interface, problems []Problem) {
+	if len(problems) == 0 {
+		return
+	}
+	st.mu.Lock()
+	rec := st.eventRecorder(client)
+	st.mu.Unlock()
+	if rec == nil {
+		return
+	}
+	for _, p := range problems {
+		if p.Pod != nil {
+			rec.Eventf(p.Pod, v1.EventTypeWarning, EventInvalidAllocation,
+				"%s allocation on node %s cannot be accounted: %v", p.Device, p.Node, p.Err)
+			continue
+		}
+		ref := &v1.ObjectReference{Kind: "Node", Name: p.Node, UID: types.UID(p.Node)}
+		rec.Eventf(ref, v1.EventTypeWarning, EventInvalidRegistration,
+			"%s devices are unavailable: %v", p.Device, p.Err)
+	}
 }
 
 // Ledger exposes the device ledger (for tests and debugging endpoints).
