@@ -94,6 +94,17 @@ type cluster struct {
 
 func newCluster(t *testing.T, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue) *cluster {
 	t.Helper()
+	return newClusterWith(t, schedulerConf, nodes, queues, util.NewFakeEvictor(100))
+}
+
+// newClusterWithEvictor is newCluster with an evictor the test reads.
+func newClusterWithEvictor(t *testing.T, schedulerConf string, nodes []*v1.Node, evictor *util.FakeEvictor) *cluster {
+	t.Helper()
+	return newClusterWith(t, schedulerConf, nodes, nil, evictor)
+}
+
+func newClusterWith(t *testing.T, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue, evictor *util.FakeEvictor) *cluster {
+	t.Helper()
 	clk := testingclock.NewFakeClock(testTime)
 	st := NewState(Options{Clock: clk})
 	framework.RegisterPluginBuilder(PluginName, st.Builder())
@@ -102,7 +113,7 @@ func newCluster(t *testing.T, schedulerConf string, nodes []*v1.Node, queues []*
 		t.Fatalf("parse scheduler conf: %v", err)
 	}
 	b := &recordingBinder{st: st, binds: map[string]boundPod{}, ch: make(chan string, 1000)}
-	sc := cache.NewCustomMockSchedulerCache("volcano", b, util.NewFakeEvictor(100), &util.FakeStatusUpdater{},
+	sc := cache.NewCustomMockSchedulerCache("volcano", b, evictor, &util.FakeStatusUpdater{},
 		nil, nil, record.NewFakeRecorder(1000))
 	for _, n := range nodes {
 		if err := sc.AddOrUpdateNode(n); err != nil {
