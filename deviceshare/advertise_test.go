@@ -151,7 +151,9 @@ func (d *widgetDevices) Advertised() v1.ResourceList {
 // device totals in the node's status; then the pod binds with its card.
 func TestUnadvertisedResourceIsAdvertisedAndPodBinds(t *testing.T) {
 	c := newCluster(t, schedulerConf(`      deviceshare.GPUSharingEnable: true`), nil, nil)
-	c.st.factory = func(Args, *config.Config, clock.PassiveClock) ([]api.Backend, error) { return []api.Backend{widgetBackend{}}, nil }
+	c.st.factory = func(Args, *config.Config, clock.PassiveClock) ([]api.Backend, error) {
+		return []api.Backend{widgetBackend{}}, nil
+	}
 	t.Cleanup(c.st.Close)
 
 	node := gpuNode("n1", 0, 0)
