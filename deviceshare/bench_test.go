@@ -106,10 +106,12 @@ func benchAllocate(b *testing.B, impl, conf string, nodes, npods int) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
+		var st *State
 		if impl == "builtin" {
 			framework.RegisterPluginBuilder(PluginName, builtin.New)
 		} else {
-			framework.RegisterPluginBuilder(PluginName, NewState(Options{}).Builder())
+			st = NewState(Options{})
+			framework.RegisterPluginBuilder(PluginName, st.Builder())
 		}
 		binder := &countingBinder{}
 		sc := cache.NewCustomMockSchedulerCache("volcano", binder, util.NewFakeEvictor(0), &util.FakeStatusUpdater{},
@@ -148,6 +150,9 @@ func benchAllocate(b *testing.B, impl, conf string, nodes, npods int) {
 		// Volcano's built-in keeps its switches in package variables; leave
 		// them off for whatever runs next in this process.
 		gpushare.GpuSharingEnable = false
+		if st != nil {
+			st.Close()
+		}
 	}
 	if bound == 0 {
 		b.Fatalf("%s: nothing was allocated", impl)

@@ -2,6 +2,7 @@ package deviceshare
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 	"volcano.sh/volcano/cmd/scheduler/app/options"
@@ -33,7 +35,15 @@ var testTime = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 // TestMain sets the scheduler options Volcano's actions read, as its own
 // action tests do, and consider every node (as a small cluster would).
+//
+// Volcano logs at level 0 from its cache and actions; those lines would be
+// interleaved with benchmark results on go test's output, so logs are
+// discarded unless VSHARE_TEST_LOGS is set.
 func TestMain(m *testing.M) {
+	if os.Getenv("VSHARE_TEST_LOGS") == "" {
+		klog.LogToStderr(false)
+		klog.SetOutput(io.Discard)
+	}
 	options.ServerOpts = &options.ServerOption{
 		MinNodesToFind:             100,
 		MinPercentageOfNodesToFind: 5,
