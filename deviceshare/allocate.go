@@ -12,9 +12,11 @@ import (
 // onAllocate is the allocation event handler (allocate, pipeline and a
 // discarded eviction's undo all raise it). It picks the cards on the
 // session's copy of the node's devices, records the choice in the ledger as
-// an assumption, and replaces the task's pod with a copy that carries the
-// allocation annotations, which the binder sends on the v1.Binding. No API
-// call happens here.
+// an assumption, and hands the allocation annotations to the binder, which
+// sends them on the v1.Binding. No API call happens here, and the task's
+// pod is left alone: Volcano v1.10 still feeds session pods to its built-in
+// device objects (NodeInfo.Others), whose vGPU SubResource crashes on
+// allocation annotations it did not add itself.
 func (p *plugin) onAllocate(ev *framework.Event) {
 	s := p.sess
 	task := ev.Task
@@ -62,13 +64,13 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		p.st.metrics.allocated(s.backends[i].Name(), "success")
 	}
 	alloc.annotated = api.ApplyReservation(task.Pod, merged)
-	task.Pod = alloc.annotated
 	s.allocs[task.UID] = alloc
 	sn.inSession++
+	var locks []string
 	if s.args.NodeLockEnable {
-		p.st.binder.lockAtBind(task.UID, task.NodeName, lockNames(s.backends, req.backends))
+		locks = lockNames(s.backends, req.backends)
 	}
-	p.st.binder.accept(task.UID)
+	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks)
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)
 	klog.V(4).InfoS("Allocated devices", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", task.NodeName,
 		"annotations", merged.Annotations)
@@ -82,7 +84,6 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 	if alloc, ok := s.allocs[task.UID]; ok {
 		delete(s.allocs, task.UID)
 		p.rollback(alloc)
-		task.Pod = alloc.original
 		p.st.ledger.Forget(task.Pod.UID)
 		p.st.binder.forget(task.UID)
 		if sn := s.nodes[alloc.node]; sn != nil {

@@ -6,13 +6,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/backends/gpushare"
+	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
 // DefaultBackends builds the backends the arguments enable. GPU share and
-// GPU number read nothing from the device configuration.
-func DefaultBackends(args Args, _ *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
+// GPU number read nothing from the device configuration; the HAMi vGPU
+// backend reads its nvidia: section (nil means the defaults).
+func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
 	var out []api.Backend
 	if args.GPUSharingEnable {
 		b, err := gpushare.New(gpushare.Options{Mode: gpushare.ModeShare, Clock: clk})
@@ -29,7 +31,15 @@ func DefaultBackends(args Args, _ *config.Config, clk clock.PassiveClock) ([]api
 		out = append(out, b)
 	}
 	if args.VGPUEnable {
-		return nil, fmt.Errorf("%s: the HAMi vGPU backend is not available in this build yet", ArgVGPUEnable)
+		var nvidia *config.NVIDIAConfig
+		if cfg != nil {
+			nvidia = &cfg.NVIDIA
+		}
+		b, err := vgpu.New(vgpu.Options{Config: nvidia, Clock: clk})
+		if err != nil {
+			return nil, fmt.Errorf("HAMi vGPU backend: %w", err)
+		}
+		out = append(out, b)
 	}
 	if args.AscendHAMiVNPUEnable {
 		return nil, fmt.Errorf("%s: the HAMi Ascend backend is not available in this build yet", ArgAscendHAMiVNPUEnable)

@@ -27,11 +27,13 @@ const bindTimeout = 30 * time.Second
 const intentTTL = 10 * time.Minute
 
 // Binder binds pods the way Volcano's default binder does (a v1.Binding
-// carrying the pod's annotations, so the allocation travels with the bind)
-// and adds two things: it takes the node lock right before the bind when
-// deviceshare.NodeLockEnable asked for one, releasing it if the bind fails,
-// and it refuses the bind of a pod whose device allocation failed in the
-// session, so such a pod is retried instead of starting without its cards.
+// carrying the pod's annotations) and adds three things: the allocation
+// annotations the session noted for the pod go on the binding, so the
+// allocation travels with the bind; it takes the node lock right before the
+// bind when deviceshare.NodeLockEnable asked for one, releasing it if the
+// bind fails; and it refuses the bind of a pod whose device allocation
+// failed in the session, so such a pod is retried instead of starting
+// without its cards.
 //
 // Locking: mu guards notes; Bind runs on the cache's bind goroutine while
 // sessions add notes.
@@ -42,10 +44,13 @@ type Binder struct {
 }
 
 type bindNote struct {
-	since   time.Time
-	node    string
-	locks   []string
-	refused error
+	since time.Time
+	node  string
+	// annotations record the allocation; they are added to the pod's own
+	// annotations on the v1.Binding.
+	annotations map[string]string
+	locks       []string
+	refused     error
 }
 
 var _ cache.Binder = (*Binder)(nil)
@@ -64,29 +69,30 @@ func (b *Binder) note(uid vcapi.TaskID) *bindNote {
 	return n
 }
 
-func (b *Binder) lockAtBind(uid vcapi.TaskID, node string, locks []string) {
-	if len(locks) == 0 {
-		return
-	}
+// annotate records an allocation made in a session: the annotations to
+// send with the pod's binding to node, and the node locks to take first. It
+// clears an earlier refusal of the task.
+func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.note(uid)
-	n.node, n.locks = node, locks
+	n.node, n.annotations, n.locks, n.refused = node, annotations, locks, nil
+}
+
+// annotationsFor returns the allocation annotations noted for the task.
+func (b *Binder) annotationsFor(uid vcapi.TaskID) map[string]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.notes[uid]; n != nil {
+		return n.annotations
+	}
+	return nil
 }
 
 func (b *Binder) refuse(uid vcapi.TaskID, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.note(uid).refused = err
-}
-
-// accept clears an earlier refusal of the task (it was allocated again).
-func (b *Binder) accept(uid vcapi.TaskID) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := b.notes[uid]; n != nil {
-		n.refused = nil
-	}
 }
 
 func (b *Binder) forget(uid vcapi.TaskID) {
@@ -134,8 +140,15 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	defer cancel()
 	pod := task.Pod
 	podName := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	annotations := pod.Annotations
+	if n != nil && n.node != task.NodeName {
+		n = nil // noted for another node; that allocation is stale
+	}
+	if n != nil {
+		annotations = bindingAnnotations(pod, n.annotations)
+	}
 	var held []string
-	if n != nil && n.node == task.NodeName {
+	if n != nil {
 		for _, key := range n.locks {
 			if err := nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now()); err != nil {
 				b.release(ctx, client, task.NodeName, held, podName)
@@ -148,7 +161,7 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 		}
 	}
 	binding := &v1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: pod.Annotations},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations},
 		Target:     v1.ObjectReference{Kind: "Node", Name: task.NodeName},
 	}
 	if err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
@@ -156,6 +169,19 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
 	}
 	return nil
+}
+
+// bindingAnnotations are the pod's annotations with the allocation's on
+// top, as the API server will copy them onto the pod.
+func bindingAnnotations(pod *v1.Pod, alloc map[string]string) map[string]string {
+	out := make(map[string]string, len(pod.Annotations)+len(alloc))
+	for k, v := range pod.Annotations {
+		out[k] = v
+	}
+	for k, v := range alloc {
+		out[k] = v
+	}
+	return out
 }
 
 func (b *Binder) release(ctx context.Context, client kubernetes.Interface, node string, keys []string, pod types.NamespacedName) {

@@ -59,8 +59,8 @@ type boundPod struct {
 }
 
 // recordingBinder stands in for the API server's side of a bind: it
-// records what the v1.Binding would carry (node and annotations) and
-// honours the plugin binder's refusals.
+// records what the plugin's Binder would put on the v1.Binding (node and
+// annotations, from the binder's notes) and honours its refusals.
 type recordingBinder struct {
 	st    *State
 	mu    sync.Mutex
@@ -71,14 +71,15 @@ type recordingBinder struct {
 func (b *recordingBinder) Bind(_ kubernetes.Interface, tasks []*vcapi.TaskInfo) map[vcapi.TaskID]string {
 	errs := map[vcapi.TaskID]string{}
 	for _, t := range tasks {
-		if n := b.st.binder.take(t.UID); n != nil && n.refused != nil {
+		n := b.st.binder.take(t.UID)
+		if n != nil && n.refused != nil {
 			errs[t.UID] = n.refused.Error()
 			continue
 		}
 		key := t.Namespace + "/" + t.Name
-		ann := make(map[string]string, len(t.Pod.Annotations))
-		for k, v := range t.Pod.Annotations {
-			ann[k] = v
+		ann := t.Pod.Annotations
+		if n != nil && n.node == t.NodeName {
+			ann = bindingAnnotations(t.Pod, n.annotations)
 		}
 		b.mu.Lock()
 		b.binds[key] = boundPod{Node: t.NodeName, Annotations: ann}

@@ -2,10 +2,13 @@ package deviceshare
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
 const metricsPrefix = "volcano_deviceshare_"
@@ -13,6 +16,7 @@ const metricsPrefix = "volcano_deviceshare_"
 // metrics are the plugin's Prometheus metrics. A nil *metrics (no
 // registerer) records nothing.
 type metrics struct {
+	reg            prometheus.Registerer
 	filterFailures *prometheus.CounterVec
 	allocations    *prometheus.CounterVec
 	lockBusy       prometheus.Counter
@@ -27,6 +31,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		return nil
 	}
 	m := &metrics{
+		reg: reg,
 		filterFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricsPrefix + "filter_failures_total",
 			Help: "Nodes rejected by the device predicate, by device type and reason.",
@@ -121,6 +126,79 @@ func (m *metrics) observeSync(r SyncResult, d time.Duration) {
 		"rejected": r.Rejected, "confirmed": r.Confirmed, "dropped": r.Dropped} {
 		if n > 0 {
 			m.syncChanges.WithLabelValues(kind).Add(float64(n))
+		}
+	}
+}
+
+// cardCollector exports, at scrape time, the per-card usage of the
+// ledger's devices that implement api.CardReporter (allocated and total
+// memory and cores, sharing pods and the share limit, per card) and the
+// number of pods holding such devices per node. Reading at scrape time keeps
+// sessions free of metric updates; it takes the ledger's lock once.
+type cardCollector struct {
+	ledger                                                *Ledger
+	memUsed, memTotal, coresUsed, coresTotal, pods, slots *prometheus.Desc
+	nodePods                                              *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*cardCollector)(nil)
+
+// collectCards registers the per-card collector reading the ledger. A nil
+// *metrics (no registerer) does nothing.
+func (m *metrics) collectCards(l *Ledger) {
+	if m == nil || m.reg == nil {
+		return
+	}
+	labels := []string{"node", "device", "card", "index"}
+	desc := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(metricsPrefix+name, help, labels, nil)
+	}
+	c := &cardCollector{
+		ledger:     l,
+		memUsed:    desc("card_memory_allocated_mib", "GPU memory allocated on the card, MiB.", labels),
+		memTotal:   desc("card_memory_capacity_mib", "GPU memory of the card, MiB.", labels),
+		coresUsed:  desc("card_cores_allocated", "SM percentage allocated on the card.", labels),
+		coresTotal: desc("card_cores_capacity", "SM percentage the card offers (100 per card unless scaled).", labels),
+		pods:       desc("card_pods", "Allocations sharing the card.", labels),
+		slots:      desc("card_pods_capacity", "Most allocations that may share the card.", labels),
+		nodePods:   desc("node_device_pods", "Pods holding cards of a device type on the node.", []string{"node", "device"}),
+	}
+	if err := m.reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			klog.ErrorS(err, "Failed to register deviceshare card metrics")
+		}
+	}
+}
+
+// Describe sends the collector's descriptors.
+func (c *cardCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.memUsed, c.memTotal, c.coresUsed, c.coresTotal, c.pods, c.slots, c.nodePods} {
+		ch <- d
+	}
+}
+
+// Collect sends the current per-card values.
+func (c *cardCollector) Collect(ch chan<- prometheus.Metric) {
+	c.ledger.mu.Lock()
+	defer c.ledger.mu.Unlock()
+	for node, nl := range c.ledger.nodes {
+		for device, dl := range nl.devices {
+			r, ok := dl.devices.(api.CardReporter)
+			if !ok {
+				continue
+			}
+			cards, pods := r.CardUsage()
+			ch <- prometheus.MustNewConstMetric(c.nodePods, prometheus.GaugeValue, float64(pods), node, device)
+			for _, card := range cards {
+				l := []string{node, device, card.ID, strconv.Itoa(card.Index)}
+				ch <- prometheus.MustNewConstMetric(c.memUsed, prometheus.GaugeValue, float64(card.MemoryUsedMiB), l...)
+				ch <- prometheus.MustNewConstMetric(c.memTotal, prometheus.GaugeValue, float64(card.MemoryTotalMiB), l...)
+				ch <- prometheus.MustNewConstMetric(c.coresUsed, prometheus.GaugeValue, float64(card.CoresUsed), l...)
+				ch <- prometheus.MustNewConstMetric(c.coresTotal, prometheus.GaugeValue, float64(card.CoresTotal), l...)
+				ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(card.Pods), l...)
+				ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(card.MaxPods), l...)
+			}
 		}
 	}
 }

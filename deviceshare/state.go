@@ -74,6 +74,7 @@ func NewState(opts Options) *State {
 		metrics: newMetrics(opts.Registerer),
 	}
 	st.binder = newBinder(st)
+	st.metrics.collectCards(st.ledger)
 	st.adv = newAdvertiser()
 	st.configsCtx, st.stopConfigs = context.WithCancel(context.Background())
 	return st

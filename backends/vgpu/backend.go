@@ -1,0 +1,148 @@
+package vgpu
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Config is the nvidia: section of the device ConfigMap (resource names,
+	// defaults, gpuMemoryFactor, knownMigGeometries). Nil means the defaults.
+	// It is read once by New and never modified.
+	Config *config.NVIDIAConfig
+	// Clock stamps volcano.sh/vgpu-time and bind-time. Nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// Backend is the HAMi vGPU device type. It is immutable after New and safe
+// for concurrent use.
+type Backend struct {
+	clock clock.PassiveClock
+
+	resCount, resMemory, resPercent, resCores v1.ResourceName
+	factor                                    int64
+	defaultMemMiB                             int64
+	defaultCores                              int32
+	defaultGPUNum                             int32
+	migCatalogue                              []config.AllowedMIGGeometries
+	ignored                                   []string
+}
+
+var (
+	_ api.Backend    = (*Backend)(nil)
+	_ api.NodeLocker = (*Backend)(nil)
+)
+
+// New returns a Backend for the configuration.
+func New(opts Options) (*Backend, error) {
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = &config.Default().NVIDIA
+	}
+	b := &Backend{
+		clock:         opts.Clock,
+		resCount:      resourceOr(cfg.ResourceCountName, config.DefaultResourceCountName),
+		resMemory:     resourceOr(cfg.ResourceMemoryName, config.DefaultResourceMemoryName),
+		resPercent:    resourceOr(cfg.ResourceMemoryPercentageName, config.DefaultResourceMemoryPercentageName),
+		resCores:      resourceOr(cfg.ResourceCoreName, config.DefaultResourceCoreName),
+		factor:        int64(cfg.GPUMemoryFactor),
+		defaultMemMiB: int64(cfg.DefaultMemory),
+		defaultCores:  cfg.DefaultCores,
+		defaultGPUNum: cfg.DefaultGPUNum,
+		migCatalogue:  (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
+	}
+	if b.factor <= 0 {
+		b.factor = 1
+	}
+	switch {
+	case b.defaultMemMiB < 0 || b.defaultMemMiB > MaxMemoryMiB:
+		return nil, fmt.Errorf("vgpu options: nvidia.defaultMemory=%d: want 0 to %d MiB", cfg.DefaultMemory, MaxMemoryMiB)
+	case b.defaultCores < 0 || b.defaultCores > fullCores:
+		return nil, fmt.Errorf("vgpu options: nvidia.defaultCores=%d: want 0 to %d", cfg.DefaultCores, fullCores)
+	case b.defaultGPUNum < 0 || b.defaultGPUNum > MaxGPUsPerContainer:
+		return nil, fmt.Errorf("vgpu options: nvidia.defaultGPUNum=%d: want 0 to %d", cfg.DefaultGPUNum, MaxGPUsPerContainer)
+	}
+	if b.clock == nil {
+		b.clock = clock.RealClock{}
+	}
+	b.ignored = []string{string(b.resMemory), string(b.resPercent), string(b.resCores)}
+	return b, nil
+}
+
+func resourceOr(name, def string) v1.ResourceName {
+	if name == "" {
+		return v1.ResourceName(def)
+	}
+	return v1.ResourceName(name)
+}
+
+// Name returns "hamivgpu".
+func (b *Backend) Name() string { return Name }
+
+// LockName returns "hamivgpu": the node annotation volcano-vgpu-device-plugin
+// removes (ReleaseNodeLock(node, "hamivgpu")) once it has served the pod, as
+// Volcano v1.10's vGPU takes it.
+func (b *Backend) LockName() string { return Name }
+
+// Resources returns the configured resource names: count, memory, memory
+// percentage and cores.
+func (b *Backend) Resources() (count, memory, percentage, cores v1.ResourceName) {
+	return b.resCount, b.resMemory, b.resPercent, b.resCores
+}
+
+// HasDeviceRequest reports whether a container of the pod names one of the
+// four vGPU resources with a non-zero quantity (invalid values included, so
+// that ValidateRequest can refuse them).
+func (b *Backend) HasDeviceRequest(pod *v1.Pod) bool { return b.asks(pod) }
+
+// ValidateRequest refuses requests no node could satisfy, naming the
+// container, the resource or annotation, the value and what is allowed.
+func (b *Backend) ValidateRequest(pod *v1.Pod) error {
+	var req podRequest
+	return b.parse(pod, "", &req)
+}
+
+// InventoryKey returns what NewDevices reads: both registrations, the link
+// scores and whether the handshake says the agent was deleted. The agent
+// rewrites the handshake with a new time every 30 s; only its deleted state
+// is part of the key, so that rewrite does not force a decode.
+func (b *Backend) InventoryKey(node *v1.Node) string {
+	a := node.Annotations
+	reg, hami, score := a[AnnotationRegister], a[AnnotationHAMiRegister], a[AnnotationHAMiScore]
+	deleted := handshakeDeleted(a[AnnotationHandshake])
+	if hami == "" && score == "" && !deleted {
+		return reg
+	}
+	flag := "-"
+	if deleted {
+		flag = "D"
+	}
+	return reg + "\x00" + hami + "\x00" + score + "\x00" + flag
+}
+
+// NewDevices decodes the node's cards. It returns (nil, nil) when the node
+// registers no vGPU cards (or its agent was marked deleted), and an error
+// naming the annotation, the card and the problem when the registration is
+// malformed; the plugin then keeps the node's vGPUs unavailable.
+func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
+	inv, err := b.decodeInventory(node)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s inventory of node %s: %w", Name, node.Name, err)
+	}
+	if inv == nil {
+		return nil, nil
+	}
+	d := newDevices(b, node.Name, inv)
+	if v := klog.V(4); v.Enabled() {
+		v.InfoS("Decoded vGPU inventory", "node", node.Name, "cards", len(inv.cards), "source", inv.source,
+			"topology", inv.links != nil)
+	}
+	return d, nil
+}

@@ -1,0 +1,322 @@
+package vgpu
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// cardInfo is the immutable part of one card, shared by every copy of the
+// node's Devices.
+type cardInfo struct {
+	uuid, typ, typUpper string
+	mode                string
+	count               int32
+	coresTotal          int32
+	numa                int32
+	healthy             bool
+	memMiB              int64
+	// mig is the card's MIG layout; nil unless the card is in MIG mode with a
+	// known geometry.
+	mig *migLayout
+	// linkSum is the card's total link score to the other cards.
+	linkSum int64
+}
+
+// cardState is the mutable part of one card. It is a value: copies of
+// Devices clone the slice; gangs is copied on write, never changed in place.
+type cardState struct {
+	usedMiB   int64
+	usedCores int32
+	usedNum   int32
+	// migGroup is the geometry in use (-1: none); migUsed its used positions.
+	migGroup int16
+	migUsed  uint64
+	// gangs counts the cards' holders per PodGroup, sorted by key.
+	gangs []gangCount
+}
+
+type gangCount struct {
+	key string
+	n   int32
+}
+
+// use is one card of one container of an accounted pod.
+type use struct {
+	card  int32
+	cores int32
+	// mem is the memory accounted on the card (a MIG instance's size);
+	// recMem the memory recorded in the annotation.
+	mem, recMem int64
+	migGroup    int16
+	migPos      int16
+}
+
+// holding is what one accounted pod holds. It is never modified after
+// creation, so copies of Devices share it.
+type holding struct {
+	value string
+	gang  string
+	uses  []use
+}
+
+// shared is what every copy of one node's Devices shares, immutable.
+type shared struct {
+	b          *Backend
+	node       string
+	info       []cardInfo
+	links      []int32
+	advertised v1.ResourceList
+}
+
+// Devices is the vGPU state of one node: its cards and the pods holding
+// them. FilterNode, ScoreNode, GetStatus, CardUsage and Advertised only
+// read and may run concurrently; everything else needs exclusive access.
+type Devices struct {
+	*shared
+	cards []cardState
+	pods  map[types.UID]*holding
+}
+
+var (
+	_ api.Devices      = (*Devices)(nil)
+	_ api.Advertiser   = (*Devices)(nil)
+	_ api.CardReporter = (*Devices)(nil)
+)
+
+func newDevices(b *Backend, node string, inv *inventory) *Devices {
+	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links}
+	n := len(inv.cards)
+	var memUnits int64
+	for i, c := range inv.cards {
+		ci := cardInfo{uuid: c.uuid, typ: c.typ, typUpper: strings.ToUpper(c.typ), mode: c.mode, count: c.count,
+			coresTotal: c.coresTotal, numa: c.numa, healthy: c.healthy, memMiB: c.memMiB}
+		if c.mode == ModeMIG {
+			ci.mig = migLayoutFor(b.migCatalogue, c.typ)
+			if ci.mig == nil {
+				ci.mode = ModeHAMiCore
+				klog.InfoS("vGPU card registered in mig mode but its model has no known MIG geometry; sharing it as hami-core",
+					"node", node, "card", c.uuid, "type", c.typ)
+			}
+		}
+		for j := 0; s.links != nil && j < n; j++ {
+			ci.linkSum += int64(s.links[i*n+j])
+		}
+		memUnits += c.memMiB / b.factor
+		s.info[i] = ci
+	}
+	s.advertised = v1.ResourceList{
+		b.resMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
+		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
+		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
+	}
+	d := &Devices{shared: s, cards: make([]cardState, n), pods: make(map[types.UID]*holding)}
+	for i := range d.cards {
+		d.cards[i].migGroup = -1
+	}
+	return d
+}
+
+// podKey identifies a pod in the accounting.
+func podKey(pod *v1.Pod) types.UID {
+	if pod.UID != "" {
+		return pod.UID
+	}
+	return types.UID(pod.Namespace + "/" + pod.Name)
+}
+
+// apply adds (sign 1) or removes (sign -1) a holding.
+func (d *Devices) apply(h *holding, sign int32) {
+	for _, u := range h.uses {
+		c := &d.cards[u.card]
+		c.usedMiB += int64(sign) * u.mem
+		c.usedCores += sign * u.cores
+		c.usedNum += sign
+		if u.migPos >= 0 {
+			if sign > 0 {
+				c.migGroup = u.migGroup
+				c.migUsed |= 1 << uint(u.migPos)
+			} else {
+				c.migUsed &^= 1 << uint(u.migPos)
+			}
+		}
+		if c.migUsed == 0 {
+			c.migGroup = -1
+		}
+		if h.gang != "" {
+			c.gangs = addGang(c.gangs, h.gang, sign)
+		}
+	}
+}
+
+// addGang returns a new sorted slice with key's count changed by delta.
+func addGang(gangs []gangCount, key string, delta int32) []gangCount {
+	i, found := slices.BinarySearchFunc(gangs, key, func(g gangCount, k string) int { return strings.Compare(g.key, k) })
+	out := slices.Clone(gangs)
+	switch {
+	case found && out[i].n+delta <= 0:
+		out = slices.Delete(out, i, i+1)
+	case found:
+		out[i].n += delta
+	case delta > 0:
+		out = slices.Insert(out, i, gangCount{key: key, n: delta})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// hasGang reports whether the card holds a member of the PodGroup.
+func (c *cardState) hasGang(key string) bool {
+	_, found := slices.BinarySearchFunc(c.gangs, key, func(g gangCount, k string) int { return strings.Compare(g.key, k) })
+	return found
+}
+
+// AddResource accounts the allocation recorded in the pod's
+// volcano.sh/vgpu-ids-new. Pods in phase Succeeded or Failed and pods
+// without the annotation are ignored. A pod already accounted is a no-op
+// when the record is the same and an error otherwise. A malformed record
+// (unknown card, bad numbers, a MIG position taken) is an error naming the
+// annotation and the value; the state is then unchanged.
+func (d *Devices) AddResource(pod *v1.Pod) error {
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		return nil
+	}
+	value, found := pod.Annotations[AnnotationIDs]
+	if !found {
+		return nil
+	}
+	key := podKey(pod)
+	if old, ok := d.pods[key]; ok {
+		if old.value == value {
+			return nil
+		}
+		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on node %s with %q",
+			pod.Namespace, pod.Name, AnnotationIDs, value, d.node, old.value)
+	}
+	uses, err := d.decodeUses(value, len(pod.Spec.Containers))
+	if err == nil {
+		err = d.checkMIG(uses)
+	}
+	if err != nil {
+		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, AnnotationIDs, value, err)
+	}
+	h := &holding{value: value, gang: podGang(pod), uses: uses}
+	d.apply(h, 1)
+	d.pods[key] = h
+	if v := klog.V(5); v.Enabled() {
+		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", value)
+	}
+	return nil
+}
+
+// SubResource removes what AddResource (or Allocate) accounted for the pod,
+// as recorded then. A pod that is not accounted is a no-op.
+func (d *Devices) SubResource(pod *v1.Pod) error {
+	key := podKey(pod)
+	h, found := d.pods[key]
+	if !found {
+		return nil
+	}
+	d.apply(h, -1)
+	delete(d.pods, key)
+	return nil
+}
+
+// AddQueueResource reports what the pod holds here in the resources pods
+// request: cards, memory (in the memory resource's unit) and cores. Nil when
+// the pod holds nothing here.
+func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
+	h, found := d.pods[podKey(pod)]
+	if !found {
+		return nil
+	}
+	var mem, cores int64
+	for _, u := range h.uses {
+		mem += u.recMem
+		cores += int64(u.cores)
+	}
+	return map[string]float64{
+		string(d.b.resCount):  float64(len(h.uses)),
+		string(d.b.resMemory): float64(mem / d.b.factor),
+		string(d.b.resCores):  float64(cores),
+	}
+}
+
+// HasDeviceRequest reports whether the pod asks for vGPUs.
+func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
+
+// GetIgnoredDevices returns the memory, memory-percentage and cores
+// resource names: they are accounted per card here, not by Volcano's
+// node-level resource fit.
+func (d *Devices) GetIgnoredDevices() []string { return slices.Clone(d.b.ignored) }
+
+// Advertised returns the node totals of the memory (in its resource unit,
+// MiB / gpuMemoryFactor per card), memory-percentage (100 per card) and
+// cores (100 per card) resources. Per container Kubernetes counts one card's
+// worth of each, so these totals never reject a pod whose cards fit. The
+// list is shared; callers must not modify it.
+func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
+
+// CardUsage returns every card's usage and the number of pods holding
+// cards on the node.
+func (d *Devices) CardUsage() ([]api.CardUsage, int) {
+	out := make([]api.CardUsage, len(d.cards))
+	for i := range d.cards {
+		ci, c := &d.info[i], &d.cards[i]
+		out[i] = api.CardUsage{ID: ci.uuid, Index: i, Type: ci.typ, Healthy: ci.healthy,
+			MemoryUsedMiB: c.usedMiB, MemoryTotalMiB: ci.memMiB, CoresUsed: int64(c.usedCores),
+			CoresTotal: int64(ci.coresTotal), Pods: int(c.usedNum), MaxPods: int(ci.count)}
+	}
+	return out, len(d.pods)
+}
+
+// GetStatus renders every card, "; "-separated, as
+// "i UUID type mode numa N: used/total MiB, cores c/C, pods p/P" with
+// ", unhealthy", ", mig group/positions" and ", gangs [...]" when they apply.
+func (d *Devices) GetStatus() string {
+	var b strings.Builder
+	for i := range d.cards {
+		ci, c := &d.info[i], &d.cards[i]
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(strconv.Itoa(i) + " " + ci.uuid + " " + ci.typ + " " + ci.mode + " numa " + itoa(int64(ci.numa)) +
+			": " + itoa(c.usedMiB) + "/" + itoa(ci.memMiB) + " MiB, cores " + itoa(int64(c.usedCores)) + "/" +
+			itoa(int64(ci.coresTotal)) + ", pods " + itoa(int64(c.usedNum)) + "/" + itoa(int64(ci.count)))
+		if !ci.healthy {
+			b.WriteString(", unhealthy")
+		}
+		if c.migGroup >= 0 {
+			b.WriteString(", mig " + ci.mig.groups[c.migGroup].name + "/" + strconv.FormatUint(c.migUsed, 2))
+		}
+		if len(c.gangs) > 0 {
+			b.WriteString(", gangs [")
+			for j, g := range c.gangs {
+				if j > 0 {
+					b.WriteString(" ")
+				}
+				b.WriteString(g.key + "x" + itoa(int64(g.n)))
+			}
+			b.WriteString("]")
+		}
+	}
+	return b.String()
+}
+
+// DeepCopy returns an independent copy; the immutable parts are shared.
+func (d *Devices) DeepCopy() api.Devices {
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods)}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

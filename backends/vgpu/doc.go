@@ -1,0 +1,127 @@
+// Package vgpu implements HAMi vGPU sharing (hami-core and MIG modes) as a
+// deviceshare backend (api.Backend, api.Devices, api.Advertiser,
+// api.NodeLocker, api.CardReporter), wire-compatible with Volcano's vGPU
+// device (v1.10.0 and later) and volcano-vgpu-device-plugin, and able to read
+// nodes registered by HAMi's own node agent.
+//
+// # Requests
+//
+// Per container, with the resource names of the device ConfigMap's nvidia:
+// section (defaults shown):
+//
+//   - volcano.sh/vgpu-number: cards. Absent with memory, percentage or
+//     cores present: nvidia.defaultGPUNum (1).
+//   - volcano.sh/vgpu-memory: memory per card, times nvidia.gpuMemoryFactor
+//     MiB.
+//   - volcano.sh/vgpu-memory-percentage: memory as a percentage of each
+//     chosen card, computed per card (50% is 8 GiB of a 16 GiB card and 40 GiB
+//     of an 80 GiB one). Memory wins when both are given. With neither,
+//     nvidia.defaultMemory MiB, or the whole card when that is 0.
+//   - volcano.sh/vgpu-cores: percent of the card's SMs; default
+//     nvidia.defaultCores. 100 asks for an unused card.
+//
+// ValidateRequest refuses what no node can serve: negative, fractional or
+// oversized values, cores or percentage above 100, a count of 0 with memory,
+// vGPUs in init containers and unknown annotation values.
+//
+// # Pod annotations read (sources)
+//
+//   - volcano.sh/vgpu-mode: hami-core | mig | mps (Volcano GPUModeAnnotation).
+//   - nvidia.com/use-gputype, nvidia.com/nouse-gputype: comma-separated,
+//     case-insensitive substrings of the card type (Volcano and HAMi
+//     GPUInUse/GPUNoUse).
+//   - volcano.sh/vgpu-use-gpuuuid, volcano.sh/vgpu-nouse-gpuuuid:
+//     comma-separated card UUIDs (Volcano's names for HAMi's
+//     nvidia.com/use-gpuuuid).
+//   - volcano.sh/vgpu-podgroup-policy: spread keeps pods of one PodGroup
+//     (scheduling.k8s.io/group-name) off the same card (Volcano
+//     VGPUPodGroupPolicyAnnotation).
+//   - hami.io/gpu-scheduler-policy: binpack | spread | topology-aware, the
+//     card policy (HAMi); hami.io/node-scheduler-policy: binpack | spread, the
+//     node policy (HAMi). Both default to deviceshare.SchedulePolicy.
+//   - nvidia.com/numa-bind: true puts all cards of a container on one NUMA
+//     node (HAMi NumaBind).
+//
+// # Node annotations read
+//
+//   - volcano.sh/node-vgpu-register: "UUID,count,devmemMiB,type,health,mode:"
+//     per card (volcano-vgpu-device-plugin; mode absent in older agents).
+//     Cards are indexed in order. NUMA is unknown in this format (all 0).
+//   - volcano.sh/node-vgpu-handshake: optional; "Deleted_..." means the
+//     agent is gone and the node has no usable vGPUs. No handshake is written.
+//   - hami.io/node-nvidia-register: HAMi's JSON list {id, index, count,
+//     devmem, devcore, type, numa, mode, health}, or its older
+//     "id,count,devmem,devcore,type,numa,health[,index,mode]:" form. Read only
+//     when the node has no volcano.sh/node-vgpu-register.
+//   - hami.io/node-nvidia-score: HAMi's pairwise link scores
+//     [{uuid, score: {uuid: n}}] (higher is better, NVLink counts 100 per link).
+//     Without it topology-aware falls back to the node policy.
+//
+// A malformed registration is an error naming the annotation, the card and
+// the field: the node's vGPUs stay unavailable (the plugin logs it and
+// records a Warning event on the node). Unhealthy cards are never
+// chosen. A card in mig mode whose model matches no entry of
+// nvidia.knownMigGeometries is shared as hami-core, logged.
+//
+// # Allocation (pod annotations written, on the v1.Binding)
+//
+//   - volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate:
+//     "UUID,NVIDIA,memMiB,cores:" per card, ";" between containers, one entry
+//     per regular container (empty for containers without vGPUs) so the agent's
+//     container index is the pod's. A MIG instance is "UUID[group-pos]" where pos
+//     counts the geometry's instances in catalogue order; memMiB is the request,
+//     the card is charged the instance's size.
+//   - volcano.sh/vgpu-node, volcano.sh/vgpu-time and volcano.sh/bind-time
+//     (Unix seconds), volcano.sh/bind-phase: allocating.
+//
+// Accounting reads volcano.sh/vgpu-ids-new back (the agent consumes
+// devices-to-allocate). Memory is MiB in every annotation, as DESIGN.md's
+// wire contract says; upstream agents that register and record memory in
+// gpuMemoryFactor units agree only when the factor is 1.
+//
+// The node lock (deviceshare.NodeLockEnable) is the node annotation
+// "hamivgpu", which volcano-vgpu-device-plugin releases once it served the
+// pod.
+//
+// # Placement
+//
+// Per container and card, the checks are: health, mode, type selectors,
+// UUID selectors, size (memory or cores larger than the card), PodGroup
+// spread, share count (count > used), exclusivity (cores=100 needs an
+// unused card; a card whose cores are all allocated refuses cores=0),
+// cores, MIG instance, memory. Each rejected card adds a stable reason to
+// the failure; a node with fewer cards than a container asks for is
+// unresolvable.
+//
+// Among fitting cards, binpack takes the fullest after placement, spread
+// the emptiest, where fullness is the mean of the memory, cores and share
+// count fractions; ties go to the lowest index. numa-bind restricts a
+// multi-card container to one NUMA node, the best one under the policy.
+// topology-aware takes, for several cards, the set with the highest sum of
+// pairwise link scores and, for one card, the card with the worst links,
+// keeping well-linked sets free. Containers are placed in order, each
+// seeing the earlier ones' cards.
+//
+// FilterNode, ScoreNode and Allocate share one choice function, so the
+// score is computed from the cards Allocate takes: binpack scores
+// MaxScore times the chosen cards' mean fullness after placement, spread
+// MaxScore times one minus their mean fullness before it (idle cards score
+// MaxScore).
+//
+// # Differences from upstream Volcano v1.10
+//
+// Spread really prefers idle cards and scores them (upstream scores 0);
+// percentages are computed per card in 64-bit arithmetic (upstream divides
+// as integers and gets 0); health is honoured; requests no node can serve
+// are refused with a reason; the handshake is optional and never written;
+// allocation annotations travel on the binding instead of a synchronous
+// patch; the choice is deterministic (upstream walks a map).
+//
+// # State
+//
+// Per-card data that never changes (UUID, type, capacity, MIG layout, link
+// sums) is decoded once and shared by every copy; the mutable part is a
+// small value per card plus one immutable record per accounted pod, so
+// DeepCopy copies two slices' worth. FilterNode and ScoreNode allocate
+// nothing on nodes of up to 16 cards and never write.
+package vgpu

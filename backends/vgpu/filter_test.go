@@ -1,0 +1,93 @@
+package vgpu
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+func TestFilterChecks(t *testing.T) {
+	v100 := gpu("GPU-0", 16384)
+	t4 := gpu("GPU-1", 16384).withType("NVIDIA-Tesla T4")
+	tests := []struct {
+		name  string
+		cards []card
+		held  []*v1.Pod
+		pod   *v1.Pod
+		want  *api.Status
+	}{
+		{name: "fits", cards: []card{v100}, pod: one("p", 1, 16384, 100)},
+		{name: "unhealthy card is never chosen", cards: []card{v100.unhealthy()}, pod: one("p", 1, 1, 0),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonUnhealthy)},
+		{name: "use-gputype keeps matching cards", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, AnnotationUseType, "t4"),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonTypeMismatch)},
+		{name: "use-gputype list", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, AnnotationUseType, "T4,V100")},
+		{name: "nouse-gputype excludes", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, AnnotationNoUseType, "v100,t4"),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTypeMismatch)},
+		{name: "use-gpuuuid", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, AnnotationUseUUID, "GPU-1"),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonUUIDExcluded)},
+		{name: "nouse-gpuuuid", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, AnnotationNoUseUUID, "GPU-0, GPU-1"),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonUUIDExcluded)},
+		{name: "share count", cards: []card{v100.withCount(1)}, held: []*v1.Pod{placed(one("a", 1, 1, 0), "GPU-0,NVIDIA,1,0:")},
+			pod: one("p", 1, 1, 0), want: api.NewStatus(api.Unschedulable, ReasonShareCountFull)},
+		{name: "memory", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 10000, 0), "GPU-0,NVIDIA,10000,0:")},
+			pod: one("p", 1, 6385, 0), want: api.NewStatus(api.Unschedulable, ReasonInsufficientMem)},
+		{name: "card too small", cards: []card{v100}, pod: one("p", 1, 16385, 0),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonCardTooSmall)},
+		{name: "cores", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 1, 60), "GPU-0,NVIDIA,1,60:")},
+			pod: one("p", 1, 1, 41), want: api.NewStatus(api.Unschedulable, ReasonInsufficientCore)},
+		{name: "cores=100 needs an unused card", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 1, 0), "GPU-0,NVIDIA,1,0:")},
+			pod: one("p", 1, 1, 100), want: api.NewStatus(api.Unschedulable, ReasonExclusiveBusy)},
+		{name: "a full card refuses cores=0", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 1, 100), "GPU-0,NVIDIA,1,100:")},
+			pod: one("p", 1, 1, 0), want: api.NewStatus(api.Unschedulable, ReasonCardCoresFull)},
+		{name: "mode", cards: []card{v100}, pod: one("p", 1, 1, 0, AnnotationMode, ModeMIG),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonModeMismatch)},
+		{name: "mode matches", cards: []card{v100}, pod: one("p", 1, 1, 0, AnnotationMode, ModeHAMiCore)},
+		{name: "podgroup spread keeps gang members apart", cards: []card{v100},
+			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "pg"), "GPU-0,NVIDIA,1,0:")},
+			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", AnnotationPodGroupPolicy, PodGroupPolicySpread),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonGangOnCard)},
+		{name: "podgroup spread ignores other gangs", cards: []card{v100},
+			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "other"), "GPU-0,NVIDIA,1,0:")},
+			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", AnnotationPodGroupPolicy, PodGroupPolicySpread)},
+		{name: "without spread gang members may share", cards: []card{v100},
+			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "pg"), "GPU-0,NVIDIA,1,0:")},
+			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg")},
+		{name: "more cards than the node has", cards: []card{v100, t4}, pod: one("p", 3, 1, 0),
+			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)},
+		{name: "a busy card makes the node resolvable", cards: []card{v100, t4.unhealthy()},
+			held: []*v1.Pod{placed(one("a", 1, 16000, 0), "GPU-0,NVIDIA,16000,0:")}, pod: one("p", 1, 1000, 0),
+			want: api.NewStatus(api.Unschedulable, ReasonInsufficientMem, ReasonUnhealthy)},
+		{name: "second container sees the first one's cards", cards: []card{v100},
+			pod:  vpod("p", []ctr{{1, 10000, -1, 0}, {1, 10000, -1, 0}}),
+			want: api.NewStatus(api.Unschedulable, ReasonInsufficientMem)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := devicesOf(t, newBackend(t), vgpuNode(tc.cards), tc.held...)
+			for _, policy := range []string{api.PolicyBinpack, api.PolicySpread} {
+				if diff := cmp.Diff(tc.want, d.FilterNode(tc.pod, policy)); diff != "" {
+					t.Errorf("FilterNode(%s) (-want +got):\n%s", policy, diff)
+				}
+				r, err := d.DeepCopy().Allocate(tc.pod, policy)
+				if (err == nil) != (tc.want == nil) {
+					t.Errorf("Allocate(%s) = %v, %v; must succeed exactly when FilterNode does", policy, r, err)
+				}
+			}
+		})
+	}
+}
+
+func TestFilterInvalidRequest(t *testing.T) {
+	d := devicesOf(t, newBackend(t), fourCards())
+	st := d.FilterNode(one("p", 1, 1, 0, AnnotationMode, "x"), "")
+	if st.Code != api.Error || len(st.Reasons) != 1 {
+		t.Errorf("FilterNode of an invalid request = %+v, want one Error reason", st)
+	}
+	if d.FilterNode(vpod("p", []ctr{{-1, -1, -1, -1}}), "") != nil || d.ScoreNode(vpod("p", nil), "") != 0 {
+		t.Error("a pod without a request must fit and score 0")
+	}
+}

@@ -1,0 +1,161 @@
+package vgpu
+
+import "github.com/vgpushare/vshare/deviceshare/api"
+
+// reason is why a card does not fit a container; fits is 0.
+type reason uint8
+
+const (
+	fits reason = iota
+	rUnhealthy
+	rMode
+	rType
+	rUUID
+	rTooSmall
+	rNoMIG
+	rGang
+	rShareCount
+	rExclusive
+	rCoresFull
+	rCores
+	rMIGBusy
+	rMemory
+)
+
+// describe returns a reason's message and whether evicting pods could make
+// the card fit.
+func describe(r reason) (string, bool) {
+	switch r {
+	case rUnhealthy:
+		return ReasonUnhealthy, false
+	case rMode:
+		return ReasonModeMismatch, false
+	case rType:
+		return ReasonTypeMismatch, false
+	case rUUID:
+		return ReasonUUIDExcluded, false
+	case rTooSmall:
+		return ReasonCardTooSmall, false
+	case rNoMIG:
+		return ReasonNoMIGInstance, false
+	case rGang:
+		return ReasonGangOnCard, false
+	case rShareCount:
+		return ReasonShareCountFull, true
+	case rExclusive:
+		return ReasonExclusiveBusy, true
+	case rCoresFull:
+		return ReasonCardCoresFull, true
+	case rCores:
+		return ReasonInsufficientCore, true
+	case rMIGBusy:
+		return ReasonMIGBusy, true
+	default:
+		return ReasonInsufficientMem, true
+	}
+}
+
+// candidate is a card that fits one container, with what it would take.
+type candidate struct {
+	card             int32
+	numa             int32
+	mem, recMem      int64
+	migGroup, migPos int16
+	// before and after are the card's fullness in [0, 1] before and after
+	// taking the container (see fullness).
+	before, after float64
+	// linkSum is the card's total link score (topology-aware placement).
+	linkSum int64
+}
+
+// check reports whether card i in state c fits container cr of req, and
+// what it would take. Every check upstream HAMi/Volcano makes is here, in
+// the order static (health, mode, selectors, size) then dynamic (gang,
+// share count, exclusivity, cores, MIG instance, memory).
+func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (reason, candidate) {
+	ci := &d.info[i]
+	cand := candidate{card: int32(i), numa: ci.numa, migGroup: -1, migPos: -1, linkSum: ci.linkSum}
+	switch {
+	case !ci.healthy:
+		return rUnhealthy, cand
+	case req.mode != "" && req.mode != ci.mode:
+		return rMode, cand
+	case req.useType != "" && !listMatchesType(req.useType, ci.typUpper),
+		req.noUseType != "" && listMatchesType(req.noUseType, ci.typUpper):
+		return rType, cand
+	case req.useUUID != "" && !listHas(req.useUUID, ci.uuid),
+		req.noUseUUID != "" && listHas(req.noUseUUID, ci.uuid):
+		return rUUID, cand
+	}
+	mem := cr.memOn(ci.memMiB)
+	cand.mem, cand.recMem = mem, mem
+	if ci.mig == nil && (mem > ci.memMiB || cr.cores > ci.coresTotal) {
+		return rTooSmall, cand
+	}
+	switch {
+	case req.gang != "" && c.hasGang(req.gang):
+		return rGang, cand
+	case c.usedNum >= ci.count:
+		return rShareCount, cand
+	case cr.cores >= fullCores && c.usedNum > 0:
+		return rExclusive, cand
+	case cr.cores == 0 && c.usedCores >= ci.coresTotal:
+		return rCoresFull, cand
+	case c.usedCores+cr.cores > ci.coresTotal:
+		return rCores, cand
+	}
+	if ci.mig != nil {
+		g, pos, inst, ok, busy := ci.mig.fit(c.migGroup, c.migUsed, mem)
+		switch {
+		case !ok && busy:
+			return rMIGBusy, cand
+		case !ok:
+			return rNoMIG, cand
+		}
+		cand.migGroup, cand.migPos, cand.mem = g, pos, inst
+	}
+	if c.usedMiB+cand.mem > ci.memMiB {
+		return rMemory, cand
+	}
+	cand.before = fullness(ci, c, 0, 0, 0)
+	cand.after = fullness(ci, c, cand.mem, cr.cores, 1)
+	return fits, cand
+}
+
+// fullness is the mean of the card's memory, cores and share-count use
+// fractions after adding the deltas, in [0, 1]. Binpack prefers the card
+// that is fullest after placement; spread the emptiest before it.
+func fullness(ci *cardInfo, c *cardState, dMem int64, dCores, dNum int32) float64 {
+	f := float64(c.usedMiB+dMem) / float64(ci.memMiB)
+	if ci.coresTotal > 0 {
+		f += float64(c.usedCores+dCores) / float64(ci.coresTotal)
+	}
+	if ci.count > 0 {
+		f += float64(c.usedNum+dNum) / float64(ci.count)
+	}
+	return min(max(f/3, 0), 1)
+}
+
+// explain builds the failure status of container f, which did not fit
+// with the cards in state work: one reason per rejected card kind, and a
+// shortage reason when enough cards were not rejected yet too few were
+// chosen (NUMA binding or fewer fitting cards than requested).
+func (d *Devices) explain(req *podRequest, f int, work []cardState) *api.Status {
+	cr := &req.ctrs()[f]
+	var reasons api.CardReasons
+	fitting := 0
+	for i := range work {
+		code, _ := d.check(i, &work[i], cr, req)
+		if code == fits {
+			fitting++
+			continue
+		}
+		reasons.Add(describe(code))
+	}
+	if fitting >= int(cr.nums) && req.numaBind {
+		reasons.Add(ReasonNUMASplit, false)
+	} else if fitting > 0 {
+		reasons.Add(ReasonTooFewFitting, false)
+	}
+	return reasons.Status()
+}

@@ -1,0 +1,294 @@
+package vgpu
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// ctrRequest is what one container asks for: nums cards, each with memMiB
+// of memory (or pct percent of the card when memMiB is 0) and cores percent
+// of its SMs.
+type ctrRequest struct {
+	ctr    int
+	nums   int32
+	memMiB int64
+	pct    int32
+	cores  int32
+}
+
+// memOn returns the memory the container takes on a card of total MiB.
+// Percentages are computed per card in 64-bit arithmetic, so 50% is half of
+// each card whatever its size (upstream v1.10 divides pct/100 as integers
+// first and gets 0).
+func (c *ctrRequest) memOn(total int64) int64 {
+	if c.memMiB > 0 {
+		return c.memMiB
+	}
+	return total * int64(c.pct) / 100
+}
+
+// podRequest is a pod's vGPU request with the annotations that shape it.
+type podRequest struct {
+	// The requesting containers are ctrBuf[:nctrs], or extra when there are
+	// more than fit ctrBuf (a slice into the value itself would make every
+	// podRequest escape to the heap).
+	ctrBuf     [4]ctrRequest
+	nctrs      int
+	extra      []ctrRequest
+	containers int
+	// mode is the operating mode the pod asks for, "" for any.
+	mode string
+	// useType and noUseType are upper-cased comma-separated type selectors.
+	useType, noUseType string
+	// useUUID and noUseUUID are comma-separated UUID selectors.
+	useUUID, noUseUUID string
+	// cardPolicy is binpack, spread or topology-aware; nodePolicy binpack
+	// or spread.
+	cardPolicy, nodePolicy string
+	numaBind               bool
+	// gang is "namespace/podgroup" when the pod asks for PodGroup spread.
+	gang string
+}
+
+// empty reports whether the pod asks for no card.
+func (r *podRequest) empty() bool { return r.nctrs == 0 && r.extra == nil }
+
+// ctrs returns the requesting containers in container order.
+func (r *podRequest) ctrs() []ctrRequest {
+	if r.extra != nil {
+		return r.extra
+	}
+	return r.ctrBuf[:r.nctrs]
+}
+
+// add appends a requesting container.
+func (r *podRequest) add(c ctrRequest) {
+	switch {
+	case r.extra != nil:
+		r.extra = append(r.extra, c)
+	case r.nctrs < len(r.ctrBuf):
+		r.ctrBuf[r.nctrs] = c
+		r.nctrs++
+	default:
+		r.extra = append(append(make([]ctrRequest, 0, 2*r.nctrs), r.ctrBuf[:r.nctrs]...), c)
+	}
+}
+
+// containerQuantity returns the container's quantity of res: its limit, or
+// its request without a limit.
+func containerQuantity(c *v1.Container, res v1.ResourceName) (resource.Quantity, bool) {
+	if q, ok := c.Resources.Limits[res]; ok {
+		return q, true
+	}
+	q, ok := c.Resources.Requests[res]
+	return q, ok
+}
+
+// asks reports whether any container names a vGPU resource with a non-zero
+// quantity.
+func (b *Backend) asks(pod *v1.Pod) bool {
+	check := func(cs []v1.Container) bool {
+		for i := range cs {
+			for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resPercent, b.resCores} {
+				if q, ok := containerQuantity(&cs[i], res); ok && q.Sign() != 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
+}
+
+// amount reads a whole quantity in [0, maxValue]; present is false when the
+// container does not name res.
+func amount(c *v1.Container, res v1.ResourceName, maxValue int64) (v int64, present bool, err error) {
+	q, ok := containerQuantity(c, res)
+	if !ok {
+		return 0, false, nil
+	}
+	if v, ok := q.AsInt64(); ok && v >= 0 && v <= maxValue {
+		return v, true, nil
+	}
+	return 0, true, fmt.Errorf("container %q: %s=%s: want a whole number in [0, %d]", c.Name, res, q.String(), maxValue)
+}
+
+// parse reads the pod's request and annotations into r. policy is the
+// global policy (deviceshare.SchedulePolicy). Pods without a request give
+// an empty request and no error.
+func (b *Backend) parse(pod *v1.Pod, policy string, r *podRequest) error {
+	*r = podRequest{containers: len(pod.Spec.Containers)}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resPercent, b.resCores} {
+			if q, ok := containerQuantity(c, res); ok && q.Sign() != 0 {
+				return fmt.Errorf("pod %s/%s init container %q: %s=%s: vGPUs are only served to regular containers",
+					pod.Namespace, pod.Name, c.Name, res, q.String())
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		c, ok, err := b.parseContainer(&pod.Spec.Containers[i])
+		if err != nil {
+			return fmt.Errorf("pod %s/%s %w", pod.Namespace, pod.Name, err)
+		}
+		if ok {
+			c.ctr = i
+			r.add(c)
+		}
+	}
+	if r.empty() {
+		return nil
+	}
+	if err := parseAnnotations(pod, policy, r); err != nil {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// parseContainer reads one container's request; ok is false when it asks
+// for no card.
+func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
+	var out ctrRequest
+	n, hasN, err := amount(c, b.resCount, MaxGPUsPerContainer)
+	if err != nil {
+		return out, false, err
+	}
+	mem, hasMem, err := amount(c, b.resMemory, MaxMemoryMiB/b.factor)
+	if err != nil {
+		return out, false, err
+	}
+	pct, hasPct, err := amount(c, b.resPercent, 100)
+	if err != nil {
+		return out, false, err
+	}
+	cores, hasCores, err := amount(c, b.resCores, fullCores)
+	if err != nil {
+		return out, false, err
+	}
+	shaped := (hasMem && mem > 0) || (hasPct && pct > 0) || (hasCores && cores > 0)
+	switch {
+	case !hasN && !shaped:
+		return out, false, nil
+	case !hasN && b.defaultGPUNum == 0:
+		return out, false, fmt.Errorf("container %q asks for vGPU memory or cores without %s, and nvidia.defaultGPUNum is 0: "+
+			"set %s", c.Name, b.resCount, b.resCount)
+	case !hasN:
+		n = int64(b.defaultGPUNum)
+	case n == 0 && shaped:
+		return out, false, fmt.Errorf("container %q: %s=0 with vGPU memory or cores: want %s of at least 1",
+			c.Name, b.resCount, b.resCount)
+	case n == 0:
+		return out, false, nil
+	}
+	out.nums = int32(n)
+	out.memMiB = mem * b.factor
+	switch {
+	case out.memMiB > 0:
+	case pct > 0:
+		out.pct = int32(pct)
+	case b.defaultMemMiB > 0:
+		out.memMiB = b.defaultMemMiB
+	default:
+		out.pct = 100
+	}
+	out.cores = b.defaultCores
+	if hasCores {
+		out.cores = int32(cores)
+	}
+	return out, true, nil
+}
+
+// parseAnnotations reads the selectors and policies of a pod that asks for
+// cards.
+func parseAnnotations(pod *v1.Pod, policy string, r *podRequest) error {
+	a := pod.Annotations
+	switch m := a[AnnotationMode]; m {
+	case "", ModeHAMiCore, ModeMIG, ModeMPS:
+		r.mode = m
+	default:
+		return fmt.Errorf("annotation %s=%q: want %s, %s or %s", AnnotationMode, m, ModeHAMiCore, ModeMIG, ModeMPS)
+	}
+	r.useType = strings.ToUpper(a[AnnotationUseType])
+	r.noUseType = strings.ToUpper(a[AnnotationNoUseType])
+	r.useUUID, r.noUseUUID = a[AnnotationUseUUID], a[AnnotationNoUseUUID]
+	if policy != api.PolicySpread {
+		policy = api.PolicyBinpack
+	}
+	r.cardPolicy, r.nodePolicy = policy, policy
+	switch p := a[AnnotationGPUPolicy]; p {
+	case "":
+	case api.PolicyBinpack, api.PolicySpread, PolicyTopologyAware:
+		r.cardPolicy = p
+	default:
+		return fmt.Errorf("annotation %s=%q: want %s, %s or %s", AnnotationGPUPolicy, p,
+			api.PolicyBinpack, api.PolicySpread, PolicyTopologyAware)
+	}
+	switch p := a[AnnotationNodePolicy]; p {
+	case "":
+	case api.PolicyBinpack, api.PolicySpread:
+		r.nodePolicy = p
+	default:
+		return fmt.Errorf("annotation %s=%q: want %s or %s", AnnotationNodePolicy, p, api.PolicyBinpack, api.PolicySpread)
+	}
+	if v, ok := a[AnnotationNUMABind]; ok && v != "" {
+		bind, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("annotation %s=%q: want true or false", AnnotationNUMABind, v)
+		}
+		r.numaBind = bind
+	}
+	switch v := a[AnnotationPodGroupPolicy]; v {
+	case "":
+	case PodGroupPolicySpread:
+		if g := a[AnnotationGroupName]; g != "" {
+			r.gang = gangKey(pod.Namespace, g)
+		}
+	default:
+		return fmt.Errorf("annotation %s=%q: want %s or nothing", AnnotationPodGroupPolicy, v, PodGroupPolicySpread)
+	}
+	return nil
+}
+
+// gangKey identifies a PodGroup across namespaces.
+func gangKey(namespace, group string) string { return namespace + "/" + group }
+
+// podGang returns the pod's PodGroup key, "" without one.
+func podGang(pod *v1.Pod) string {
+	if g := pod.Annotations[AnnotationGroupName]; g != "" {
+		return gangKey(pod.Namespace, g)
+	}
+	return ""
+}
+
+// listHas reports whether the comma-separated list holds item exactly
+// (spaces around entries ignored), without allocating.
+func listHas(list, item string) bool {
+	for list != "" {
+		var e string
+		e, list, _ = strings.Cut(list, ",")
+		if strings.TrimSpace(e) == item {
+			return true
+		}
+	}
+	return false
+}
+
+// listMatchesType reports whether the upper-cased type contains one of the
+// comma-separated upper-cased entries, as upstream matches types.
+func listMatchesType(list, typeUpper string) bool {
+	for list != "" {
+		var e string
+		e, list, _ = strings.Cut(list, ",")
+		if e = strings.TrimSpace(e); e != "" && strings.Contains(typeUpper, e) {
+			return true
+		}
+	}
+	return false
+}

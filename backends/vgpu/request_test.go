@@ -1,0 +1,164 @@
+package vgpu
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    func(*config.NVIDIAConfig)
+		pod    *v1.Pod
+		policy string
+		want   []ctrRequest
+	}{
+		{name: "memory alone implies defaultGPUNum cards", pod: vpod("p", []ctr{{n: -1, mem: 2000, pct: -1, cores: -1}}),
+			want: []ctrRequest{{nums: 1, memMiB: 2000}}},
+		{name: "neither memory nor percentage is the whole card", pod: vpod("p", []ctr{{n: 2, mem: -1, pct: -1, cores: 30}}),
+			want: []ctrRequest{{nums: 2, pct: 100, cores: 30}}},
+		{name: "percentage", pod: vpod("p", []ctr{{n: 1, mem: -1, pct: 50, cores: -1}}),
+			want: []ctrRequest{{nums: 1, pct: 50}}},
+		{name: "memory wins over percentage", pod: vpod("p", []ctr{{n: 1, mem: 100, pct: 50, cores: -1}}),
+			want: []ctrRequest{{nums: 1, memMiB: 100}}},
+		{name: "cores alone implies one card", pod: vpod("p", []ctr{{n: -1, mem: -1, pct: -1, cores: 20}}),
+			want: []ctrRequest{{nums: 1, pct: 100, cores: 20}}},
+		{name: "gpuMemoryFactor scales memory", cfg: func(c *config.NVIDIAConfig) { c.GPUMemoryFactor = 1024 },
+			pod: one("p", 1, 3, -1), want: []ctrRequest{{nums: 1, memMiB: 3072}}},
+		{name: "config defaults", cfg: func(c *config.NVIDIAConfig) { c.DefaultMemory, c.DefaultCores, c.DefaultGPUNum = 4096, 25, 2 },
+			pod:  vpod("p", []ctr{{n: -1, mem: -1, pct: -1, cores: 0}, {n: 1, mem: -1, pct: -1, cores: -1}}),
+			want: []ctrRequest{{ctr: 1, nums: 1, memMiB: 4096, cores: 25}}},
+		{name: "containers without requests are skipped", pod: vpod("p", []ctr{{-1, -1, -1, -1}, {n: 1, mem: 10, pct: -1, cores: -1}}),
+			want: []ctrRequest{{ctr: 1, nums: 1, memMiB: 10}}},
+		{name: "no request", pod: vpod("p", []ctr{{-1, -1, -1, -1}})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			if tc.cfg != nil {
+				b = newBackend(t, tc.cfg)
+			}
+			var r podRequest
+			err := b.parse(tc.pod, tc.policy, &r)
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, r.ctrs(), cmp.AllowUnexported(ctrRequest{}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("containers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParsePolicies(t *testing.T) {
+	tests := []struct {
+		name           string
+		global         string
+		annotations    []string
+		wantCard, node string
+		wantNUMA       bool
+		wantGang       string
+	}{
+		{name: "global binpack", global: api.PolicyBinpack, wantCard: api.PolicyBinpack, node: api.PolicyBinpack},
+		{name: "empty global is binpack", wantCard: api.PolicyBinpack, node: api.PolicyBinpack},
+		{name: "pod overrides card and node policy", global: api.PolicyBinpack,
+			annotations: []string{AnnotationGPUPolicy, api.PolicySpread, AnnotationNodePolicy, api.PolicySpread},
+			wantCard:    api.PolicySpread, node: api.PolicySpread},
+		{name: "topology-aware", global: api.PolicySpread, annotations: []string{AnnotationGPUPolicy, PolicyTopologyAware},
+			wantCard: PolicyTopologyAware, node: api.PolicySpread},
+		{name: "numa bind and gang spread", annotations: []string{AnnotationNUMABind, "true",
+			AnnotationPodGroupPolicy, PodGroupPolicySpread, AnnotationGroupName, "pg"},
+			wantCard: api.PolicyBinpack, node: api.PolicyBinpack, wantNUMA: true, wantGang: "ns/pg"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r podRequest
+			err := newBackend(t).parse(one("p", 1, 10, 0, tc.annotations...), tc.global, &r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []any{r.cardPolicy, r.nodePolicy, r.numaBind, r.gang}
+			if diff := cmp.Diff([]any{tc.wantCard, tc.node, tc.wantNUMA, tc.wantGang}, got); diff != "" {
+				t.Errorf("card policy, node policy, numa, gang (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateRequestRefuses(t *testing.T) {
+	frac := one("p", 1, 10, 0)
+	frac.Spec.Containers[0].Resources.Limits["volcano.sh/vgpu-memory"] = resource.MustParse("0.5")
+	neg := one("p", 1, 10, 0)
+	neg.Spec.Containers[0].Resources.Limits["volcano.sh/vgpu-number"] = resource.MustParse("-2")
+	initPod := one("p", 1, 10, 0)
+	initPod.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{Limits: limits(ctr{1, -1, -1, -1})}}}
+	tests := []struct {
+		name string
+		cfg  func(*config.NVIDIAConfig)
+		pod  *v1.Pod
+		want []string
+	}{
+		{name: "cores above 100", pod: one("p", 1, 10, 101), want: []string{`container "c0"`, "volcano.sh/vgpu-cores=101", "[0, 100]"}},
+		{name: "percentage above 100", pod: vpod("p", []ctr{{1, -1, 150, -1}}), want: []string{"vgpu-memory-percentage=150"}},
+		{name: "negative count", pod: neg, want: []string{"vgpu-number=-2"}},
+		{name: "fractional memory", pod: frac, want: []string{"vgpu-memory=500m", "whole number"}},
+		{name: "too many cards", pod: one("p", 100000, 10, 0), want: []string{"vgpu-number=100k"}},
+		{name: "count 0 with memory", pod: one("p", 0, 10, 0), want: []string{"vgpu-number=0 with vGPU memory"}},
+		{name: "memory without count when defaultGPUNum is 0", cfg: func(c *config.NVIDIAConfig) { c.DefaultGPUNum = 0 },
+			pod: vpod("p", []ctr{{-1, 10, -1, -1}}), want: []string{"nvidia.defaultGPUNum is 0"}},
+		{name: "init container", pod: initPod, want: []string{`init container "init"`, "only served to regular containers"}},
+		{name: "unknown mode", pod: one("p", 1, 10, 0, AnnotationMode, "mps2"), want: []string{AnnotationMode, `"mps2"`}},
+		{name: "unknown card policy", pod: one("p", 1, 10, 0, AnnotationGPUPolicy, "least"), want: []string{AnnotationGPUPolicy, "topology-aware"}},
+		{name: "unknown node policy", pod: one("p", 1, 10, 0, AnnotationNodePolicy, "x"), want: []string{AnnotationNodePolicy}},
+		{name: "numa bind not a bool", pod: one("p", 1, 10, 0, AnnotationNUMABind, "maybe"), want: []string{AnnotationNUMABind, "true or false"}},
+		{name: "unknown podgroup policy", pod: one("p", 1, 10, 0, AnnotationPodGroupPolicy, "pack"), want: []string{AnnotationPodGroupPolicy}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			if tc.cfg != nil {
+				b = newBackend(t, tc.cfg)
+			}
+			if !b.HasDeviceRequest(tc.pod) {
+				t.Fatalf("HasDeviceRequest = false, want true so the request reaches ValidateRequest")
+			}
+			err := b.ValidateRequest(tc.pod)
+			if err == nil {
+				t.Fatal("ValidateRequest accepted the pod")
+			}
+			for _, s := range append(tc.want, "pod ns/p") {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not contain %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestRenamedResources(t *testing.T) {
+	b := newBackend(t, func(c *config.NVIDIAConfig) {
+		c.ResourceCountName, c.ResourceMemoryName = "example.com/gpu", "example.com/gpumem"
+	})
+	p := vpod("p", nil)
+	p.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{
+		"example.com/gpu": resource.MustParse("2"), "example.com/gpumem": resource.MustParse("1000")}}}}
+	if !b.HasDeviceRequest(p) || newBackend(t).HasDeviceRequest(p) {
+		t.Fatal("only the backend configured with the renamed resources recognises the pod")
+	}
+	var r podRequest
+	err := b.parse(p, "", &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]ctrRequest{{nums: 2, memMiB: 1000}}, r.ctrs(), cmp.AllowUnexported(ctrRequest{})); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,274 @@
+package deviceshare
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/record"
+	"volcano.sh/volcano/cmd/scheduler/app/options"
+	"volcano.sh/volcano/pkg/scheduler"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+	builtinvgpu "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu"
+	"volcano.sh/volcano/pkg/scheduler/cache"
+	"volcano.sh/volcano/pkg/scheduler/framework"
+	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
+	"volcano.sh/volcano/pkg/scheduler/util"
+
+	"github.com/vgpushare/vshare/backends/vgpu"
+)
+
+// vgpuBenchPods returns vGPU pods in gangs of four with a repeating mix of
+// card counts (1 to 8), memory (MiB per card) and cores, the same for every
+// implementation.
+func vgpuBenchPods(n int) ([]*v1.Pod, []string) {
+	nums := []int64{1, 2, 1, 4, 1, 8, 2, 1}
+	mems := []int64{4000, 8000, 16000, 2000, 12000, 6000, 24000, 10000}
+	cores := []int64{10, 20, 30, 0, 25, 15, 50, 5}
+	pods := make([]*v1.Pod, 0, n)
+	var groups []string
+	for i := 0; i < n; i++ {
+		group := fmt.Sprintf("pg%d", i/4)
+		if i%4 == 0 {
+			groups = append(groups, group)
+		}
+		pods = append(pods, vgpuPod(fmt.Sprintf("p%d", i), group, nums[i%len(nums)], mems[i%len(mems)], cores[i%len(cores)]))
+	}
+	return pods, groups
+}
+
+// vgpuBenchNode is a node with 8 cards of 80 GiB. Its status already
+// shows the totals our plugin advertises (as it does after the first
+// session in a real cluster), so the advertiser stays idle.
+func vgpuBenchNode(i int) *v1.Node {
+	cards := make([]vcard, 8)
+	for c := range cards {
+		cards[c] = vcard{uuid: fmt.Sprintf("GPU-%04d-%d", i, c), typ: "NVIDIA-A100-SXM4-80GB", mem: 81920}
+	}
+	n := vgpuNode(fmt.Sprintf("n%04d", i), cards...)
+	for res, v := range map[v1.ResourceName]int64{"volcano.sh/vgpu-memory": 8 * 81920,
+		"volcano.sh/vgpu-memory-percentage": 800, "volcano.sh/vgpu-cores": 800} {
+		q := *resource.NewQuantity(v, resource.DecimalSI)
+		n.Status.Capacity[res], n.Status.Allocatable[res] = q, q
+	}
+	return n
+}
+
+// vgpuBenchConf is gang + predicates, with deviceshare (VGPUEnable) when
+// device is true.
+func vgpuBenchConf(device bool) string {
+	conf := `
+actions: "allocate"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+`
+	if device {
+		conf += `  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+      deviceshare.SchedulePolicy: binpack
+      deviceshare.ScheduleWeight: 10
+`
+	}
+	return conf
+}
+
+// fakeAPIServer answers every request with an empty object: Volcano's
+// built-in vGPU patches each allocated pod through a package-level client
+// it builds from KUBECONFIG, outside the scheduler cache's client. This
+// keeps that round trip on the loopback interface.
+func fakeAPIServer(b *testing.B) {
+	b.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}`))
+	}))
+	b.Cleanup(srv.Close)
+	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
+	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + srv.URL +
+		"\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n"
+	if err := os.WriteFile(kubeconfig, []byte(data), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv("KUBECONFIG", kubeconfig)
+	if _, err := builtinvgpu.NewClient(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkAllocateVGPU runs Volcano's allocate action over one session of
+// vGPU pods (1000, or BENCH_PODS; gangs of four, 1 to 8 cards each) on nodes of
+// 8 x 80 GiB cards, with Volcano v1.10.0's built-in vGPU deviceshare and
+// with ours, on identical clusters, pods and plugin sets (gang, predicates,
+// deviceshare). impl=noop registers, as deviceshare, a plugin with the same
+// extension points that does nothing: the session's cost without any device
+// work (Volcano's built-in vGPU only acts when its own deviceshare plugin
+// set vgpu.VGPUEnable). Per implementation the report gives pods/s and
+// us/pod; us/pod minus noop's, from the same process, is the time spent in
+// the device plugin's callbacks (and, for the built-in, its synchronous pod
+// patch, answered on loopback, behind client-go's default 5 QPS limit as
+// the built-in ships), and cpu-us/pod, the process CPU time per bound pod,
+// which leaves out waiting. BENCH_NODES overrides the node counts.
+func BenchmarkAllocateVGPU(b *testing.B) {
+	saved := options.ServerOpts
+	options.ServerOpts = &options.ServerOption{MinNodesToFind: 100, MinPercentageOfNodesToFind: 5, PercentageOfNodesToFind: 0}
+	defer func() { options.ServerOpts = saved }()
+	fakeAPIServer(b)
+	counts := []int{1000, 5000}
+	if os.Getenv("BENCH_NODES") != "" {
+		counts = benchNodeCounts()
+	}
+	npods := 1000
+	if v, err := strconv.Atoi(os.Getenv("BENCH_PODS")); err == nil && v > 0 {
+		npods = v
+	}
+	for _, nodes := range counts {
+		for _, impl := range []string{"noop", "builtin", "ours"} {
+			b.Run(fmt.Sprintf("nodes=%d/pods=%d/impl=%s", nodes, npods, impl), func(b *testing.B) {
+				benchAllocateVGPU(b, impl, nodes, npods)
+			})
+		}
+	}
+}
+
+func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int) {
+	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(vgpuBenchConf(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	allocate, _ := framework.GetAction("allocate")
+	var bound int64
+	var elapsed, cpu float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		var st *State
+		switch impl {
+		case "builtin":
+			framework.RegisterPluginBuilder(PluginName, builtin.New)
+		case "noop":
+			framework.RegisterPluginBuilder(PluginName, func(framework.Arguments) framework.Plugin { return noopPlugin{} })
+		default:
+			st = NewState(Options{})
+			framework.RegisterPluginBuilder(PluginName, st.Builder())
+		}
+		sc := cache.NewCustomMockSchedulerCache("volcano", &countingBinder{}, util.NewFakeEvictor(0), &util.FakeStatusUpdater{},
+			nil, nil, &record.FakeRecorder{})
+		for n := 0; n < nodes; n++ {
+			if err := sc.AddOrUpdateNode(vgpuBenchNode(n)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
+		pods, groups := vgpuBenchPods(npods)
+		for _, g := range groups {
+			sc.AddPodGroupV1beta1(podGroup(g, 4))
+		}
+		for _, p := range pods {
+			sc.AddPod(p)
+		}
+		runtime.GC()
+		b.StartTimer()
+		start, cpuStart := time.Now(), cpuSeconds()
+		ssn := framework.OpenSession(sc, tiers, configs)
+		allocate.Initialize()
+		allocate.Execute(ssn)
+		allocate.UnInitialize()
+		dispatched := countDispatched(ssn)
+		framework.CloseSession(ssn)
+		elapsed += time.Since(start).Seconds()
+		cpu += cpuSeconds() - cpuStart
+		b.StopTimer()
+		bound += int64(dispatched)
+		builtinvgpu.VGPUEnable, builtinvgpu.NodeLockEnable = false, false
+		if st != nil {
+			st.Close()
+		}
+	}
+	if bound == 0 {
+		b.Fatalf("%s: nothing was allocated", impl)
+	}
+	b.ReportMetric(float64(bound)/elapsed, "pods/s")
+	b.ReportMetric(elapsed/float64(bound)*1e6, "us/pod")
+	b.ReportMetric(cpu/float64(bound)*1e6, "cpu-us/pod")
+	b.ReportMetric(float64(bound)/float64(b.N), "allocated/op")
+}
+
+// BenchmarkVGPULedgerMemory measures the heap the ledger holds per GPU:
+// nodes of 8 cards, each with four pods accounted, synced into a fresh
+// ledger (Volcano's NodeInfos and pods are built before measuring).
+func BenchmarkVGPULedgerMemory(b *testing.B) {
+	nodes := 1000
+	backends, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	infos := make(map[string]*vcapi.NodeInfo, nodes)
+	for n := 0; n < nodes; n++ {
+		node := vgpuBenchNode(n)
+		ni := vcapi.NewNodeInfo(node)
+		for k := 0; k < 4; k++ {
+			p := vgpuPod(fmt.Sprintf("n%d-p%d", n, k), "pg", 2, 8000, 20)
+			p.Spec.NodeName, p.Status.Phase = node.Name, v1.PodRunning
+			p.Annotations[vgpu.AnnotationIDs] = fmt.Sprintf("GPU-%04d-%d,NVIDIA,8000,20:GPU-%04d-%d,NVIDIA,8000,20:", n, 2*k, n, 2*k+1)
+			if err := ni.AddTask(vcapi.NewTaskInfo(p)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		infos[node.Name] = ni
+	}
+	b.ResetTimer()
+	var perGPU float64
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l := NewLedger(nil)
+		res := l.Sync(infos, backends)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if res.Added != 4*nodes {
+			b.Fatalf("accounted %d pods, want %d", res.Added, 4*nodes)
+		}
+		perGPU = float64(after.HeapAlloc-before.HeapAlloc) / float64(8*nodes)
+		runtime.KeepAlive(l)
+	}
+	b.ReportMetric(perGPU, "B/GPU")
+}
+
+// cpuSeconds is the process's user and system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// noopPlugin registers the extension points deviceshare registers and does
+// nothing in them, so the framework's cost of calling a device plugin is
+// in the baseline.
+type noopPlugin struct{}
+
+func (noopPlugin) Name() string { return PluginName }
+
+func (noopPlugin) OnSessionOpen(ssn *framework.Session) {
+	ssn.AddPredicateFn(PluginName, func(*vcapi.TaskInfo, *vcapi.NodeInfo) error { return nil })
+	ssn.AddNodeOrderFn(PluginName, func(*vcapi.TaskInfo, *vcapi.NodeInfo) (float64, error) { return 0, nil })
+	ssn.AddBatchNodeOrderFn(PluginName, func(*vcapi.TaskInfo, []*vcapi.NodeInfo) (map[string]float64, error) { return nil, nil })
+	ssn.AddEventHandler(&framework.EventHandler{AllocateFunc: func(*framework.Event) {}, DeallocateFunc: func(*framework.Event) {}})
+}
+
+func (noopPlugin) OnSessionClose(*framework.Session) {}
