@@ -1,0 +1,72 @@
+/*
+ * nvml_api.h - the subset of NVML that libvgpu and its test stubs use,
+ * declared from NVIDIA's public NVML reference (no NVML headers needed).
+ */
+#ifndef VGPU_NVML_API_H
+#define VGPU_NVML_API_H
+
+#include <stddef.h>
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+enum {
+	NVML_SUCCESS = 0,
+	NVML_ERROR_UNINITIALIZED = 1,
+	NVML_ERROR_INVALID_ARGUMENT = 2,
+	NVML_ERROR_NOT_SUPPORTED = 3,
+	NVML_ERROR_NOT_FOUND = 6,
+	NVML_ERROR_INSUFFICIENT_SIZE = 7,
+	NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+	NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+	NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+	NVML_ERROR_UNKNOWN = 999,
+};
+
+#define NVML_DEVICE_UUID_BUFFER_SIZE 80
+
+typedef struct {
+	unsigned long long total;
+	unsigned long long free;
+	unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct {
+	unsigned int version;       /* must be nvmlMemory_v2 */
+	unsigned long long total;
+	unsigned long long reserved;
+	unsigned long long free;
+	unsigned long long used;
+} nvmlMemory_v2_t;
+
+/* NVML_STRUCT_VERSION(Memory, 2): struct size in the low bits, version in the top byte. */
+#define nvmlMemory_v2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+
+typedef struct {
+	unsigned int pid;
+	unsigned long long timeStamp;   /* CPU timestamp in microseconds */
+	unsigned int smUtil;
+	unsigned int memUtil;
+	unsigned int encUtil;
+	unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
+_Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t layout");
+
+nvmlReturn_t nvmlInit(void);
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlShutdown(void);
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length);
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count);
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+					     nvmlProcessUtilizationSample_t *utilization,
+					     unsigned int *processSamplesCount,
+					     unsigned long long lastSeenTimeStamp);
+
+#endif /* VGPU_NVML_API_H */

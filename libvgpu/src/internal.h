@@ -1,0 +1,125 @@
+/*
+ * internal.h - state and helpers shared by libvgpu's hook families.
+ *
+ * Ownership and locking:
+ *  - vgpu_cfg is written once by vgpu_init() (under pthread_once) and is
+ *    read-only afterwards.
+ *  - The shared region has its own robust mutex (region.c).
+ *  - The allocation ledger (ledger.c), the pool table (pool.c) and the
+ *    context table (context.c) each have one process-local mutex; none of them
+ *    is held while calling into the driver or while taking the region lock,
+ *    except the ledger which only ever nests inside nothing.
+ */
+#ifndef VGPU_INTERNAL_H
+#define VGPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda_api.h"
+#include "nvml_api.h"
+#include "vgpu_region.h"
+
+#define VGPU_EXPORT __attribute__((visibility("default")))
+/*
+ * Code that can run inside a sanitizer runtime's own start-up (ASan resolves
+ * its interceptors through dlsym before its shadow memory exists) must not be
+ * instrumented. Only the dlsym path carries this attribute.
+ */
+#define VGPU_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+#define VGPU_LIKELY(x) __builtin_expect(!!(x), 1)
+#define VGPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+enum vgpu_policy {
+	VGPU_POLICY_DEFAULT = 0,    /* limit unless the exporter flips util_switch */
+	VGPU_POLICY_FORCE = 1,      /* always limit */
+	VGPU_POLICY_DISABLE = 2,    /* never limit SMs */
+};
+
+#define VGPU_CVD_LEN 64
+
+/* Parsed environment; immutable after vgpu_init(). */
+struct vgpu_config {
+	uint64_t mem_limit[VGPU_MAX_DEVICES];   /* bytes, 0 = none */
+	uint32_t sm_limit[VGPU_MAX_DEVICES];    /* percent, 0 = none */
+	int32_t priority;
+	int policy;
+	bool any_mem_limit;
+	bool any_sm_limit;
+	bool accounting;                        /* count allocations at all */
+	char region_path[4096];                 /* "" = process-private region */
+	int cvd_count;                          /* -1: CUDA_VISIBLE_DEVICES unset */
+	char cvd[VGPU_MAX_DEVICES][VGPU_CVD_LEN];
+};
+
+extern struct vgpu_config vgpu_cfg;
+
+/* init.c */
+void vgpu_init(void);           /* once: symbols, environment, region attach */
+void vgpu_register(void);       /* once per process image: slot + watcher thread */
+
+/* env.c */
+void vgpu_env_parse(struct vgpu_config *cfg);
+int vgpu_parse_size(const char *text, uint64_t *bytes);
+
+/* device.c: CUDA ordinal -> container device index (NVML index). */
+int vgpu_dev_index(CUdevice dev);
+int vgpu_current_dev(CUdevice *dev, int *idx);   /* 0 on success */
+nvmlDevice_t vgpu_nvml_device(int idx);          /* NULL if NVML is unavailable */
+
+/* region.c */
+struct vgpu_region *vgpu_region(void);
+int vgpu_region_attach(void);
+int vgpu_region_claim_slot(void);   /* called by the watcher thread */
+struct vgpu_proc_slot *vgpu_region_slot(void);
+void vgpu_region_after_fork(void);
+void vgpu_region_release_slot(void);
+int vgpu_region_charge(int idx, uint64_t bytes, uint64_t limit);  /* 0 ok, -1 over */
+void vgpu_region_force(int idx, int64_t delta);
+uint64_t vgpu_region_used(int idx);
+int vgpu_region_reclaim_dead(void);
+
+/* memory.c: charge with pool trimming on pressure. */
+CUresult vgpu_charge(int idx, uint64_t bytes);
+void vgpu_uncharge(int idx, uint64_t bytes);
+static inline bool vgpu_counting(void) { return vgpu_cfg.accounting; }
+
+/* ledger.c: process-local record of counted allocations. */
+enum vgpu_kind { VGPU_K_DEVPTR = 1, VGPU_K_ARRAY, VGPU_K_MIPMAP, VGPU_K_VMM, VGPU_K_ASYNC };
+struct vgpu_entry {
+	uint64_t key;
+	uint64_t bytes;
+	void *owner;        /* CUcontext for context-bound kinds, CUmemoryPool for async */
+	int32_t idx;
+	uint16_t kind;
+	uint16_t refs;      /* VMM handles: cuMemRetainAllocationHandle references */
+};
+void vgpu_ledger_add(const struct vgpu_entry *e);
+bool vgpu_ledger_take(int kind, uint64_t key, struct vgpu_entry *out);
+bool vgpu_ledger_retain(int kind, uint64_t key);
+int vgpu_ledger_release_ref(int kind, uint64_t key, struct vgpu_entry *out); /* refs left or -1 */
+uint64_t vgpu_ledger_purge_owner(void *owner, int idx_out[VGPU_MAX_DEVICES],
+				 uint64_t bytes_out[VGPU_MAX_DEVICES]);
+void vgpu_ledger_reset(void);
+
+/* pool.c */
+void vgpu_pool_trim_device(int idx);
+void vgpu_pool_sync_device(int idx);
+void vgpu_pool_reset(void);
+
+/* context.c */
+void vgpu_context_reset(void);
+
+/* limiter.c */
+extern int vgpu_limiter_enabled;    /* read on every launch */
+extern int vgpu_watcher_running;    /* set by the watcher thread once it runs */
+void vgpu_limiter_setup(void);
+void vgpu_limiter_gate(uint64_t blocks);
+void vgpu_limiter_tick(void);
+void vgpu_limiter_after_fork(void);
+
+/* Monotonic and wall clocks in nanoseconds. */
+uint64_t vgpu_now_ns(void);
+uint64_t vgpu_wall_ns(void);
+
+#endif /* VGPU_INTERNAL_H */

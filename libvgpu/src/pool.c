@@ -1,0 +1,269 @@
+/*
+ * pool.c - stream-ordered allocations (cuMemAllocAsync, cuMemAllocFromPoolAsync,
+ * cuMemFreeAsync) and memory pools.
+ *
+ * A pool keeps freed memory reserved for reuse, so what a pool occupies on
+ * the device is its RESERVED_MEM_CURRENT, not the sum of live allocations.
+ * For every pool seen, the region is charged exactly that reserved size:
+ *  - before an allocation the pool cannot serve from its free reserve, the
+ *    request is charged (and refused if it would pass the limit);
+ *  - after each pool operation the charge is re-synchronised with the pool;
+ *  - when any allocation would pass the limit, memory.c asks this file to trim
+ *    the device's pools (cuMemPoolTrimTo 0) and re-synchronise, so memory a
+ *    pool merely caches never causes a false out-of-memory.
+ * If the driver cannot report pool attributes, live allocations are counted.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+
+#include "hooks.h"
+
+#define MAX_POOLS 64
+
+struct pool_rec {
+	CUmemoryPool pool;
+	int idx;
+	uint64_t charged;   /* bytes currently charged to the region for this pool */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_rec pools[MAX_POOLS];
+static int npools;
+
+static int pool_attr(CUmemoryPool pool, int attr, uint64_t *value)
+{
+	cuuint64_t v = 0;
+	if (REAL(cuMemPoolGetAttribute) == NULL ||
+	    REAL(cuMemPoolGetAttribute)(pool, attr, &v) != CUDA_SUCCESS)
+		return -1;
+	*value = v;
+	return 0;
+}
+
+static struct pool_rec *find_locked(CUmemoryPool pool)
+{
+	for (int i = 0; i < npools; i++)
+		if (pools[i].pool == pool)
+			return &pools[i];
+	return NULL;
+}
+
+/* Moves the difference between the pool's reserve and its charge to the region. */
+static void resync(CUmemoryPool pool)
+{
+	uint64_t reserved;
+	if (pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != 0)
+		return;
+	pthread_mutex_lock(&mu);
+	struct pool_rec *rec = find_locked(pool);
+	int64_t delta = 0;
+	int idx = -1;
+	if (rec != NULL) {
+		delta = (int64_t)reserved - (int64_t)rec->charged;
+		rec->charged = reserved;
+		idx = rec->idx;
+	}
+	pthread_mutex_unlock(&mu);
+	if (delta != 0)
+		vgpu_region_force(idx, delta);
+}
+
+/* Starts tracking a pool; returns false when the table is full. */
+static bool track(CUmemoryPool pool, int idx)
+{
+	bool fresh = false, ok = true;
+	pthread_mutex_lock(&mu);
+	if (find_locked(pool) == NULL) {
+		if (npools < MAX_POOLS) {
+			pools[npools++] = (struct pool_rec){pool, idx, 0};
+			fresh = true;
+		} else {
+			ok = false;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	if (fresh)
+		resync(pool);
+	return ok;
+}
+
+static void adjust_charged(CUmemoryPool pool, int64_t delta)
+{
+	pthread_mutex_lock(&mu);
+	struct pool_rec *rec = find_locked(pool);
+	if (rec != NULL) {
+		if (delta < 0 && (uint64_t)(-delta) > rec->charged)
+			rec->charged = 0;
+		else
+			rec->charged = (uint64_t)((int64_t)rec->charged + delta);
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+enum async_fn { A_ALLOC, A_ALLOC_PTSZ, A_POOL, A_POOL_PTSZ };
+
+static CUresult call_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
+			   CUstream stream)
+{
+	switch (fn) {
+	case A_ALLOC: return REAL(cuMemAllocAsync)(dptr, size, stream);
+	case A_ALLOC_PTSZ: return REAL(cuMemAllocAsync_ptsz)(dptr, size, stream);
+	case A_POOL: return REAL(cuMemAllocFromPoolAsync)(dptr, size, pool, stream);
+	default: return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, size, pool, stream);
+	}
+}
+
+static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
+			    CUstream stream)
+{
+	CUdevice dev;
+	int idx;
+	if (!vgpu_counting() || vgpu_current_dev(&dev, &idx) != 0)
+		return call_alloc(fn, dptr, size, pool, stream);
+
+	CUmemoryPool p = pool;
+	if (p == NULL && REAL(cuDeviceGetMemPool) != NULL &&
+	    REAL(cuDeviceGetMemPool)(&p, dev) != CUDA_SUCCESS)
+		p = NULL;
+	uint64_t reserved = 0, used = 0;
+	bool tracked = p != NULL &&
+		       pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == 0 &&
+		       pool_attr(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == 0 && track(p, idx);
+	/* Served from the pool's free reserve: no new device memory. */
+	uint64_t need = (tracked && reserved >= used && reserved - used >= size) ? 0 : size;
+	if (need != 0) {
+		CUresult res = vgpu_charge(idx, need);
+		if (res != CUDA_SUCCESS)
+			return res;
+		if (tracked)
+			adjust_charged(p, (int64_t)need);
+	}
+	CUresult res = call_alloc(fn, dptr, size, pool, stream);
+	if (res != CUDA_SUCCESS) {
+		if (need != 0) {
+			vgpu_uncharge(idx, need);
+			if (tracked)
+				adjust_charged(p, -(int64_t)need);
+		}
+		return res;
+	}
+	struct vgpu_entry e = {.key = dptr ? *dptr : 0, .bytes = size, .owner = tracked ? p : NULL,
+			       .idx = idx, .kind = VGPU_K_ASYNC, .refs = 1};
+	vgpu_ledger_add(&e);
+	if (tracked)
+		resync(p);
+	return res;
+}
+
+static CUresult async_free(bool ptsz, CUdeviceptr dptr, CUstream stream)
+{
+	struct vgpu_entry e;
+	bool had = vgpu_forget(VGPU_K_ASYNC, dptr, &e);
+	CUresult res = ptsz ? REAL(cuMemFreeAsync_ptsz)(dptr, stream)
+			    : REAL(cuMemFreeAsync)(dptr, stream);
+	if (!had)
+		return res;
+	if (res != CUDA_SUCCESS)
+		vgpu_ledger_add(&e);
+	else if (e.owner == NULL)
+		vgpu_uncharge(e.idx, e.bytes);
+	else
+		resync((CUmemoryPool)e.owner);
+	return res;
+}
+
+VGPU_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	VGPU_ENTER_CUDA(cuMemAllocAsync);
+	return async_alloc(A_ALLOC, dptr, bytesize, NULL, hStream);
+}
+
+VGPU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	VGPU_ENTER_CUDA(cuMemAllocAsync_ptsz);
+	return async_alloc(A_ALLOC_PTSZ, dptr, bytesize, NULL, hStream);
+}
+
+VGPU_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
+					     CUmemoryPool pool, CUstream hStream)
+{
+	VGPU_ENTER_CUDA(cuMemAllocFromPoolAsync);
+	return async_alloc(A_POOL, dptr, bytesize, pool, hStream);
+}
+
+VGPU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+						  CUmemoryPool pool, CUstream hStream)
+{
+	VGPU_ENTER_CUDA(cuMemAllocFromPoolAsync_ptsz);
+	return async_alloc(A_POOL_PTSZ, dptr, bytesize, pool, hStream);
+}
+
+VGPU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	VGPU_ENTER_CUDA(cuMemFreeAsync);
+	return async_free(false, dptr, hStream);
+}
+
+VGPU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+	VGPU_ENTER_CUDA(cuMemFreeAsync_ptsz);
+	return async_free(true, dptr, hStream);
+}
+
+VGPU_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	VGPU_ENTER_CUDA(cuMemPoolDestroy);
+	CUresult res = REAL(cuMemPoolDestroy)(pool);
+	if (res != CUDA_SUCCESS)
+		return res;
+	int idx = -1;
+	uint64_t charged = 0;
+	pthread_mutex_lock(&mu);
+	struct pool_rec *rec = find_locked(pool);
+	if (rec != NULL) {
+		idx = rec->idx;
+		charged = rec->charged;
+		*rec = pools[--npools];
+	}
+	pthread_mutex_unlock(&mu);
+	if (charged != 0)
+		vgpu_uncharge(idx, charged);
+	return res;
+}
+
+static int pools_of(int idx, CUmemoryPool out[MAX_POOLS])
+{
+	int n = 0;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < npools; i++)
+		if (pools[i].idx == idx)
+			out[n++] = pools[i].pool;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+void vgpu_pool_trim_device(int idx)
+{
+	CUmemoryPool list[MAX_POOLS];
+	int n = pools_of(idx, list);
+	for (int i = 0; i < n; i++) {
+		if (REAL(cuMemPoolTrimTo) != NULL)
+			REAL(cuMemPoolTrimTo)(list[i], 0);
+		resync(list[i]);
+	}
+}
+
+void vgpu_pool_sync_device(int idx)
+{
+	CUmemoryPool list[MAX_POOLS];
+	int n = pools_of(idx, list);
+	for (int i = 0; i < n; i++)
+		resync(list[i]);
+}
+
+void vgpu_pool_reset(void)
+{
+	pthread_mutex_init(&mu, NULL);
+	npools = 0;
+}

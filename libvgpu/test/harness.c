@@ -1,0 +1,129 @@
+/* harness.c - runs one named test case (or child role) per invocation. */
+#include "test.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int t_failed;
+const char *t_self;
+
+void *t_sym(const char *lib, const char *name)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+	if (h == NULL) {
+		fprintf(stderr, "FAIL dlopen %s: %s\n", lib, dlerror());
+		exit(1);
+	}
+	void *p = dlsym(h, name);
+	if (p == NULL) {
+		fprintf(stderr, "FAIL dlsym %s: %s\n", name, dlerror());
+		exit(1);
+	}
+	return p;
+}
+
+CUcontext t_ctx(int dev)
+{
+	CUcontext ctx = NULL;
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuDevicePrimaryCtxRetain)(&ctx, dev), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuCtxSetCurrent)(ctx), CUDA_SUCCESS);
+	return ctx;
+}
+
+struct vgpu_region *t_region(void)
+{
+	static struct vgpu_region *r;
+	const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+	if (r != NULL || path == NULL)
+		return r;
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		return NULL;
+	void *m = mmap(NULL, VGPU_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	r = m == MAP_FAILED ? NULL : m;
+	return r;
+}
+
+struct vgpu_proc_slot *t_slot_of(struct vgpu_region *r, int pid)
+{
+	for (int i = 0; r != NULL && i < VGPU_MAX_PROCS; i++)
+		if (r->slots[i].status == VGPU_SLOT_ACTIVE && r->slots[i].pid == pid)
+			return &r->slots[i];
+	return NULL;
+}
+
+uint64_t t_mine(int idx)
+{
+	struct vgpu_proc_slot *s = t_slot_of(t_region(), getpid());
+	return s ? __atomic_load_n(&s->mem_used[idx], __ATOMIC_RELAXED) : UINT64_MAX;
+}
+
+int t_spawn(const char *cmd, const char *const *env, int stderr_fd)
+{
+	fflush(NULL);
+	int pid = fork();
+	if (pid == 0) {
+		for (; env != NULL && *env != NULL; env++)
+			putenv((char *)*env);
+		if (stderr_fd >= 0)
+			dup2(stderr_fd, 2);
+		execl(t_self, t_self, cmd, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+int t_wait(int pid)
+{
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+char *t_read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	static char buf[65536];
+	size_t n = 0;
+	buf[0] = '\0';
+	if (f != NULL) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+const char *t_dir(void)
+{
+	const char *d = getenv("VGPU_TEST_DIR");
+	return d ? d : "/tmp";
+}
+
+int main(int argc, char **argv)
+{
+	static char self[PATH_MAX];
+	const struct t_case *groups[] = {t_memory_cases, t_api_cases, t_region_cases, t_sm_cases};
+	if (realpath(argv[0], self) == NULL)
+		snprintf(self, sizeof(self), "%s", argv[0]);
+	t_self = self;
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s <case>\n", argv[0]);
+		return 2;
+	}
+	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++)
+		for (const struct t_case *c = groups[g]; c->name != NULL; c++)
+			if (strcmp(c->name, argv[1]) == 0) {
+				int rc = c->fn();
+				return rc != 0 ? rc : t_failed;
+			}
+	fprintf(stderr, "unknown case %s\n", argv[1]);
+	return 2;
+}

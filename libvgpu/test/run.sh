@@ -1,0 +1,129 @@
+#!/bin/sh
+# run.sh BUILD_DIR MODE... - runs the libvgpu suite in each mode and prints
+# one line per case and a final "N passed, N failed" line (read by CI).
+#
+# Modes: normal (libvgpu.so), asan (ASan+UBSan build of library and tests),
+# valgrind (memcheck, children traced). Timing-based cases (sm_*) and the
+# 256-process case are skipped under valgrind: its 20-50x slowdown makes
+# simulated-time control loops and 256 concurrent valgrind processes
+# meaningless on a 2-core machine. Under ASan the scale case starts 64
+# processes instead of 256 (each ASan process reserves large shadow mappings).
+set -u
+B=$(cd "$1" && pwd); shift
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+pass=0
+fail=0
+failed=""
+
+# label|sub-command|environment|flags (region: give it a region file;
+# minstub: use the stub without optional entry points; novg: skip under valgrind)
+CASES='
+passthrough|passthrough||
+limit_basic|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|
+limit_per_device|limit_per_device|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_MEMORY_LIMIT_1=256m|
+clamped_queries|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region
+families|families|CUDA_DEVICE_MEMORY_LIMIT=8g|region
+pools|pools|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+stress|stress|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0|region
+cvd_index|cvd_index|CUDA_VISIBLE_DEVICES=1 CUDA_DEVICE_MEMORY_LIMIT_1=128m|
+cvd_uuid|cvd_uuid|CUDA_VISIBLE_DEVICES=GPU-5ab0e000-0000-4000-8000-000000000002 CUDA_DEVICE_MEMORY_LIMIT_2=96m|
+no_nvml|no_nvml|CUDA_DEVICE_MEMORY_LIMIT=1g LIBVGPU_NVML_PATH=/nonexistent/libnvidia-ml.so.1|
+dlsym_paths|dlsym_paths|CUDA_DEVICE_MEMORY_LIMIT=1g|
+procaddr|procaddr|CUDA_DEVICE_MEMORY_LIMIT=1g|
+env_invalid|env_invalid||
+minimal_driver|minimal_driver|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_SM_LIMIT=30|minstub
+multiproc|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region
+reclaim_sigkill|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+lock_owner_death|lock_owner_death|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+region_corrupt|region_corrupt|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+layout|layout|CUDA_DEVICE_MEMORY_LIMIT_0=1g CUDA_DEVICE_MEMORY_LIMIT_1=512m CUDA_TASK_PRIORITY=1|region
+fork_child|fork_child|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+init_256|init_256|CUDA_DEVICE_MEMORY_LIMIT=1g|region novg
+sm_limit_30|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30|novg
+sm_limit_30_132sm|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_SM=132|novg
+sm_no_limit|sm_unlimited||novg
+sm_policy_disable|sm_unlimited|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=disable|novg
+sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg
+sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force|region novg
+'
+
+report() { # mode label rc seconds logfile
+	if [ "$3" -eq 0 ]; then
+		pass=$((pass + 1))
+		printf 'PASS  %-8s %-20s %3ss\n' "$1" "$2" "$4"
+	else
+		fail=$((fail + 1))
+		failed="$failed $1/$2"
+		printf 'FAIL  %-8s %-20s %3ss (exit %s)\n' "$1" "$2" "$4" "$3"
+		sed 's/^/      | /' "$5" | tail -n 30
+	fi
+}
+
+# The library exports only the hooked entry points and dlsym.
+shell_exports() {
+	extra=$(nm -D --defined-only "$ROOT/libvgpu.so" | awk '{print $3}' |
+		grep -v -E '^(cu[A-Za-z0-9_]+|nvml[A-Za-z0-9_]+|dlsym)$' | grep -v '^$')
+	[ -z "$extra" ] || { echo "unexpected exports: $extra"; return 1; }
+}
+
+# Preloaded into a process that never touches the GPU, the library is silent.
+shell_unrelated() { # preload
+	out=$(env -i PATH="$PATH" LD_PRELOAD="$1" CUDA_DEVICE_MEMORY_LIMIT=1g \
+		CUDA_DEVICE_SM_LIMIT=30 /bin/sh -c 'echo ok' 2>&1)
+	[ "$out" = "ok" ] || { echo "output: $out"; return 1; }
+}
+
+run_shell() { # mode label function args...
+	mode=$1; label=$2; shift 2
+	log=$(mktemp)
+	start=$(date +%s)
+	"$@" >"$log" 2>&1
+	rc=$?
+	report "$mode" "$label" "$rc" $(( $(date +%s) - start )) "$log"
+	rm -f "$log"
+}
+
+run_mode() {
+	mode=$1
+	case $mode in
+	normal) pre="$ROOT/libvgpu.so"; bin="$B/vgpu_test"; wrap=""; procs=256 ;;
+	asan) pre="$(${CC:-gcc} -print-file-name=libasan.so) $B/libvgpu-asan.so"
+	      bin="$B/vgpu_test-asan"; wrap=""; procs=64 ;;
+	valgrind) pre="$ROOT/libvgpu.so"; bin="$B/vgpu_test"; procs=256
+	      wrap="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --trace-children=yes" ;;
+	esac
+	[ "$mode" = normal ] && run_shell "$mode" exports shell_exports
+	[ "$mode" != valgrind ] && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
+	echo "$CASES" | while IFS='|' read -r label cmd envs flags; do
+		[ -n "$label" ] || continue
+		case " $flags " in *" novg "*) [ "$mode" = valgrind ] && continue ;; esac
+		dir=$(mktemp -d)
+		stub="$B/stub"
+		case " $flags " in *" minstub "*) stub="$B/stub-min" ;; esac
+		region=""
+		case " $flags " in *" region "*) region="CUDA_DEVICE_MEMORY_SHARED_CACHE=$dir/vgpu.cache" ;; esac
+		start=$(date +%s)
+		# shellcheck disable=SC2086
+		(cd "$dir" && env -i PATH="$PATH" HOME="${HOME:-/}" LD_LIBRARY_PATH="$stub" \
+			LD_PRELOAD="$pre" VGPU_TEST_DIR="$dir" VGPU_TEST_PROCS="$procs" \
+			ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
+			UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+			$region $envs timeout 240 $wrap "$bin" "$cmd") >"$dir/log" 2>&1
+		rc=$?
+		report "$mode" "$label" "$rc" $(( $(date +%s) - start )) "$dir/log"
+		echo "$rc" >>"$B/.results"
+		rm -rf "$dir"
+	done
+}
+
+rm -f "$B/.results"
+for mode in "$@"; do
+	run_mode "$mode"
+done
+# The case loop runs in a pipeline subshell: count its results from the file.
+if [ -f "$B/.results" ]; then
+	pass=$((pass + $(grep -c '^0$' "$B/.results")))
+	fail=$((fail + $(grep -c -v '^0$' "$B/.results")))
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,344 @@
+/*
+ * cuda_core.c - stub driver: shared state, devices, contexts, cuGetProcAddress.
+ * Built with -Bsymbolic so that its own function addresses are its own even
+ * when libvgpu (preloaded) exports the same names.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda_api.h"
+#include "stub.h"
+#include "stub_int.h"
+
+static struct stub_shared *g;
+static struct stub_stats stats;
+int stub_inited;
+static int visible[STUB_MAX_DEV];
+static int nvisible;
+
+struct stub_shared *vgpuStubShared(void) { return g; }
+struct stub_stats *vgpuStubStats(void) { return &stats; }
+
+uint64_t vgpuStubNowNs(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+	const char *v = getenv(name);
+	return v && *v ? strtoull(v, NULL, 0) : dflt;
+}
+
+static void format(struct stub_shared *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->ndev = (int)env_u64("VGPU_STUB_DEVICES", 3);
+	if (s->ndev > STUB_MAX_DEV)
+		s->ndev = STUB_MAX_DEV;
+	s->wave_ns = env_u64("VGPU_STUB_WAVE_NS", 250000);
+	s->max_queue_ns = 4000000;
+	s->ctx_mem = env_u64("VGPU_STUB_CTX_MEM", 64u << 20);
+	for (int d = 0; d < s->ndev; d++) {
+		s->dev[d].total = env_u64("VGPU_STUB_MEM", UINT64_C(16) << 30);
+		s->dev[d].sm = (int)env_u64("VGPU_STUB_SM", 16);
+		snprintf(s->dev[d].uuid, sizeof(s->dev[d].uuid),
+			 "GPU-5ab0e000-0000-4000-8000-00000000000%d", d);
+	}
+	__atomic_store_n(&s->magic, STUB_MAGIC, __ATOMIC_RELEASE);
+}
+
+static void parse_visible(void)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	nvisible = 0;
+	if (v == NULL) {
+		for (int d = 0; d < g->ndev; d++)
+			visible[nvisible++] = d;
+		return;
+	}
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && nvisible < STUB_MAX_DEV;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int found = -1;
+		if (strncmp(tok, "GPU-", 4) == 0) {
+			for (int d = 0; d < g->ndev; d++)
+				if (strncmp(g->dev[d].uuid, tok, strlen(tok)) == 0)
+					found = d;
+		} else {
+			char *end;
+			long idx = strtol(tok, &end, 10);
+			if (*end == '\0' && idx >= 0 && idx < g->ndev)
+				found = (int)idx;
+		}
+		if (found < 0)
+			break;  /* like CUDA: stop at the first invalid entry */
+		visible[nvisible++] = found;
+	}
+}
+
+__attribute__((constructor)) static void stub_load(void)
+{
+	const char *path = getenv("VGPU_STUB_STATE");
+	if (path && *path) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+		if (fd >= 0 && flock(fd, LOCK_EX) == 0 && ftruncate(fd, sizeof(*g)) == 0) {
+			g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (g != MAP_FAILED && g->magic != STUB_MAGIC)
+				format(g);
+			flock(fd, LOCK_UN);
+		}
+		if (fd >= 0)
+			close(fd);
+		if (g == MAP_FAILED)
+			g = NULL;
+	}
+	if (g == NULL) {
+		g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		format(g);
+	}
+	parse_visible();
+}
+
+int stub_phys(CUdevice dev)
+{
+	return dev >= 0 && dev < nvisible ? visible[dev] : -1;
+}
+
+int stub_dev_charge(int phys, uint64_t bytes)
+{
+	uint64_t cur = __atomic_load_n(&g->dev[phys].used, __ATOMIC_RELAXED);
+	do {
+		if (cur + bytes > g->dev[phys].total)
+			return -1;
+	} while (!__atomic_compare_exchange_n(&g->dev[phys].used, &cur, cur + bytes, 1,
+					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+	__atomic_fetch_add(&stats.held[phys], bytes, __ATOMIC_RELAXED);
+	return 0;
+}
+
+void stub_dev_release(int phys, uint64_t bytes)
+{
+	__atomic_fetch_sub(&g->dev[phys].used, bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
+}
+
+/* ---- entry points ---- */
+
+CUresult cuInit(unsigned int flags)
+{
+	if (flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	stub_inited = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *version)
+{
+	if (version == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*version = 12040;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+	STUB_NEED_INIT();
+	*count = nvisible;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+	STUB_NEED_INIT();
+	if (stub_phys(ordinal) < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pi = attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? g->dev[phys].sm : 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*bytes = g->dev[phys].total;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+	size_t b;
+	CUresult r = cuDeviceTotalMem_v2(&b, dev);
+	if (r == CUDA_SUCCESS)
+		*bytes = b > 0xffffffffu ? 0xffffffffu : (unsigned int)b;
+	return r;
+}
+
+/* ---- contexts ---- */
+
+static struct stub_ctx primary[STUB_MAX_DEV];
+static int primary_refs[STUB_MAX_DEV];
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static __thread struct stub_ctx *current;
+
+struct stub_ctx *stub_current(void) { return current; }
+
+static CUresult ctx_new(CUcontext *pctx, CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (pctx == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (stub_dev_charge(phys, g->ctx_mem) != 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	struct stub_ctx *c = calloc(1, sizeof(*c));
+	c->phys = phys;
+	c->ordinal = dev;
+	current = c;
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	(void)flags;
+	return ctx_new(pctx, dev);
+}
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	(void)flags;
+	return ctx_new(pctx, dev);
+}
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *p, int n, unsigned int flags,
+			CUdevice dev)
+{
+	(void)p, (void)n, (void)flags;
+	return ctx_new(pctx, dev);
+}
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *p, unsigned int flags, CUdevice dev)
+{
+	(void)p, (void)flags;
+	return ctx_new(pctx, dev);
+}
+
+static CUresult ctx_destroy(CUcontext ctx)
+{
+	struct stub_ctx *c = (struct stub_ctx *)ctx;
+	if (c == NULL || (c >= primary && c < primary + STUB_MAX_DEV))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	stub_free_owned(c);
+	stub_dev_release(c->phys, g->ctx_mem);
+	if (current == c)
+		current = NULL;
+	free(c);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	STUB_NEED_INIT();
+	*pctx = (CUcontext)current;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	STUB_NEED_INIT();
+	current = (struct stub_ctx *)ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+	STUB_NEED_INIT();
+	if (current == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = current->ordinal;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&ctx_mu);
+	if (primary_refs[phys] == 0 && stub_dev_charge(phys, g->ctx_mem) != 0) {
+		pthread_mutex_unlock(&ctx_mu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	primary_refs[phys]++;
+	primary[phys].phys = phys;
+	primary[phys].ordinal = dev;
+	pthread_mutex_unlock(&ctx_mu);
+	*pctx = (CUcontext)&primary[phys];
+	return CUDA_SUCCESS;
+}
+
+static CUresult primary_release(CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&ctx_mu);
+	if (primary_refs[phys] == 0) {
+		pthread_mutex_unlock(&ctx_mu);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	int last = --primary_refs[phys] == 0;
+	pthread_mutex_unlock(&ctx_mu);
+	if (last) {
+		stub_free_owned(&primary[phys]);
+		stub_dev_release(phys, g->ctx_mem);
+		if (current == &primary[phys])
+			current = NULL;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
+
+static CUresult primary_reset(CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	stub_free_owned(&primary[phys]);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }

@@ -1,0 +1,362 @@
+/* cuda_mem.c - stub driver memory: linear, arrays, VMM, stream-ordered pools. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stub_int.h"
+
+enum { K_LINEAR = 1, K_ARRAY, K_ASYNC };
+
+struct alloc {
+	uint64_t key;
+	uint64_t size;
+	int phys;
+	int kind;
+	void *owner;    /* context, or pool for K_ASYNC */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct alloc *tab;
+static size_t cap, used_slots;
+static uint64_t next_va = UINT64_C(0x7f0000000000);
+static uint64_t next_va32 = UINT64_C(0x10000000);
+
+static size_t hash(uint64_t k) { return (size_t)((k * UINT64_C(0x9E3779B97F4A7C15)) >> 17) & (cap - 1); }
+
+static void put_locked(struct alloc a)
+{
+	if ((used_slots + 1) * 2 > cap) {
+		size_t ocap = cap;
+		struct alloc *old = tab;
+		cap = cap ? cap * 2 : 1024;
+		tab = calloc(cap, sizeof(*tab));
+		used_slots = 0;
+		for (size_t i = 0; i < ocap; i++)
+			if (old[i].kind > 0)
+				put_locked(old[i]);
+		free(old);
+	}
+	size_t j = hash(a.key);
+	while (tab[j].kind > 0)
+		j = (j + 1) & (cap - 1);
+	tab[j] = a;
+	used_slots++;
+}
+
+/* Deletes slot i with backward shifting, so probe chains never fill up. */
+static void erase_locked(size_t i)
+{
+	size_t j = i;
+	for (;;) {
+		tab[i].kind = 0;
+		for (;;) {
+			j = (j + 1) & (cap - 1);
+			if (tab[j].kind == 0) {
+				used_slots--;
+				return;
+			}
+			size_t home = hash(tab[j].key);
+			if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+				continue;
+			break;
+		}
+		tab[i] = tab[j];
+		i = j;
+	}
+}
+
+static int take_locked(uint64_t key, int kind, struct alloc *out)
+{
+	if (cap == 0)
+		return -1;
+	for (size_t j = hash(key);; j = (j + 1) & (cap - 1)) {
+		if (tab[j].kind == 0)
+			return -1;
+		if (tab[j].kind == kind && tab[j].key == key) {
+			*out = tab[j];
+			erase_locked(j);
+			return 0;
+		}
+	}
+}
+
+static uint64_t new_va(uint64_t size, int small)
+{
+	uint64_t step = (size + 0x1fffff) & ~UINT64_C(0x1fffff);
+	return __atomic_fetch_add(small ? &next_va32 : &next_va, step ? step : 0x200000,
+				  __ATOMIC_RELAXED);
+}
+
+static CUresult linear(uint64_t *key, uint64_t size, int kind, void *owner, int phys, int small)
+{
+	struct stub_stats *st = vgpuStubStats();
+	__atomic_fetch_add(&st->alloc_calls, 1, __ATOMIC_RELAXED);
+	if (size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (stub_dev_charge(phys, size) != 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*key = new_va(size, small);
+	pthread_mutex_lock(&mu);
+	put_locked((struct alloc){*key, size, phys, kind, owner});
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+static CUresult release(uint64_t key, int kind)
+{
+	struct alloc a;
+	__atomic_fetch_add(&vgpuStubStats()->free_calls, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&mu);
+	int rc = take_locked(key, kind, &a);
+	pthread_mutex_unlock(&mu);
+	if (rc != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	stub_dev_release(a.phys, a.size);
+	return CUDA_SUCCESS;
+}
+
+void stub_free_owned(struct stub_ctx *ctx)
+{
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < cap;) {
+		if (tab[i].kind > 0 && tab[i].owner == ctx) {
+			stub_dev_release(tab[i].phys, tab[i].size);
+			erase_locked(i);    /* may shift a later entry into i */
+			continue;
+		}
+		i++;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+#define NEED_CTX(c)                                                            \
+	struct stub_ctx *c = stub_current();                                   \
+	if (!stub_inited)                                                      \
+		return CUDA_ERROR_NOT_INITIALIZED;                             \
+	if (c == NULL)                                                         \
+		return CUDA_ERROR_INVALID_CONTEXT
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+	NEED_CTX(c);
+	uint64_t k = 0;
+	CUresult r = linear(&k, size, K_LINEAR, c, c->phys, 0);
+	if (r == CUDA_SUCCESS)
+		*dptr = k;
+	return r;
+}
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int size)
+{
+	NEED_CTX(c);
+	uint64_t k = 0;
+	CUresult r = linear(&k, size, K_LINEAR, c, c->phys, 1);
+	if (r == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr_v1)k;
+	return r;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+	(void)flags;
+	return cuMemAlloc_v2(dptr, size);
+}
+
+static uint64_t pitch_of(uint64_t width) { return (width + 511) & ~UINT64_C(511); }
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, size_t h,
+			    unsigned int elem)
+{
+	(void)elem;
+	NEED_CTX(c);
+	uint64_t k = 0, pitch = pitch_of(w);
+	CUresult r = linear(&k, pitch * h, K_LINEAR, c, c->phys, 0);
+	if (r == CUDA_SUCCESS) {
+		*dptr = k;
+		*pPitch = pitch;
+	}
+	return r;
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int w,
+			 unsigned int h, unsigned int elem)
+{
+	(void)elem;
+	NEED_CTX(c);
+	uint64_t k = 0, pitch = pitch_of(w);
+	CUresult r = linear(&k, pitch * h, K_LINEAR, c, c->phys, 1);
+	if (r == CUDA_SUCCESS) {
+		*dptr = (CUdeviceptr_v1)k;
+		*pPitch = (unsigned int)pitch;
+	}
+	return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) { STUB_NEED_INIT(); return release(dptr, K_LINEAR); }
+CUresult cuMemFree(CUdeviceptr_v1 dptr) { STUB_NEED_INIT(); return release(dptr, K_LINEAR); }
+
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total)
+{
+	NEED_CTX(c);
+	struct stub_dev *d = &vgpuStubShared()->dev[c->phys];
+	uint64_t used = __atomic_load_n(&d->used, __ATOMIC_RELAXED);
+	*total = d->total;
+	*free_b = d->total > used ? d->total - used : 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo(unsigned int *free_b, unsigned int *total)
+{
+	size_t f, t;
+	CUresult r = cuMemGetInfo_v2(&f, &t);
+	if (r == CUDA_SUCCESS) {
+		*free_b = f > 0xffffffffu ? 0xffffffffu : (unsigned int)f;
+		*total = t > 0xffffffffu ? 0xffffffffu : (unsigned int)t;
+	}
+	return r;
+}
+
+/* Arrays take width*height*depth*texel bytes, per level for mipmaps. */
+static uint64_t texel(int fmt, unsigned ch)
+{
+	uint64_t b = (fmt == 0x01 || fmt == 0x08) ? 1 : (fmt == 0x02 || fmt == 0x09 || fmt == 0x10) ? 2 : 4;
+	return b * (ch ? ch : 1);
+}
+
+static uint64_t one(uint64_t v) { return v ? v : 1; }
+
+static CUresult array_new(void **h, uint64_t bytes)
+{
+	NEED_CTX(c);
+	uint64_t k = 0;
+	CUresult r = linear(&k, bytes, K_ARRAY, c, c->phys, 0);
+	if (r == CUDA_SUCCESS)
+		*h = (void *)(uintptr_t)k;
+	return r;
+}
+
+CUresult cuArrayCreate_v2(CUarray *p, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	return array_new((void **)p, one(d->Width) * one(d->Height) * texel(d->Format, d->NumChannels));
+}
+CUresult cuArrayCreate(CUarray *p, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
+{
+	return array_new((void **)p, one(d->Width) * one(d->Height) * texel(d->Format, d->NumChannels));
+}
+CUresult cuArray3DCreate_v2(CUarray *p, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	return array_new((void **)p, one(d->Width) * one(d->Height) * one(d->Depth) *
+					     texel(d->Format, d->NumChannels));
+}
+CUresult cuArray3DCreate(CUarray *p, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
+{
+	return array_new((void **)p, (uint64_t)one(d->Width) * one(d->Height) * one(d->Depth) *
+					     texel(d->Format, d->NumChannels));
+}
+CUresult cuArrayDestroy(CUarray a) { STUB_NEED_INIT(); return release((uint64_t)(uintptr_t)a, K_ARRAY); }
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *p, const CUDA_ARRAY3D_DESCRIPTOR *d,
+				unsigned int levels)
+{
+	uint64_t total = 0;
+	int layered = (d->Flags & 0x05) != 0;
+	for (unsigned l = 0; l < one(levels); l++)
+		total += one(d->Width >> l) * one(d->Height >> l) *
+			 (layered ? one(d->Depth) : one(d->Depth >> l)) * texel(d->Format, d->NumChannels);
+	return array_new((void **)p, total);
+}
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
+{
+	STUB_NEED_INIT();
+	return release((uint64_t)(uintptr_t)a, K_ARRAY);
+}
+
+#ifndef STUB_MINIMAL
+/* ---- VMM: handles are reference counted; mapping records va -> handle ---- */
+struct vmm { uint64_t handle, size, va; int phys, refs; };
+static struct vmm vmms[4096];
+static uint64_t next_handle = 1;
+
+static struct vmm *vmm_find(uint64_t h)
+{
+	for (int i = 0; i < 4096; i++)
+		if (vmms[i].handle == h && vmms[i].refs > 0)
+			return &vmms[i];
+	return NULL;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+		     unsigned long long flags)
+{
+	(void)flags;
+	STUB_NEED_INIT();
+	__atomic_fetch_add(&vgpuStubStats()->alloc_calls, 1, __ATOMIC_RELAXED);
+	if (prop == NULL || size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	int phys = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? stub_phys(prop->location.id) : -1;
+	if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (phys >= 0 && stub_dev_charge(phys, size) != 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < 4096; i++)
+		if (vmms[i].refs == 0) {
+			vmms[i] = (struct vmm){next_handle++, size, 0, phys, 1};
+			*h = vmms[i].handle;
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+	STUB_NEED_INIT();
+	pthread_mutex_lock(&mu);
+	struct vmm *v = vmm_find(h);
+	if (v == NULL) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (--v->refs == 0 && v->phys >= 0)
+		stub_dev_release(v->phys, v->size);
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+			     unsigned long long flags)
+{
+	(void)align, (void)addr, (void)flags;
+	*ptr = new_va(size, 0);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+		  unsigned long long flags)
+{
+	(void)size, (void)offset, (void)flags;
+	pthread_mutex_lock(&mu);
+	struct vmm *v = vmm_find(h);
+	if (v != NULL)
+		v->va = ptr;
+	pthread_mutex_unlock(&mu);
+	return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < 4096; i++)
+		if (vmms[i].refs > 0 && vmms[i].va == (uint64_t)(uintptr_t)addr) {
+			vmms[i].refs++;
+			*h = vmms[i].handle;
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+#endif /* STUB_MINIMAL */

@@ -1,0 +1,213 @@
+/*
+ * cuda_pool.c - stub stream-ordered allocator. A pool grows its reserve in
+ * 2 MiB steps, keeps freed memory reserved, and releases the part above its
+ * release threshold on synchronisation or cuMemPoolTrimTo, like the driver.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stub_int.h"
+
+#ifndef STUB_MINIMAL
+struct stub_pool {
+	int phys;
+	int alive;
+	uint64_t reserved, used, threshold;
+};
+
+#define MAXP 64
+static struct stub_pool pools[MAXP];    /* [0..STUB_MAX_DEV) are the default pools */
+static struct stub_pool *current_pool[STUB_MAX_DEV];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+struct rec { uint64_t ptr, size; struct stub_pool *pool; };
+static struct rec recs[8192];
+static uint64_t next_ptr = UINT64_C(0x7e0000000000);
+
+static struct stub_pool *default_pool(int phys)
+{
+	struct stub_pool *p = &pools[phys];
+	p->phys = phys;
+	p->alive = 1;
+	return current_pool[phys] ? current_pool[phys] : p;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pools[phys].phys = phys;
+	pools[phys].alive = 1;
+	*pool = (CUmemoryPool)&pools[phys];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pool = (CUmemoryPool)default_pool(phys);
+	return CUDA_SUCCESS;
+}
+
+/* CUmemPoolProps: only location (offset 8) is read. */
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
+{
+	STUB_NEED_INIT();
+	const CUmemLocation *loc = (const CUmemLocation *)((const char *)props + 8);
+	int phys = stub_phys(loc->id);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&mu);
+	for (int i = STUB_MAX_DEV; i < MAXP; i++)
+		if (!pools[i].alive) {
+			pools[i] = (struct stub_pool){phys, 1, 0, 0, 0};
+			*pool = (CUmemoryPool)&pools[i];
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void shrink_locked(struct stub_pool *p, uint64_t keep)
+{
+	uint64_t target = p->used > keep ? p->used : keep;
+	target = (target + 0x1fffff) & ~UINT64_C(0x1fffff);
+	if (p->reserved > target) {
+		stub_dev_release(p->phys, p->reserved - target);
+		p->reserved = target;
+	}
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	struct stub_pool *p = (struct stub_pool *)pool;
+	STUB_NEED_INIT();
+	pthread_mutex_lock(&mu);
+	shrink_locked(p, 0);
+	if (p >= &pools[STUB_MAX_DEV])
+		p->alive = 0;
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+	pthread_mutex_lock(&mu);
+	shrink_locked((struct stub_pool *)pool, keep);
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value)
+{
+	struct stub_pool *p = (struct stub_pool *)pool;
+	uint64_t v;
+	pthread_mutex_lock(&mu);
+	if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+		v = p->reserved;
+	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+		v = p->used;
+	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+		v = p->threshold;
+	else {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	pthread_mutex_unlock(&mu);
+	memcpy(value, &v, sizeof(v));
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value)
+{
+	if (attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&((struct stub_pool *)pool)->threshold, value, sizeof(uint64_t));
+	return CUDA_SUCCESS;
+}
+
+static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct stub_pool *p)
+{
+	__atomic_fetch_add(&vgpuStubStats()->alloc_calls, 1, __ATOMIC_RELAXED);
+	if (size == 0 || dptr == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mu);
+	uint64_t spare = p->reserved - p->used;
+	if (spare < size) {
+		uint64_t grow = (size - spare + 0x1fffff) & ~UINT64_C(0x1fffff);
+		if (stub_dev_charge(p->phys, grow) != 0) {
+			pthread_mutex_unlock(&mu);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		p->reserved += grow;
+	}
+	p->used += size;
+	for (int i = 0; i < 8192; i++)
+		if (recs[i].pool == NULL) {
+			recs[i] = (struct rec){next_ptr, size, p};
+			*dptr = next_ptr;
+			next_ptr += (size + 0xfff) & ~UINT64_C(0xfff);
+			break;
+		}
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+static CUresult current_pool_alloc(CUdeviceptr *dptr, size_t size)
+{
+	STUB_NEED_INIT();
+	struct stub_ctx *c = stub_current();
+	if (c == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return pool_alloc(dptr, size, default_pool(c->phys));
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *d, size_t s, CUstream st) { (void)st; return current_pool_alloc(d, s); }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t s, CUstream st) { (void)st; return current_pool_alloc(d, s); }
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t s, CUmemoryPool p, CUstream st)
+{
+	(void)st;
+	STUB_NEED_INIT();
+	return pool_alloc(d, s, (struct stub_pool *)p);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t s, CUmemoryPool p, CUstream st)
+{
+	return cuMemAllocFromPoolAsync(d, s, p, st);
+}
+
+static CUresult pool_free(CUdeviceptr dptr)
+{
+	__atomic_fetch_add(&vgpuStubStats()->free_calls, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < 8192; i++)
+		if (recs[i].pool != NULL && recs[i].ptr == dptr) {
+			recs[i].pool->used -= recs[i].size;
+			recs[i].pool = NULL;
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream st) { (void)st; return pool_free(d); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream st) { (void)st; return pool_free(d); }
+
+void stub_pools_sync(void)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAXP; i++)
+		if (pools[i].alive)
+			shrink_locked(&pools[i], pools[i].threshold);
+	pthread_mutex_unlock(&mu);
+}
+#else
+void stub_pools_sync(void) {}
+#endif

@@ -1,0 +1,285 @@
+/* t_region.c - the shared region across processes: sharing, death, corruption, scale. */
+#include "test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Child: allocate 64 MiB chunks until refused, report the count, hold until told. */
+static int child_mp(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	int n = 0;
+	while (CU(cuMemAlloc_v2)(&p, 64 * MiB) == CUDA_SUCCESS)
+		n++;
+	char c = (char)n;
+	if (write(20, &c, 1) != 1 || read(21, &c, 1) < 0)
+		return 1;
+	return 0;
+}
+
+/* Four processes share one 1 GiB limit (contexts cost nothing here). */
+static int multiproc(void)
+{
+	int up[2], down[2];
+	int pids[4], total = 0;
+	if (pipe2(up, O_CLOEXEC) || pipe2(down, O_CLOEXEC))
+		return 1;
+	dup2(up[1], 20);     /* the children's report channel */
+	dup2(down[0], 21);   /* closed by the parent to release them */
+	close(up[1]);
+	close(down[0]);
+	for (int i = 0; i < 4; i++)
+		pids[i] = t_spawn("child_mp", NULL, -1);
+	for (int i = 0; i < 4; i++) {
+		char c;
+		CHECK(read(up[0], &c, 1) == 1, "child report");
+		total += c;
+	}
+	struct vgpu_region *r = t_region();
+	CHECK_EQ(total, 16);    /* 16 x 64 MiB = 1 GiB, never more */
+	CHECK_EQ(r->hdr.mem_used[0], 1 * GiB);
+	CHECK_EQ(r->hdr.live_procs, 4);
+	close(down[1]);
+	close(21);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(t_wait(pids[i]), 0);
+	/* Normal exit gives the slots back at once. */
+	CHECK_EQ(r->hdr.mem_used[0], 0);
+	CHECK_EQ(r->hdr.live_procs, 0);
+	return 0;
+}
+
+/* Child: hold 700 MiB and report, then wait to be killed. */
+static int child_hold(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 700 * MiB), CUDA_SUCCESS);
+	char c = 1;
+	if (write(20, &c, 1) != 1)
+		return 1;
+	pause();
+	return 0;
+}
+
+/* A SIGKILLed process's usage is reclaimed when the survivors need it. */
+static int reclaim_sigkill(void)
+{
+	int up[2];
+	if (pipe2(up, O_CLOEXEC))
+		return 1;
+	dup2(up[1], 20);
+	close(up[1]);
+	int pid = t_spawn("child_hold", NULL, -1);
+	char c;
+	CHECK(read(up[0], &c, 1) == 1, "child ready");
+	struct vgpu_region *r = t_region();
+	CHECK(t_slot_of(r, pid) != NULL, "child slot");
+	kill(pid, SIGKILL);
+	CHECK_EQ(t_wait(pid), 128 + SIGKILL);
+	CHECK(r->hdr.mem_used[0] >= 700 * MiB, "dead usage still counted until needed");
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 700 * MiB), CUDA_SUCCESS);
+	CHECK(t_slot_of(r, pid) == NULL, "dead slot reclaimed");
+	CHECK_EQ(r->hdr.mem_used[0], 700 * MiB + 64 * MiB);
+	CHECK_EQ(r->hdr.live_procs, 1);
+	return 0;
+}
+
+/* Child: take the region lock like a writer, scribble a total, die holding it. */
+static int child_die_locked(void)
+{
+	struct vgpu_region *r = t_region();
+	if (r == NULL || pthread_mutex_lock(&r->hdr.lock.mutex) != 0)
+		return 1;
+	r->hdr.mem_used[0] = 123456789;     /* half-done update */
+	kill(getpid(), SIGKILL);
+	return 0;
+}
+
+/* The region lock survives its owner dying mid-update; totals are rebuilt. */
+static int lock_owner_death(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 100 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_wait(t_spawn("child_die_locked", NULL, -1)), 128 + SIGKILL);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 100 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_region()->hdr.mem_used[0], 64 * MiB + 200 * MiB);
+	return 0;
+}
+
+static int child_small_alloc(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 100 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 2 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+	return 0;
+}
+
+/* Garbage, old versions, truncated files and pre-reboot files are re-initialised. */
+static int region_corrupt(void)
+{
+	const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+	char errpath[512];
+	snprintf(errpath, sizeof(errpath), "%s/stderr.txt", t_dir());
+	for (int variant = 0; variant < 5; variant++) {
+		static char junk[VGPU_REGION_SIZE];
+		size_t len = sizeof(junk);
+		memset(junk, 0xA5, sizeof(junk));
+		struct vgpu_region_header *h = (struct vgpu_region_header *)junk;
+		if (variant >= 1) {
+			memset(junk, 0, sizeof(junk));
+			h->magic = VGPU_REGION_MAGIC;
+			h->version = VGPU_REGION_VERSION;
+			h->header_size = VGPU_HEADER_SIZE;
+			h->slot_size = VGPU_SLOT_SIZE;
+			h->max_procs = VGPU_MAX_PROCS;
+			h->max_devices = VGPU_MAX_DEVICES;
+			h->total_size = VGPU_REGION_SIZE;
+		}
+		if (variant >= 1) {
+			/* Valid apart from the one defect under test. */
+			char *boot = t_read_file("/proc/sys/kernel/random/boot_id");
+			boot[strcspn(boot, "\n")] = '\0';
+			snprintf(h->boot_id, sizeof(h->boot_id), "%s", boot);
+		}
+		if (variant == 1)
+			h->version = 0;                 /* older layout */
+		if (variant == 2)
+			len = 100;                      /* truncated */
+		if (variant == 3)
+			strcpy(h->boot_id, "00000000-0000-0000-0000-000000000000");
+		if (variant == 4)
+			h->mem_used[0] = UINT64_C(1) << 60; /* impossible counters */
+		int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		CHECK(write(fd, junk, len) == (ssize_t)len, "write");
+		close(fd);
+		fd = open(errpath, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		CHECK_EQ(t_wait(t_spawn("child_small_alloc", NULL, fd)), 0);
+		close(fd);
+		CHECK(strstr(t_read_file(errpath), "re-initialising") != NULL,
+		      "variant %d not reported: %s", variant, t_read_file(errpath));
+		fd = open(path, O_RDONLY);
+		struct vgpu_region_header now;
+		CHECK(read(fd, &now, sizeof(now)) == sizeof(now), "short region");
+		close(fd);
+		CHECK_EQ(now.magic, VGPU_REGION_MAGIC);
+		CHECK_EQ(now.version, VGPU_REGION_VERSION);
+		CHECK_EQ(now.mem_used[0], 0);
+	}
+	return 0;
+}
+
+/* What the exporter reads: header fields, limits and this process's slot. */
+static int layout(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 10 * MiB), CUDA_SUCCESS);
+	struct vgpu_region *r = t_region();
+	CHECK_EQ(r->hdr.magic, VGPU_REGION_MAGIC);
+	CHECK_EQ(r->hdr.version, VGPU_REGION_VERSION);
+	CHECK_EQ(r->hdr.total_size, VGPU_REGION_SIZE);
+	CHECK_EQ(r->hdr.mem_limit[0], 1 * GiB);
+	CHECK_EQ(r->hdr.mem_limit[1], 512 * MiB);
+	CHECK_EQ(r->hdr.sm_limit[0], 0);
+	CHECK_EQ(r->hdr.device_count, 2);
+	CHECK_EQ(r->hdr.priority, 1);
+	CHECK_EQ(r->hdr.live_procs, 1);
+	struct vgpu_proc_slot *s = t_slot_of(r, getpid());
+	CHECK(s != NULL, "no slot");
+	if (s != NULL) {
+		CHECK_EQ(s->hostpid, getpid());
+		CHECK_EQ(s->priority, 1);
+		CHECK_EQ(s->mem_used[0], 74 * MiB);
+	}
+	int fd = open(getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), O_RDONLY);
+	CHECK_EQ(lseek(fd, 0, SEEK_END), VGPU_REGION_SIZE);
+	close(fd);
+	return 0;
+}
+
+static int child_init(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(p), CUDA_SUCCESS);
+	return t_failed;
+}
+
+/* 256 processes initialise at once against one region. */
+static int init_256(void)
+{
+	static int pids[256];
+	const char *env_n = getenv("VGPU_TEST_PROCS");
+	int N = env_n ? atoi(env_n) : 256;
+	if (N < 1 || N > 256)
+		N = 256;
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (int i = 0; i < N; i++)
+		pids[i] = t_spawn("child_init", NULL, -1);
+	int bad = 0;
+	for (int i = 0; i < N; i++)
+		bad += t_wait(pids[i]) != 0;
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	CHECK_EQ(bad, 0);
+	struct vgpu_region *r = t_region();
+	CHECK(r != NULL, "no region");
+	if (r != NULL) {
+		CHECK_EQ(r->hdr.live_procs, 0);
+		CHECK_EQ(r->hdr.mem_used[0], 0);
+		CHECK(r->hdr.slot_hwm <= (uint32_t)N, "slot_hwm %u", r->hdr.slot_hwm);
+	}
+	fprintf(stderr, "init_256: %d processes in %.0f ms\n", N,
+		(double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+	return 0;
+}
+
+/* A forked child gets its own slot and none of its parent's usage. */
+static int fork_child(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 100 * MiB), CUDA_SUCCESS);
+	struct vgpu_region *r = t_region();
+	int pid = fork();
+	if (pid == 0) {
+		CUdeviceptr q;
+		int ok = CU(cuMemAlloc_v2)(&q, 50 * MiB) == CUDA_SUCCESS &&
+			 t_slot_of(r, getpid()) != NULL && t_mine(0) == 50 * MiB &&
+			 r->hdr.live_procs == 2;
+		_exit(ok ? 0 : 1);
+	}
+	CHECK_EQ(t_wait(pid), 0);
+	CHECK_EQ(t_mine(0), 164 * MiB);
+	return 0;
+}
+
+const struct t_case t_region_cases[] = {
+	{"multiproc", multiproc},
+	{"child_mp", child_mp},
+	{"reclaim_sigkill", reclaim_sigkill},
+	{"child_hold", child_hold},
+	{"lock_owner_death", lock_owner_death},
+	{"child_die_locked", child_die_locked},
+	{"region_corrupt", region_corrupt},
+	{"child_small_alloc", child_small_alloc},
+	{"layout", layout},
+	{"init_256", init_256},
+	{"child_init", child_init},
+	{"fork_child", fork_child},
+	{NULL, NULL},
+};

@@ -1,0 +1,125 @@
+/*
+ * t_sm.c - SM limiter against the stub's simulated device time.
+ *
+ * Utilisation is measured from the busy time the stub records for this
+ * process's kernels, over a window that starts after the controller settles,
+ * so the result does not depend on how fast this machine runs the loop.
+ */
+#include "test.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile int stop;
+
+/* Launches grids of 4 waves through every launch family in turn. */
+static void *launcher(void *arg)
+{
+	(void)arg;
+	CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+		CU(cuGetProcAddress_v2);
+	CUresult (*launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+				unsigned, unsigned, CUstream, void **, void **) = NULL;
+	gpa("cuLaunchKernel", (void **)&launch_ptsz, 12000,
+	    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL);
+	__typeof__(&cuLaunchKernel) lk = CU(cuLaunchKernel);
+	__typeof__(&cuLaunchKernelEx) lkx = CU(cuLaunchKernelEx);
+	__typeof__(&cuLaunchCooperativeKernel) lck = CU(cuLaunchCooperativeKernel);
+	int sm = 0;
+	CU(cuDeviceGetAttribute)(&sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+	unsigned grid = 4u * (unsigned)sm;
+	CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1,
+			      .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1};
+	CU(cuCtxSetCurrent)(*(CUcontext *)arg);
+	for (unsigned i = 0; !stop; i++) {
+		CUresult r;
+		switch (i % 4) {
+		case 0: r = lk((CUfunction)1, grid, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL); break;
+		case 1: r = launch_ptsz((CUfunction)1, grid, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL); break;
+		case 2: r = lkx(&cfg, (CUfunction)1, NULL, NULL); break;
+		default: r = lck((CUfunction)1, 2, 2 * (unsigned)sm, 1, 128, 1, 1, 0, NULL, NULL); break;
+		}
+		if (r != CUDA_SUCCESS) {
+			CHECK_EQ(r, CUDA_SUCCESS);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Runs the launcher; returns the utilisation (%) between settle_ms and total_ms. */
+static double run_load(unsigned settle_ms, unsigned total_ms, void (*after_init)(void))
+{
+	static CUcontext ctx;
+	ctx = t_ctx(0);
+	if (after_init)
+		after_init();
+	uint64_t (*busy)(int, int) = STUB(vgpuStubBusyNs);
+	uint64_t (*now)(void) = STUB(vgpuStubNowNs);
+	pthread_t th;
+	stop = 0;
+	pthread_create(&th, NULL, launcher, &ctx);
+	sleep_ms(settle_ms);
+	uint64_t b0 = busy(0, getpid()), t0 = now();
+	sleep_ms(total_ms - settle_ms);
+	uint64_t b1 = busy(0, getpid()), t1 = now();
+	stop = 1;
+	pthread_join(th, NULL);
+	double util = 100.0 * (double)(b1 - b0) / (double)(t1 - t0);
+	fprintf(stderr, "achieved SM utilisation %.1f%%\n", util);
+	return util;
+}
+
+/* CUDA_DEVICE_SM_LIMIT=30: held within 30 +/- 10 points (16-SM or 132-SM stub). */
+static int sm_limit_30(void)
+{
+	double u = run_load(1500, 4500, NULL);
+	CHECK(u >= 20.0 && u <= 40.0, "utilisation %.1f%% outside 30 +/- 10", u);
+	return 0;
+}
+
+/* No limit, policy disable, or the exporter's switch: the device runs flat out. */
+static int sm_unlimited(void)
+{
+	double u = run_load(300, 1300, NULL);
+	CHECK(u >= 85.0, "utilisation %.1f%%: should not be throttled", u);
+	return 0;
+}
+
+static void switch_free(void)
+{
+	struct vgpu_region *r = t_region();
+	if (r != NULL)
+		__atomic_store_n(&r->hdr.util_switch[0], VGPU_UTIL_SWITCH_FREE, __ATOMIC_RELAXED);
+}
+
+static int sm_switch_free(void)
+{
+	double u = run_load(300, 1300, switch_free);
+	CHECK(u >= 85.0, "utilisation %.1f%%: the switch should turn limiting off", u);
+	return 0;
+}
+
+/* GPU_CORE_UTILIZATION_POLICY=force ignores the exporter's switch. */
+static int sm_policy_force(void)
+{
+	double u = run_load(1500, 3500, switch_free);
+	CHECK(u >= 20.0 && u <= 40.0, "utilisation %.1f%%: force must keep limiting", u);
+	return 0;
+}
+
+const struct t_case t_sm_cases[] = {
+	{"sm_limit_30", sm_limit_30},
+	{"sm_unlimited", sm_unlimited},
+	{"sm_switch_free", sm_switch_free},
+	{"sm_policy_force", sm_policy_force},
+	{NULL, NULL},
+};

@@ -1,0 +1,64 @@
+/*
+ * test.h - helpers for libvgpu's test programs. Tests reach the driver the
+ * way CUDA runtimes do: dlopen("libcuda.so.1") and dlsym (or cuGetProcAddress),
+ * with libvgpu in LD_PRELOAD and the stub driver on LD_LIBRARY_PATH.
+ */
+#ifndef VGPU_TEST_H
+#define VGPU_TEST_H
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda_api.h"
+#include "nvml_api.h"
+#include "stub.h"
+#include "stub_int.h"
+#include "vgpu_region.h"
+
+#define MiB (UINT64_C(1) << 20)
+#define GiB (UINT64_C(1) << 30)
+
+extern int t_failed;
+extern const char *t_self;      /* absolute path of this test binary */
+
+#define CHECK(cond, ...)                                                                   \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			t_failed = 1;                                                      \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
+			fprintf(stderr, __VA_ARGS__);                                      \
+			fputc('\n', stderr);                                               \
+		}                                                                          \
+	} while (0)
+
+#define CHECK_EQ(got, want)                                                                \
+	CHECK((uint64_t)(got) == (uint64_t)(want), "got %llu want %llu",                   \
+	      (unsigned long long)(got), (unsigned long long)(want))
+
+/* Resolve an entry point through dlopen + dlsym, typed by its declaration. */
+void *t_sym(const char *lib, const char *name);
+#define CU(name) ((__typeof__(&name))t_sym("libcuda.so.1", #name))
+#define NV(name) ((__typeof__(&name))t_sym("libnvidia-ml.so.1", #name))
+#define STUB(name) ((__typeof__(&name))t_sym("libcuda.so.1", #name))
+
+/* cuInit + primary context of CUDA device `dev` made current. */
+CUcontext t_ctx(int dev);
+/* Region named by CUDA_DEVICE_MEMORY_SHARED_CACHE, mapped read-write (NULL if none). */
+struct vgpu_region *t_region(void);
+/* Bytes counted for this process on device idx (from its region slot). */
+uint64_t t_mine(int idx);
+struct vgpu_proc_slot *t_slot_of(struct vgpu_region *r, int pid);
+/* Runs this binary's sub-command `cmd` in a child with extra "K=V" settings. */
+int t_spawn(const char *cmd, const char *const *env, int stderr_fd);
+int t_wait(int pid);            /* exit status, or 128+signal */
+char *t_read_file(const char *path);
+const char *t_dir(void);        /* per-test scratch directory (VGPU_TEST_DIR) */
+
+typedef int (*t_fn)(void);
+struct t_case { const char *name; t_fn fn; };
+extern const struct t_case t_memory_cases[], t_api_cases[], t_region_cases[], t_sm_cases[];
+
+#endif
