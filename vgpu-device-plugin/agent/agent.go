@@ -1,0 +1,240 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/kube"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/monitor"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/register"
+)
+
+// Run runs the agent until ctx ends or a part fails.
+func Run(ctx context.Context, o *Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	lib, err := openNVML(o)
+	if err != nil {
+		return err
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return fmt.Errorf("initialise NVML (--nvml=%s): %w", o.NVML, ret)
+	}
+	defer lib.Shutdown()
+	gpus, err := nvidia.Discover(lib)
+	if err != nil {
+		return fmt.Errorf("discover GPUs: %w", err)
+	}
+	client, err := kubeClient(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	unit, _ := nvidia.ParseMemoryUnit(o.MemoryUnit)
+	policy, _ := health.ParsePolicy(o.DisableHealthChecks, o.EnableHealthChecks)
+	if err := allocate.WritePreload(o.CacheDir); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	g := &group{cancel: cancel}
+	defer func() {
+		cancel()
+		_ = g.wait() // on an early return; the normal path waits below
+	}()
+
+	st := &state{node: o.NodeName, gpus: gpus, unit: unit}
+	snapshot, err := configSource(ctx, o, client)
+	if err != nil {
+		return err
+	}
+	st.apply(snapshot())
+	g.start("config", func() error { st.follow(ctx, snapshot); return nil })
+
+	tracker := health.NewTracker()
+	g.start("health forward", func() error { st.forward(ctx, tracker.Changed); return nil })
+	uuids := make([]string, len(gpus))
+	for i, gpu := range gpus {
+		uuids[i] = gpu.UUID
+	}
+	mon, err := health.NewMonitor(health.MonitorOptions{Lib: lib, UUIDs: uuids, Tracker: tracker, Policy: policy, RecoveryAfter: o.HealthRecovery})
+	if err != nil {
+		return err
+	}
+	g.start("health", func() error { return mon.Run(ctx) })
+
+	podInf := kube.NewPodInformer(ctx, client, o.NodeName)
+	nodeInf := kube.NewNodeInformer(ctx, client, o.NodeName)
+	g.start("pod informer", func() error { podInf.Run(ctx.Done()); return nil })
+	g.start("node informer", func() error { nodeInf.Run(ctx.Done()); return nil })
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
+		klog.InfoS("Stopped before the node's pods were listed", "node", o.NodeName)
+		cancel()
+		return g.wait()
+	}
+	lookup := allocate.IndexerLookup{Indexer: podInf.GetIndexer()}
+	patcher := kube.Patcher{Client: client, Node: o.NodeName, LockName: o.NodeLockName}
+	mig := nvidia.NewMIG(lib)
+
+	if err := startRegistrar(ctx, g, o, st, tracker, mig, patcher, nodeInf); err != nil {
+		return err
+	}
+	alloc, err := allocate.New(allocate.Options{
+		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: patcher,
+		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
+		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter,
+	})
+	if err != nil {
+		return err
+	}
+	resource := o.ResourceName
+	if resource == "" {
+		resource = st.inventory().NVIDIA.ResourceCountName
+	}
+	dp, err := plugin.New(plugin.Options{
+		ResourceName: resource, SocketDir: o.KubeletSocketDir, SocketName: o.SocketName,
+		Devices: func() []*pluginapi.Device {
+			inv := st.inventory()
+			return plugin.VirtualDevices(inv, tracker.Healthy, inv.Settings.EnableNUMATopology)
+		},
+		Changed: st.changed.C, Allocator: alloc,
+	})
+	if err != nil {
+		return err
+	}
+	g.start("device plugin", func() error { return dp.Run(ctx) })
+
+	if o.MetricsAddress != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(monitor.NewCollector(lib, st.inventory, lookup, o.CacheDir))
+		g.start("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
+		cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
+		g.start("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
+	}
+	klog.InfoS("vGPU node agent running", "node", o.NodeName, "resource", resource, "gpus", len(gpus), "nvml", o.NVML)
+	<-ctx.Done()
+	klog.InfoS("vGPU node agent stopping", "node", o.NodeName)
+	cancel()
+	return g.wait()
+}
+
+func startRegistrar(ctx context.Context, g *group, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
+	patcher kube.Patcher, nodeInf cache.SharedIndexInformer) error {
+	reg, err := register.New(register.Options{
+		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy,
+		Geometry: func(c nvidia.Card) (string, error) {
+			return mig.Geometry(c, st.inventory().NVIDIA.KnownMIGGeometries)
+		},
+		Changed: st.changed.C, Patcher: patcher, HandshakeInterval: o.HandshakeInterval,
+	})
+	if err != nil {
+		return err
+	}
+	observe := func(obj any) {
+		if n, ok := obj.(*v1.Node); ok {
+			reg.ObserveNode(n)
+		}
+	}
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		return fmt.Errorf("watch node %s: %w", o.NodeName, err)
+	}
+	g.start("registrar", func() error { reg.Run(ctx); return nil })
+	return nil
+}
+
+// openNVML returns the NVML implementation --nvml selects.
+func openNVML(o *Options) (nvml.Interface, error) {
+	machine, err := o.mockMachine()
+	if err != nil {
+		return nil, err
+	}
+	if machine == "" {
+		return nvml.New(), nil
+	}
+	klog.InfoS("Using go-nvml's mock NVML", "machine", machine)
+	return nvmlmock.New(machine)
+}
+
+// kubeClient builds a client from the kubeconfig, or in-cluster.
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig=%q): %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "vgpu-device-plugin"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// configSource returns the device configuration: a file read once, or the
+// ConfigMap watched by a config.Loader.
+func configSource(ctx context.Context, o *Options, client kubernetes.Interface) (func() (*config.Config, uint64), error) {
+	if o.ConfigFile != "" {
+		data, err := os.ReadFile(o.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("--config-file=%q: %w", o.ConfigFile, err)
+		}
+		cfg, err := config.Parse(data)
+		if err != nil {
+			return nil, fmt.Errorf("--config-file=%q: %w", o.ConfigFile, err)
+		}
+		return func() (*config.Config, uint64) { return cfg, 1 }, nil
+	}
+	loader := config.NewLoader(config.LoaderOptions{Client: client})
+	if err := loader.Start(ctx, o.ConfigMapNamespace, o.ConfigMapName); err != nil {
+		return nil, err
+	}
+	return loader.Snapshot, nil
+}
+
+// group runs the agent's parts; the first failure stops them all.
+type group struct {
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	err    error
+	cancel context.CancelFunc
+}
+
+func (g *group) start(name string, f func() error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := f(); err != nil {
+			g.mu.Lock()
+			if g.err == nil {
+				g.err = fmt.Errorf("%s: %w", name, err)
+			}
+			g.mu.Unlock()
+			g.cancel()
+		}
+	}()
+}
+
+func (g *group) wait() error {
+	g.wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}

@@ -1,0 +1,7 @@
+// Package agent wires the NVIDIA node agent together: NVML (real or one of
+// go-nvml's mock machines), the device configuration (a file or the
+// ConfigMap, watched), discovery, health, the kubelet device plugin,
+// Allocate, node registration and the metrics exporter. Options carries every
+// flag with its validation; Run runs until its context ends (SIGTERM in
+// cmd/vgpu-device-plugin) and stops every part cleanly.
+package agent

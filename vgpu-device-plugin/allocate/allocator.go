@@ -1,0 +1,203 @@
+package allocate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
+)
+
+// DefaultStaleAfter is how old (by bind-time) an allocation may be when the
+// kubelet asks for it: the node lock's lifetime.
+const DefaultStaleAfter = 5 * time.Minute
+
+// MIGApplier provides MIG instances (nvidia.MIG implements it).
+type MIGApplier interface {
+	Apply(card nvidia.Card, catalogue []config.AllowedMIGGeometries, group string, pos int, othersInUse bool) (string, error)
+}
+
+// Options configure an Allocator.
+type Options struct {
+	// Node is this node's name. Required.
+	Node string
+	// Inventory returns the node's current cards. Required.
+	Inventory func() *nvidia.Inventory
+	// Healthy reports a card's health; nil means every card is healthy.
+	Healthy func(uuid string) bool
+	// Lookup finds the node's vGPU pods. Required.
+	Lookup PodLookup
+	// Patcher writes annotations. Required.
+	Patcher Patcher
+	// MIG provides MIG instances; nil refuses MIG allocations.
+	MIG MIGApplier
+	// LibvgpuHostPath is libvgpu.so on the host. Required.
+	LibvgpuHostPath string
+	// CacheHostDir is the host directory holding containers/<pod UID>_<container>
+	// and ld.so.preload (see WritePreload). Required.
+	CacheHostDir string
+	// PassDeviceSpecs adds /dev/nvidia* device specs to the responses.
+	PassDeviceSpecs bool
+	// StaleAfter refuses allocations older than this; 0 means DefaultStaleAfter.
+	StaleAfter time.Duration
+	// Clock is the time source; nil means the real clock.
+	Clock clock.PassiveClock
+	// NewID names shared-region files; nil means random UUIDs.
+	NewID func() string
+}
+
+// Allocator serves Allocate. Create it with New; it is safe for concurrent
+// use (Allocate calls are serialised, as the protocol needs).
+type Allocator struct {
+	opts Options
+
+	mu sync.Mutex
+	// written remembers annotations this agent wrote that the informer may
+	// not reflect yet, by pod UID.
+	written map[types.UID]written
+}
+
+// written is what the agent last wrote on a pod.
+type written struct {
+	toAllocate string
+	phase      string
+	at         time.Time
+}
+
+// New validates the options and returns an Allocator.
+func New(opts Options) (*Allocator, error) {
+	switch {
+	case opts.Node == "":
+		return nil, errors.New("allocator: Node is required")
+	case opts.Inventory == nil || opts.Lookup == nil || opts.Patcher == nil:
+		return nil, errors.New("allocator: Inventory, Lookup and Patcher are required")
+	case opts.LibvgpuHostPath == "" || opts.CacheHostDir == "":
+		return nil, errors.New("allocator: LibvgpuHostPath and CacheHostDir are required")
+	}
+	if opts.Healthy == nil {
+		opts.Healthy = func(string) bool { return true }
+	}
+	if opts.StaleAfter <= 0 {
+		opts.StaleAfter = DefaultStaleAfter
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.NewID == nil {
+		opts.NewID = func() string { return string(uuid.NewUUID()) }
+	}
+	return &Allocator{opts: opts, written: map[types.UID]written{}}, nil
+}
+
+// Allocate serves the kubelet's request, one container request at a time.
+// Errors are gRPC statuses (see the sentinel errors for the codes).
+func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	resp := &pluginapi.AllocateResponse{}
+	for _, cr := range req.GetContainerRequests() {
+		r, err := a.allocateOne(ctx, len(cr.GetDevicesIDs()))
+		if err != nil {
+			klog.ErrorS(err, "Refused vGPU allocation", "node", a.opts.Node, "devices", len(cr.GetDevicesIDs()))
+			return nil, toStatus(err)
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, r)
+	}
+	return resp, nil
+}
+
+// allocateOne serves one container request for n virtual devices.
+func (a *Allocator) allocateOne(ctx context.Context, n int) (*pluginapi.ContainerAllocateResponse, error) {
+	inv := a.opts.Inventory()
+	now := a.opts.Clock.Now()
+	c, err := a.choose(ctx, inv, n, now)
+	if err != nil {
+		return nil, err
+	}
+	uses, err := a.check(c, inv)
+	if err != nil {
+		a.fail(ctx, c.pod, err)
+		return nil, err
+	}
+	resp, err := a.respond(c, inv, uses)
+	if err != nil {
+		a.fail(ctx, c.pod, err)
+		return nil, err
+	}
+	consumed := consume(c.entries, c.idx)
+	patch := map[string]string{AnnotationToAllocate: consumed}
+	done := nextPendingOf(consumed) < 0
+	if done {
+		patch[AnnotationBindPhase] = BindPhaseSuccess
+	}
+	if err := a.opts.Patcher.PatchPodAnnotations(ctx, c.pod, patch); err != nil {
+		err = fmt.Errorf("pod %s: record the allocation of container %s: %w", klog.KObj(c.pod), c.ctr.Name, err)
+		a.fail(ctx, c.pod, err)
+		return nil, err
+	}
+	w := written{toAllocate: consumed, phase: BindPhaseAllocating, at: now}
+	if done {
+		w.phase = BindPhaseSuccess
+		a.releaseLock(ctx, c.pod)
+	}
+	a.written[c.pod.UID] = w
+	klog.V(2).InfoS("Allocated vGPUs", "pod", klog.KObj(c.pod), "container", c.ctr.Name,
+		"devices", resp.Envs[EnvVisibleDevices], "podDone", done)
+	return resp, nil
+}
+
+// nextPendingOf reports the next pending entry of an annotation value we
+// wrote ourselves (it always decodes).
+func nextPendingOf(value string) int {
+	entries, err := Decode(value)
+	if err != nil {
+		return -1
+	}
+	return nextPending(entries)
+}
+
+// fail sets the pod's bind-phase to failed and releases the node lock if the
+// allocation was written for this node.
+func (a *Allocator) fail(ctx context.Context, pod *v1.Pod, cause error) {
+	klog.ErrorS(cause, "vGPU allocation failed", "pod", klog.KObj(pod))
+	if err := a.opts.Patcher.PatchPodAnnotations(ctx, pod, map[string]string{AnnotationBindPhase: BindPhaseFailed}); err != nil {
+		klog.ErrorS(err, "Cannot mark the pod's allocation failed", "pod", klog.KObj(pod))
+	}
+	w := a.written[pod.UID]
+	w.toAllocate, w.phase, w.at = pod.Annotations[AnnotationToAllocate], BindPhaseFailed, a.opts.Clock.Now()
+	a.written[pod.UID] = w
+	if pod.Annotations[AnnotationNode] == a.opts.Node {
+		a.releaseLock(ctx, pod)
+	}
+}
+
+func (a *Allocator) releaseLock(ctx context.Context, pod *v1.Pod) {
+	if err := a.opts.Patcher.ReleaseNodeLock(ctx, pod); err != nil {
+		klog.ErrorS(err, "Cannot release the node lock", "node", a.opts.Node, "pod", klog.KObj(pod))
+	}
+}
+
+// view returns the pod's devices-to-allocate and bind-phase, with this
+// agent's writes the informer has not reflected yet applied.
+func (a *Allocator) view(pod *v1.Pod, now time.Time) (toAllocate, phase string) {
+	toAllocate, phase = pod.Annotations[AnnotationToAllocate], pod.Annotations[AnnotationBindPhase]
+	w, ok := a.written[pod.UID]
+	if !ok {
+		return toAllocate, phase
+	}
+	if (toAllocate == w.toAllocate && phase == w.phase) || now.Sub(w.at) > a.opts.StaleAfter {
+		delete(a.written, pod.UID) // the informer caught up (or the entry is too old to matter)
+		return toAllocate, phase
+	}
+	return w.toAllocate, w.phase
+}

@@ -1,0 +1,44 @@
+// Package allocate serves the kubelet's Allocate calls for vGPUs: it finds the
+// pod the kubelet is admitting, checks the allocation the scheduler recorded
+// on it, builds the container's environment and mounts for libvgpu, and moves
+// the pod's allocation protocol forward.
+//
+// # Protocol (volcano-vgpu-device-plugin, Volcano v1.10 vGPU, HAMi)
+//
+// The scheduler writes on the pod, with the binding:
+//
+//   - volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate: per container
+//     "UUID,NVIDIA,mem,cores:" for each card, ";" between containers. A MIG
+//     instance is "UUID[group-position]". Our scheduler writes one entry per
+//     container (empty for containers without vGPUs); Volcano v1.10 writes
+//     entries only for the containers that ask for vGPUs. Both are read.
+//   - volcano.sh/vgpu-node (the node), volcano.sh/vgpu-time (Unix seconds, the
+//     order pods are served in), volcano.sh/bind-time (Unix seconds) and
+//     volcano.sh/bind-phase: allocating.
+//   - the node lock annotation (default key "hamivgpu") on the node.
+//
+// The kubelet's AllocateRequest does not say which pod it is for. As upstream
+// does, the agent serves the pod on this node in bind-phase allocating with
+// the oldest vgpu-time whose next pending devices-to-allocate entry has as
+// many cards as the kubelet asks for. It consumes that entry (rewriting
+// devices-to-allocate with the entry emptied); when no entry is left it sets
+// bind-phase success and releases the node lock. A refused allocation sets
+// bind-phase failed and releases the lock.
+//
+// Pods come from a node-scoped informer's indexer (PodLookup), never from a
+// List call per Allocate; writes go through a Patcher. Writes the informer
+// has not reflected yet are remembered, so a pod's next container never sees
+// the entry the previous one consumed.
+//
+// # What is refused
+//
+// Users can write annotations on their own pods, so nothing in them is
+// trusted. Allocate refuses, with a gRPC error naming the pod and the field:
+// annotations written for another node; an entry that differs from
+// vgpu-ids-new; cards this node does not register (or hides by
+// filterdevices), unknown device types and malformed entries; an entry asking
+// for more memory or cores than one card has or than the container requests;
+// allocations that, with every other vGPU pod on the node, would exceed a
+// card's memory, cores or share count, or reuse a MIG instance; unhealthy
+// cards; and stale allocations whose bind-time is older than StaleAfter.
+package allocate

@@ -1,0 +1,117 @@
+package allocate
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Index names of the node's pod indexer.
+const (
+	// IndexBindPhase indexes pods by volcano.sh/bind-phase.
+	IndexBindPhase = "vgpu-bind-phase"
+	// IndexAssigned indexes non-terminal pods that hold a vGPU allocation
+	// (volcano.sh/vgpu-ids-new) under the key "assigned".
+	IndexAssigned = "vgpu-assigned"
+	// IndexUID indexes pods by UID (used by the metrics exporter).
+	IndexUID = "uid"
+	assigned = "assigned"
+)
+
+// PodLookup finds the node's vGPU pods. It must be cheap: Allocate calls it
+// on every request.
+type PodLookup interface {
+	// Allocating returns the pods in bind-phase allocating.
+	Allocating() ([]*v1.Pod, error)
+	// Assigned returns the non-terminal pods holding a vGPU allocation.
+	Assigned() ([]*v1.Pod, error)
+}
+
+// Patcher writes the protocol's annotations.
+type Patcher interface {
+	// PatchPodAnnotations merges annotations into the pod's, failing if the
+	// pod was replaced (another UID).
+	PatchPodAnnotations(ctx context.Context, pod *v1.Pod, annotations map[string]string) error
+	// ReleaseNodeLock removes the node lock taken for the pod's allocation.
+	ReleaseNodeLock(ctx context.Context, pod *v1.Pod) error
+}
+
+// Indexers are the indexes IndexerLookup needs; add them to the node's pod
+// informer before it starts.
+func Indexers() cache.Indexers {
+	return cache.Indexers{
+		IndexBindPhase: func(obj any) ([]string, error) {
+			pod, ok := obj.(*v1.Pod)
+			if !ok {
+				return nil, nil
+			}
+			if phase := pod.Annotations[AnnotationBindPhase]; phase != "" {
+				return []string{phase}, nil
+			}
+			return nil, nil
+		},
+		IndexAssigned: func(obj any) ([]string, error) {
+			pod, ok := obj.(*v1.Pod)
+			if !ok || pod.Annotations[AnnotationIDs] == "" || terminal(pod) {
+				return nil, nil
+			}
+			return []string{assigned}, nil
+		},
+		IndexUID: func(obj any) ([]string, error) {
+			pod, ok := obj.(*v1.Pod)
+			if !ok {
+				return nil, nil
+			}
+			return []string{string(pod.UID)}, nil
+		},
+	}
+}
+
+// terminal reports whether the pod's containers are done with their devices.
+func terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// IndexerLookup is a PodLookup over an indexer holding this node's pods
+// (an informer's GetIndexer() with Indexers added).
+type IndexerLookup struct {
+	Indexer cache.Indexer
+}
+
+var _ PodLookup = IndexerLookup{}
+
+// Allocating implements PodLookup.
+func (l IndexerLookup) Allocating() ([]*v1.Pod, error) {
+	return l.byIndex(IndexBindPhase, BindPhaseAllocating)
+}
+
+// Assigned implements PodLookup.
+func (l IndexerLookup) Assigned() ([]*v1.Pod, error) {
+	return l.byIndex(IndexAssigned, assigned)
+}
+
+func (l IndexerLookup) byIndex(index, key string) ([]*v1.Pod, error) {
+	objs, err := l.Indexer.ByIndex(index, key)
+	if err != nil {
+		return nil, fmt.Errorf("look up pods by %s=%s: %w", index, key, err)
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// ByUID returns the node's pod with the UID.
+func (l IndexerLookup) ByUID(uid string) (*v1.Pod, bool) {
+	objs, err := l.Indexer.ByIndex(IndexUID, uid)
+	if err != nil || len(objs) == 0 {
+		return nil, false
+	}
+	p, ok := objs[0].(*v1.Pod)
+	return p, ok
+}

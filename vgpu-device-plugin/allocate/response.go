@@ -1,0 +1,162 @@
+package allocate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
+)
+
+// PreloadFileName is the ld.so.preload file the agent keeps in CacheHostDir.
+const PreloadFileName = "ld.so.preload"
+
+// ContainersDir is the subdirectory of CacheHostDir holding one directory
+// per container, named "<pod UID>_<container name>".
+const ContainersDir = "containers"
+
+// WritePreload writes cacheHostDir/ld.so.preload naming libvgpu's path in the
+// container, creating the directory. The file is mounted as the container's
+// /etc/ld.so.preload.
+func WritePreload(cacheHostDir string) error {
+	if err := os.MkdirAll(filepath.Join(cacheHostDir, ContainersDir), 0o755); err != nil {
+		return fmt.Errorf("create cache directory: %w", err)
+	}
+	path := filepath.Join(cacheHostDir, PreloadFileName)
+	if err := os.WriteFile(path, []byte(ContainerLibPath+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ContainerDir is the host directory of one container's shared region.
+func ContainerDir(cacheHostDir, podUID, container string) string {
+	return filepath.Join(cacheHostDir, ContainersDir, podUID+"_"+container)
+}
+
+// respond builds the container's response for the candidate's entry.
+func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string]*cardUse) (*pluginapi.ContainerAllocateResponse, error) {
+	entry := c.entries[c.idx]
+	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}}
+	visible := make([]string, 0, len(entry))
+	migs := 0
+	for _, d := range entry {
+		if !d.IsMIG() {
+			visible = append(visible, d.UUID)
+			continue
+		}
+		migs++
+		id, err := a.migInstance(c, d, inv, uses[d.UUID])
+		if err != nil {
+			return nil, err
+		}
+		visible = append(visible, id)
+	}
+	resp.Envs[EnvVisibleDevices] = strings.Join(visible, ",")
+	if a.opts.PassDeviceSpecs {
+		resp.Devices = deviceSpecs(entry, inv)
+	}
+	switch migs {
+	case len(entry):
+		return resp, nil // MIG isolates in hardware: no libvgpu
+	case 0:
+	default:
+		return nil, fmt.Errorf("pod %s container %s: mixes MIG instances and shared cards: %w", c.pod.Name, c.ctr.Name, ErrForged)
+	}
+	if err := a.libvgpu(resp, c, inv); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// migInstance provides the MIG device of a MIG entry.
+func (a *Allocator) migInstance(c *candidate, d Device, inv *nvidia.Inventory, u *cardUse) (string, error) {
+	if a.opts.MIG == nil {
+		return "", fmt.Errorf("pod %s: MIG instance on %s, but MIG is not managed on this node: %w", c.pod.Name, d.UUID, ErrMIG)
+	}
+	card, _ := inv.Card(d.UUID)
+	others := false
+	for slot, n := range u.mig {
+		if n > 0 && slot != (migSlot{d.MIGGroup, d.MIGPos}) {
+			others = true
+		}
+	}
+	id, err := a.opts.MIG.Apply(card, inv.NVIDIA.KnownMIGGeometries, d.MIGGroup, d.MIGPos, others)
+	if err != nil {
+		return "", fmt.Errorf("pod %s: MIG instance %s[%s-%d]: %w: %w", c.pod.Name, d.UUID, d.MIGGroup, d.MIGPos, ErrMIG, err)
+	}
+	return id, nil
+}
+
+// libvgpu adds libvgpu's limits, shared region and mounts.
+func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candidate, inv *nvidia.Inventory) error {
+	entry := c.entries[c.idx]
+	nv, s := inv.NVIDIA, inv.Settings
+	for i, d := range entry {
+		resp.Envs[EnvMemoryLimitPrefix+strconv.Itoa(i)] = strconv.FormatInt(inv.ToMiB(d.Mem), 10) + "m"
+	}
+	if !nv.DisableCoreLimit {
+		resp.Envs[EnvSMLimit] = strconv.Itoa(int(entry[0].Cores))
+	}
+	resp.Envs[EnvSharedCache] = ContainerCacheDir + "/" + a.opts.NewID() + ".cache"
+	if p, ok := limit(c.ctr, nv.ResourcePriorityName); ok {
+		resp.Envs[EnvTaskPriority] = strconv.FormatInt(p, 10)
+	}
+	if s.LibCudaLogLevel != "" {
+		resp.Envs[EnvLogLevel] = string(s.LibCudaLogLevel)
+	}
+	if nv.GPUCorePolicy != "" && nv.GPUCorePolicy != "default" {
+		resp.Envs[EnvCorePolicy] = nv.GPUCorePolicy
+	}
+	if inv.OverCommitted() {
+		resp.Envs[EnvOversubscribe] = "true"
+	}
+	dir := ContainerDir(a.opts.CacheHostDir, string(c.pod.UID), c.ctr.Name)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return fmt.Errorf("create the container's cache directory: %w", err)
+	}
+	// MkdirAll applies the umask; containers run as any user.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return fmt.Errorf("open up the container's cache directory: %w", err)
+	}
+	resp.Mounts = append(resp.Mounts,
+		&pluginapi.Mount{ContainerPath: ContainerLibPath, HostPath: a.opts.LibvgpuHostPath, ReadOnly: true},
+		&pluginapi.Mount{ContainerPath: ContainerCacheDir, HostPath: dir},
+	)
+	if !controlDisabled(c.ctr) {
+		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: ContainerPreloadPath,
+			HostPath: filepath.Join(a.opts.CacheHostDir, PreloadFileName), ReadOnly: true})
+	}
+	return nil
+}
+
+// controlDisabled reports whether the container sets CUDA_DISABLE_CONTROL=true.
+func controlDisabled(ctr *v1.Container) bool {
+	for _, e := range ctr.Env {
+		if e.Name == EnvDisableControl {
+			b, err := strconv.ParseBool(e.Value)
+			return err == nil && b
+		}
+	}
+	return false
+}
+
+// deviceSpecs are the device nodes of the entry's cards.
+func deviceSpecs(entry []Device, inv *nvidia.Inventory) []*pluginapi.DeviceSpec {
+	paths := []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+	for _, d := range entry {
+		if card, ok := inv.Card(d.UUID); ok && card.Minor >= 0 {
+			paths = append(paths, "/dev/nvidia"+strconv.Itoa(card.Minor))
+		}
+	}
+	specs := make([]*pluginapi.DeviceSpec, 0, len(paths))
+	for _, p := range paths {
+		specs = append(specs, &pluginapi.DeviceSpec{ContainerPath: p, HostPath: p, Permissions: "rw"})
+	}
+	return specs
+}

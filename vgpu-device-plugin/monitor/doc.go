@@ -1,0 +1,33 @@
+// Package monitor is the node agent's Prometheus exporter: host GPU memory
+// and utilisation from NVML and, per container, device memory used and its
+// limit and SM utilisation read from the shared-region files libvgpu keeps.
+//
+// # Shared regions
+//
+// Allocate gives each container the host directory
+// <cache-dir>/containers/<pod UID>_<container> mounted at /tmp/vgpu, and
+// CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/vgpu/<id>.cache. libvgpu creates that
+// file; its layout is libvgpu/include/vgpu_region.h (the single definition,
+// repeated in libvgpu/REGION.md), mirrored here in region.go. The tests
+// compile a C program against the header and compare every offset and
+// constant with the Go mirror, so a layout change cannot go unnoticed. A
+// file whose magic or version differs is refused, as the header requires.
+//
+// # Metrics
+//
+// Names and labels follow volcano-vgpu-device-plugin's vgpu-monitor, so its
+// dashboards keep working:
+//
+//   - HostGPUMemoryUsage{deviceidx, deviceuuid}: bytes used on the card.
+//   - HostCoreUtilization{deviceidx, deviceuuid}: GPU utilisation, percent.
+//   - vGPU_device_memory_usage_in_bytes{podnamespace, podname, ctrname,
+//     vdeviceid, deviceuuid}: memory the container's processes hold.
+//   - vGPU_device_memory_limit_in_bytes{...}: the container's limit.
+//   - vGPU_device_sm_utilization_percent{...}: the container's SM use.
+//   - vGPU_device_sm_limit_percent{...}: its CUDA_DEVICE_SM_LIMIT (0: none).
+//
+// # Clean-up
+//
+// Directories of pods no longer on the node are removed once they are older
+// than a grace period (Cleaner), so files of deleted pods do not pile up.
+package monitor

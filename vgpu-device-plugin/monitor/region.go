@@ -1,0 +1,122 @@
+package monitor
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// The layout of libvgpu/include/vgpu_region.h. region_test.go checks every
+// value against the header.
+const (
+	RegionMagic   = uint64(0x4745522d55504756) // "VGPU-REG" little-endian
+	RegionVersion = 1
+	MaxDevices    = 16
+	MaxProcs      = 1024
+	UUIDBytes     = 64
+	BootIDBytes   = 40
+	HeaderSize    = 4096
+	SlotSize      = 512
+	RegionSize    = HeaderSize + MaxProcs*SlotSize
+
+	offMagic       = 0
+	offVersion     = 8
+	offHeaderSize  = 12
+	offSlotSize    = 16
+	offMaxProcs    = 20
+	offMaxDevices  = 24
+	offDeviceCount = 28
+	offTotalSize   = 32
+	offCreated     = 40
+	offBootID      = 48
+	offSlotHWM     = 88
+	offLiveProcs   = 92
+	offGeneration  = 96
+	offPriority    = 104
+	offLock        = 128
+	offMemLimit    = 192
+	offMemUsed     = 320
+	offSMLimit     = 448
+	offUtilSwitch  = 512
+	offSMUtil      = 576
+	offUUID        = 768
+)
+
+// Sentinel errors of ReadRegion.
+var (
+	// ErrNotRegion: the file is not a libvgpu shared region (wrong magic,
+	// sizes, or too short). A file being created reads so until libvgpu
+	// writes the magic last.
+	ErrNotRegion = errors.New("not a libvgpu shared region")
+	// ErrRegionVersion: the region has another layout version.
+	ErrRegionVersion = errors.New("unsupported shared region version")
+)
+
+// Region is the header of one container's shared region.
+type Region struct {
+	Version     uint32
+	DeviceCount int
+	LiveProcs   uint32
+	Priority    int32
+	// Per device index (the container's device order), up to DeviceCount.
+	UUID     []string
+	MemLimit []uint64 // bytes, 0: no limit
+	MemUsed  []uint64 // bytes
+	SMLimit  []uint32 // percent, 0: no limit
+	SMUtil   []uint32 // percent
+}
+
+// ReadRegion reads a shared region's header.
+func ReadRegion(path string) (*Region, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open shared region: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, HeaderSize)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: shorter than the %d-byte header: %w", path, HeaderSize, ErrNotRegion)
+		}
+		return nil, fmt.Errorf("read shared region %s: %w", path, err)
+	}
+	return parseRegion(path, buf)
+}
+
+func parseRegion(path string, buf []byte) (*Region, error) {
+	le := binary.LittleEndian
+	if m := le.Uint64(buf[offMagic:]); m != RegionMagic {
+		return nil, fmt.Errorf("%s: magic %#x, want %#x: %w", path, m, RegionMagic, ErrNotRegion)
+	}
+	if v := le.Uint32(buf[offVersion:]); v != RegionVersion {
+		return nil, fmt.Errorf("%s: version %d, this agent reads %d: %w", path, v, RegionVersion, ErrRegionVersion)
+	}
+	if hs, ss, ts := le.Uint32(buf[offHeaderSize:]), le.Uint32(buf[offSlotSize:]), le.Uint64(buf[offTotalSize:]); hs != HeaderSize || ss != SlotSize || ts != RegionSize {
+		return nil, fmt.Errorf("%s: header %d, slot %d, total %d bytes; want %d, %d, %d: %w", path, hs, ss, ts, HeaderSize, SlotSize, RegionSize, ErrNotRegion)
+	}
+	n := int(le.Uint32(buf[offDeviceCount:]))
+	if n > MaxDevices {
+		return nil, fmt.Errorf("%s: device_count %d above %d: %w", path, n, MaxDevices, ErrNotRegion)
+	}
+	r := &Region{
+		Version: RegionVersion, DeviceCount: n,
+		LiveProcs: le.Uint32(buf[offLiveProcs:]), Priority: int32(le.Uint32(buf[offPriority:])),
+		UUID: make([]string, n), MemLimit: make([]uint64, n), MemUsed: make([]uint64, n),
+		SMLimit: make([]uint32, n), SMUtil: make([]uint32, n),
+	}
+	for i := 0; i < n; i++ {
+		r.MemLimit[i] = le.Uint64(buf[offMemLimit+8*i:])
+		r.MemUsed[i] = le.Uint64(buf[offMemUsed+8*i:])
+		r.SMLimit[i] = le.Uint32(buf[offSMLimit+4*i:])
+		r.SMUtil[i] = le.Uint32(buf[offSMUtil+4*i:])
+		raw := buf[offUUID+UUIDBytes*i : offUUID+UUIDBytes*(i+1)]
+		if end := bytes.IndexByte(raw, 0); end >= 0 {
+			raw = raw[:end]
+		}
+		r.UUID[i] = string(raw)
+	}
+	return r, nil
+}

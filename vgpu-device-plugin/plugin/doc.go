@@ -1,0 +1,15 @@
+// Package plugin is the kubelet device-plugin side of the node agent: a gRPC
+// server (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1) on a unix socket in
+// the kubelet's device-plugin directory, registered with the kubelet's
+// Registration service for one resource (volcano.sh/vgpu-number by default).
+//
+// The server advertises Count virtual devices per card, named "<UUID>-<i>" as
+// volcano-vgpu-device-plugin names them, and streams the list again through
+// ListAndWatch whenever it changes (health, configuration). Allocate is
+// delegated to an Allocator (package allocate).
+//
+// Run serves until its context ends. It watches the socket directory: when
+// the kubelet restarts it wipes the directory and creates kubelet.sock again,
+// and the plugin then starts a fresh server and registers again. On stop the
+// server is stopped (gracefully, then forcibly) and its socket removed.
+package plugin

@@ -1,0 +1,300 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of Options.
+const (
+	DefaultSocketName    = "volcano-vgpu.sock"
+	DefaultKubeletSocket = "kubelet.sock"
+	dialTimeout          = 5 * time.Second
+	stopTimeout          = 5 * time.Second
+	maxRetryDelay        = 10 * time.Second
+)
+
+// Allocator serves the kubelet's Allocate calls.
+type Allocator interface {
+	Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error)
+}
+
+// Options configure a Plugin.
+type Options struct {
+	// ResourceName is the extended resource advertised. Required.
+	ResourceName string
+	// SocketDir is the kubelet's device-plugin directory. Required.
+	SocketDir string
+	// SocketName is this plugin's socket file in SocketDir; empty means
+	// DefaultSocketName.
+	SocketName string
+	// KubeletSocket is the kubelet's registration socket file in SocketDir;
+	// empty means DefaultKubeletSocket.
+	KubeletSocket string
+	// Devices returns the devices to advertise. Required.
+	Devices func() []*pluginapi.Device
+	// Changed returns a channel closed when Devices may have changed; call
+	// it before Devices. Required.
+	Changed func() <-chan struct{}
+	// Allocator serves Allocate. Required.
+	Allocator Allocator
+	// Clock paces registration retries; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Plugin is the device-plugin server. Create it with New and call Run once.
+type Plugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+	opts Options
+
+	mu      sync.Mutex
+	stopped chan struct{} // closed when the current server stops
+}
+
+var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
+
+// New validates the options and returns a Plugin.
+func New(opts Options) (*Plugin, error) {
+	if opts.ResourceName == "" || opts.SocketDir == "" {
+		return nil, errors.New("device plugin: ResourceName and SocketDir are required")
+	}
+	if opts.Devices == nil || opts.Changed == nil || opts.Allocator == nil {
+		return nil, errors.New("device plugin: Devices, Changed and Allocator are required")
+	}
+	if opts.SocketName == "" {
+		opts.SocketName = DefaultSocketName
+	}
+	if opts.KubeletSocket == "" {
+		opts.KubeletSocket = DefaultKubeletSocket
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Plugin{opts: opts}, nil
+}
+
+// SocketPath is the plugin's socket.
+func (p *Plugin) SocketPath() string { return filepath.Join(p.opts.SocketDir, p.opts.SocketName) }
+
+func (p *Plugin) kubeletPath() string { return filepath.Join(p.opts.SocketDir, p.opts.KubeletSocket) }
+
+// Run serves and keeps the plugin registered until ctx ends.
+func (p *Plugin) Run(ctx context.Context) error {
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", p.opts.SocketDir, err)
+	}
+	defer watcher.Close()
+	if err := watcher.Add(p.opts.SocketDir); err != nil {
+		return fmt.Errorf("watch %s: %w", p.opts.SocketDir, err)
+	}
+	for {
+		srv, err := p.serve()
+		if err != nil {
+			return err
+		}
+		restart := p.register(ctx, watcher)
+		if restart {
+			restart = p.waitForRestart(ctx, watcher)
+		}
+		p.stop(srv)
+		if !restart {
+			return nil
+		}
+		klog.InfoS("Kubelet socket recreated; restarting the device plugin", "resource", p.opts.ResourceName)
+	}
+}
+
+// serve starts a gRPC server on the plugin socket.
+func (p *Plugin) serve() (*grpc.Server, error) {
+	path := p.SocketPath()
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	srv := grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(srv, p)
+	stopped := make(chan struct{})
+	p.mu.Lock()
+	p.stopped = stopped
+	p.mu.Unlock()
+	go func() {
+		if err := srv.Serve(lis); err != nil {
+			klog.ErrorS(err, "Device plugin server stopped", "socket", path)
+		}
+	}()
+	klog.InfoS("Serving device plugin", "resource", p.opts.ResourceName, "socket", path)
+	return srv, nil
+}
+
+// stop stops the server and removes its socket.
+func (p *Plugin) stop(srv *grpc.Server) {
+	p.mu.Lock()
+	close(p.stopped) // ends the ListAndWatch streams
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(stopTimeout):
+		srv.Stop()
+	}
+	if err := os.Remove(p.SocketPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		klog.ErrorS(err, "Cannot remove the device plugin socket", "socket", p.SocketPath())
+	}
+}
+
+// register registers with the kubelet, retrying with backoff. It returns
+// false when ctx ended.
+func (p *Plugin) register(ctx context.Context, watcher *fsnotify.Watcher) bool {
+	delay := 100 * time.Millisecond
+	for {
+		err := p.registerOnce(ctx)
+		if err == nil {
+			klog.InfoS("Registered with the kubelet", "resource", p.opts.ResourceName, "endpoint", p.opts.SocketName)
+			return true
+		}
+		klog.ErrorS(err, "Cannot register with the kubelet; retrying", "delay", delay)
+		t := p.opts.Clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C():
+		case ev := <-watcher.Events: // the kubelet socket appearing is worth an early retry
+			t.Stop()
+			klog.V(4).InfoS("Socket directory event while registering", "event", ev)
+		}
+		delay = min(2*delay, maxRetryDelay)
+	}
+}
+
+func (p *Plugin) registerOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	conn, err := dial(ctx, p.kubeletPath())
+	if err != nil {
+		return fmt.Errorf("dial the kubelet at %s: %w", p.kubeletPath(), err)
+	}
+	defer conn.Close()
+	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
+		Version:      pluginapi.Version,
+		Endpoint:     p.opts.SocketName,
+		ResourceName: p.opts.ResourceName,
+		Options:      &pluginapi.DevicePluginOptions{},
+	})
+	if err != nil {
+		return fmt.Errorf("register %s: %w", p.opts.ResourceName, err)
+	}
+	return nil
+}
+
+// waitForRestart waits until the kubelet socket is created again or the
+// plugin socket is removed (true) or ctx ends (false).
+func (p *Plugin) waitForRestart(ctx context.Context, watcher *fsnotify.Watcher) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case ev, ok := <-watcher.Events:
+			if !ok {
+				return false
+			}
+			switch {
+			case ev.Name == p.kubeletPath() && ev.Has(fsnotify.Create):
+				return true
+			case ev.Name == p.SocketPath() && ev.Has(fsnotify.Remove):
+				return true
+			}
+		case err, ok := <-watcher.Errors:
+			if !ok {
+				return false
+			}
+			klog.ErrorS(err, "Watching the device plugin directory")
+		}
+	}
+}
+
+// dial connects to a unix socket.
+func dial(ctx context.Context, path string) (*grpc.ClientConn, error) {
+	return grpc.DialContext(ctx, "unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock())
+}
+
+// GetDevicePluginOptions implements DevicePluginServer.
+func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{}, nil
+}
+
+// ListAndWatch implements DevicePluginServer: it sends the device list, then
+// again whenever it changes, until the stream or the server ends.
+func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
+	p.mu.Lock()
+	stopped := p.stopped
+	p.mu.Unlock()
+	var last []*pluginapi.Device
+	for {
+		changed := p.opts.Changed()
+		devs := p.opts.Devices()
+		if last == nil || !sameDevices(last, devs) {
+			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+				return fmt.Errorf("send the device list: %w", err)
+			}
+			klog.V(2).InfoS("Sent device list", "resource", p.opts.ResourceName, "devices", len(devs), "unhealthy", countUnhealthy(devs))
+			last = devs
+		}
+		select {
+		case <-changed:
+		case <-stream.Context().Done():
+			return nil
+		case <-stopped:
+			return nil
+		}
+	}
+}
+
+// Allocate implements DevicePluginServer.
+func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	return p.opts.Allocator.Allocate(ctx, req)
+}
+
+// PreStartContainer implements DevicePluginServer; it is not requested.
+func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+func sameDevices(a, b []*pluginapi.Device) bool {
+	return slices.EqualFunc(a, b, func(x, y *pluginapi.Device) bool {
+		return x.ID == y.ID && x.Health == y.Health && x.GetTopology().String() == y.GetTopology().String()
+	})
+}
+
+func countUnhealthy(devs []*pluginapi.Device) int {
+	n := 0
+	for _, d := range devs {
+		if d.Health != pluginapi.Healthy {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,183 @@
+package plugin_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/vgpushare/vshare/vgpu-device-plugin/internal/notify"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
+)
+
+// fakeKubelet is the kubelet's side of registration: a Registration server
+// on kubelet.sock recording requests.
+type fakeKubelet struct {
+	srv  *grpc.Server
+	reqs chan *pluginapi.RegisterRequest
+}
+
+func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	k.reqs <- r
+	return &pluginapi.Empty{}, nil
+}
+
+func startKubelet(t *testing.T, dir string) *fakeKubelet {
+	t.Helper()
+	path := filepath.Join(dir, "kubelet.sock")
+	_ = os.Remove(path)
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &fakeKubelet{srv: grpc.NewServer(), reqs: make(chan *pluginapi.RegisterRequest, 4)}
+	pluginapi.RegisterRegistrationServer(k.srv, k)
+	go func() { _ = k.srv.Serve(lis) }()
+	return k
+}
+
+func (k *fakeKubelet) wait(t *testing.T) *pluginapi.RegisterRequest {
+	t.Helper()
+	select {
+	case r := <-k.reqs:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for registration")
+		return nil
+	}
+}
+
+// devices is a changeable device list.
+type devices struct {
+	mu   sync.Mutex
+	list []*pluginapi.Device
+	sig  notify.Signal
+}
+
+func (d *devices) get() []*pluginapi.Device {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.list
+}
+
+func (d *devices) set(list []*pluginapi.Device) {
+	d.mu.Lock()
+	d.list = list
+	d.mu.Unlock()
+	d.sig.Broadcast()
+}
+
+type allocFunc func(context.Context, *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error)
+
+func (f allocFunc) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	return f(ctx, r)
+}
+
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dp") // unix socket paths must stay short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func dial(t *testing.T, path string) *grpc.ClientConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := grpc.DialContext(ctx, "unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func dev(id, health string) *pluginapi.Device { return &pluginapi.Device{ID: id, Health: health} }
+
+func TestPluginRegistersServesAndReregisters(t *testing.T) {
+	dir := shortTempDir(t)
+	kubelet := startKubelet(t, dir)
+	devs := &devices{list: []*pluginapi.Device{dev("GPU-a-0", "Healthy"), dev("GPU-a-1", "Healthy")}}
+	p, err := plugin.New(plugin.Options{
+		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir,
+		Devices: devs.get, Changed: devs.sig.C,
+		Allocator: allocFunc(func(_ context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			return &pluginapi.AllocateResponse{ContainerResponses: []*pluginapi.ContainerAllocateResponse{
+				{Envs: map[string]string{"N": r.ContainerRequests[0].DevicesIDs[0]}}}}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	reg := kubelet.wait(t)
+	want := &pluginapi.RegisterRequest{Version: "v1beta1", Endpoint: "volcano-vgpu.sock", ResourceName: "volcano.sh/vgpu-number",
+		Options: &pluginapi.DevicePluginOptions{}}
+	if diff := cmp.Diff(want.String(), reg.String()); diff != "" {
+		t.Errorf("registration (-want +got):\n%s", diff)
+	}
+
+	client := pluginapi.NewDevicePluginClient(dial(t, p.SocketPath()))
+	stream, err := client.ListAndWatch(context.Background(), &pluginapi.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := func() []string {
+		t.Helper()
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("ListAndWatch: %v", err)
+		}
+		var out []string
+		for _, d := range r.Devices {
+			out = append(out, d.ID+"="+d.Health)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"GPU-a-0=Healthy", "GPU-a-1=Healthy"}, recv()); diff != "" {
+		t.Errorf("first list (-want +got):\n%s", diff)
+	}
+	devs.set([]*pluginapi.Device{dev("GPU-a-0", "Unhealthy"), dev("GPU-a-1", "Unhealthy")})
+	if diff := cmp.Diff([]string{"GPU-a-0=Unhealthy", "GPU-a-1=Unhealthy"}, recv()); diff != "" {
+		t.Errorf("list after the health change (-want +got):\n%s", diff)
+	}
+	resp, err := client.Allocate(context.Background(), &pluginapi.AllocateRequest{
+		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIDs: []string{"GPU-a-1"}}}})
+	if err != nil || resp.ContainerResponses[0].Envs["N"] != "GPU-a-1" {
+		t.Errorf("Allocate = %v, %v; want it delegated", resp, err)
+	}
+
+	// The kubelet restarts: it wipes the directory and creates kubelet.sock.
+	kubelet.srv.Stop()
+	os.Remove(p.SocketPath())
+	kubelet2 := startKubelet(t, dir)
+	if r := kubelet2.wait(t); r.ResourceName != "volcano.sh/vgpu-number" {
+		t.Errorf("re-registration for %q", r.ResourceName)
+	}
+	if _, err := os.Stat(p.SocketPath()); err != nil {
+		t.Errorf("plugin socket after restart: %v", err)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if _, err := os.Stat(p.SocketPath()); !os.IsNotExist(err) {
+		t.Errorf("plugin socket left after stop: %v", err)
+	}
+	kubelet2.srv.Stop()
+}
