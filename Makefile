@@ -1,6 +1,7 @@
 # Build, test and benchmark the GPU/NPU sharing stack for Volcano.
 #
-#   make test    unit and session-level tests (race detector on), lint
+#   make test    lint, Go unit and session-level tests (race detector on),
+#                libvgpu's C suite (plain, ASan/UBSan, valgrind), smoke test
 #   make build   binaries into bin/
 #   make bench   in-process benchmarks, ours against Volcano's built-in
 #   make demo    the local end-to-end demo (arrives with the e2e harness)
@@ -16,14 +17,21 @@ BENCH_COUNT   ?= 6
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build test unit lint vet staticcheck smoke bench demo clean
+.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench demo clean
 
 all: build test
 
-build:
+build: libvgpu
 	$(GO) build -o $(BIN)/vc-scheduler ./cmd/vc-scheduler
+	$(GO) build -o $(BIN)/vgpu-device-plugin ./cmd/vgpu-device-plugin
 
-test: lint unit smoke
+libvgpu:
+	$(MAKE) -C libvgpu all
+
+test: lint unit libvgpu-test smoke
+
+libvgpu-test:
+	$(MAKE) -C libvgpu test
 
 # The scheduler binary starts and lists Volcano's flags next to ours.
 smoke: build
@@ -62,3 +70,4 @@ demo:
 
 clean:
 	rm -rf $(BIN)
+	$(MAKE) -C libvgpu clean
