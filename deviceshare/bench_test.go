@@ -19,6 +19,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/gpushare"
 	"volcano.sh/volcano/pkg/scheduler/cache"
+	"volcano.sh/volcano/pkg/scheduler/conf"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
 	"volcano.sh/volcano/pkg/scheduler/util"
@@ -113,37 +114,17 @@ func benchAllocate(b *testing.B, impl, conf string, nodes, npods int) {
 			st = NewState(Options{})
 			framework.RegisterPluginBuilder(PluginName, st.Builder())
 		}
-		binder := &countingBinder{}
-		sc := cache.NewCustomMockSchedulerCache("volcano", binder, util.NewFakeEvictor(0), &util.FakeStatusUpdater{},
-			nil, nil, &record.FakeRecorder{})
-		for n := 0; n < nodes; n++ {
-			if err := sc.AddOrUpdateNode(gpuNode(fmt.Sprintf("n%04d", n), 8, 16000)); err != nil {
-				b.Fatal(err)
-			}
+		nodeList := make([]*v1.Node, nodes)
+		for n := range nodeList {
+			nodeList[n] = gpuNode(fmt.Sprintf("n%04d", n), 8, 16000)
 		}
-		sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
 		pods, groups := benchPods(npods)
-		for _, g := range groups {
-			sc.AddPodGroupV1beta1(podGroup(g, 4))
-		}
-		for _, p := range pods {
-			sc.AddPod(p)
-			// Volcano's built-in patches each pod through the API; give it
-			// the pods so its patches succeed.
-			if impl == "builtin" {
-				if _, err := sc.Client().CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
+		// Volcano's built-in patches each pod through the API; give it the
+		// pods so its patches succeed.
+		sc := benchCache(b, nodeList, pods, groups, impl == "builtin")
 		b.StartTimer()
 		start := time.Now()
-		ssn := framework.OpenSession(sc, tiers, configs)
-		allocate.Initialize()
-		allocate.Execute(ssn)
-		allocate.UnInitialize()
-		dispatched := countDispatched(ssn)
-		framework.CloseSession(ssn)
+		dispatched := runAllocate(sc, tiers, configs, allocate)
 		elapsed += time.Since(start).Seconds()
 		b.StopTimer()
 		bound += int64(dispatched)
@@ -159,6 +140,47 @@ func benchAllocate(b *testing.B, impl, conf string, nodes, npods int) {
 	}
 	b.ReportMetric(float64(bound)/elapsed, "pods/s")
 	b.ReportMetric(float64(bound)/float64(b.N), "allocated/op")
+}
+
+// benchCache returns a Volcano scheduler cache holding the nodes, a default
+// queue, the pods' PodGroups (gangs of four) and the pods; with inClient the
+// pods are also created in the cache's clientset, for Volcano's built-in
+// devices, which patch pods through it.
+func benchCache(b *testing.B, nodes []*v1.Node, pods []*v1.Pod, groups []string, inClient bool) *cache.SchedulerCache {
+	b.Helper()
+	sc := cache.NewCustomMockSchedulerCache("volcano", &countingBinder{}, util.NewFakeEvictor(0), &util.FakeStatusUpdater{},
+		nil, nil, &record.FakeRecorder{})
+	for _, n := range nodes {
+		if err := sc.AddOrUpdateNode(n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
+	for _, g := range groups {
+		sc.AddPodGroupV1beta1(podGroup(g, 4))
+	}
+	for _, p := range pods {
+		sc.AddPod(p)
+		if !inClient {
+			continue
+		}
+		if _, err := sc.Client().CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return sc
+}
+
+// runAllocate runs one session with the allocate action and returns how
+// many tasks it sent to bind.
+func runAllocate(sc *cache.SchedulerCache, tiers []conf.Tier, configs []conf.Configuration, allocate framework.Action) int {
+	ssn := framework.OpenSession(sc, tiers, configs)
+	allocate.Initialize()
+	allocate.Execute(ssn)
+	allocate.UnInitialize()
+	dispatched := countDispatched(ssn)
+	framework.CloseSession(ssn)
+	return dispatched
 }
 
 // countDispatched counts the tasks the session sent to bind (before the

@@ -14,15 +14,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/tools/record"
 	"volcano.sh/volcano/cmd/scheduler/app/options"
 	"volcano.sh/volcano/pkg/scheduler"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	builtinvgpu "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu"
-	"volcano.sh/volcano/pkg/scheduler/cache"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
-	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 )
@@ -164,30 +161,16 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int) {
 			st = NewState(Options{})
 			framework.RegisterPluginBuilder(PluginName, st.Builder())
 		}
-		sc := cache.NewCustomMockSchedulerCache("volcano", &countingBinder{}, util.NewFakeEvictor(0), &util.FakeStatusUpdater{},
-			nil, nil, &record.FakeRecorder{})
-		for n := 0; n < nodes; n++ {
-			if err := sc.AddOrUpdateNode(vgpuBenchNode(n)); err != nil {
-				b.Fatal(err)
-			}
+		nodeList := make([]*v1.Node, nodes)
+		for n := range nodeList {
+			nodeList[n] = vgpuBenchNode(n)
 		}
-		sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
 		pods, groups := vgpuBenchPods(npods)
-		for _, g := range groups {
-			sc.AddPodGroupV1beta1(podGroup(g, 4))
-		}
-		for _, p := range pods {
-			sc.AddPod(p)
-		}
+		sc := benchCache(b, nodeList, pods, groups, false)
 		runtime.GC()
 		b.StartTimer()
 		start, cpuStart := time.Now(), cpuSeconds()
-		ssn := framework.OpenSession(sc, tiers, configs)
-		allocate.Initialize()
-		allocate.Execute(ssn)
-		allocate.UnInitialize()
-		dispatched := countDispatched(ssn)
-		framework.CloseSession(ssn)
+		dispatched := runAllocate(sc, tiers, configs, allocate)
 		elapsed += time.Since(start).Seconds()
 		cpu += cpuSeconds() - cpuStart
 		b.StopTimer()
