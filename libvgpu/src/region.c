@@ -28,6 +28,7 @@
 
 #include "internal.h"
 #include "log.h"
+#include "symbols.h"
 
 static struct vgpu_region *g_region;
 static bool g_shared;
@@ -65,6 +66,23 @@ static int init_lock(pthread_mutex_t *m)
 	return rc;
 }
 
+/*
+ * Records each limited device's NVML UUID, so the node agent's exporter can
+ * label a container's usage with the card it runs on. Without NVML the UUIDs
+ * stay empty and the exporter falls back to the allocation it handed out.
+ */
+static void fill_uuids(struct vgpu_region_header *h)
+{
+	for (uint32_t i = 0; i < h->device_count; i++) {
+		/* vgpu_nvml_device loads NVML on first use; look it up after. */
+		nvmlDevice_t d = vgpu_nvml_device((int)i);
+		if (d == NULL || REAL(nvmlDeviceGetUUID) == NULL ||
+		    REAL(nvmlDeviceGetUUID)(d, h->uuid[i], VGPU_UUID_BYTES) != NVML_SUCCESS)
+			h->uuid[i][0] = '\0';
+		h->uuid[i][VGPU_UUID_BYTES - 1] = '\0';
+	}
+}
+
 /* Writes a fresh header and empty slots; the magic number goes in last. */
 static void region_format(struct vgpu_region *r)
 {
@@ -86,6 +104,7 @@ static void region_format(struct vgpu_region *r)
 		if (h->mem_limit[i] != 0 || h->sm_limit[i] != 0)
 			h->device_count = (uint32_t)i + 1;
 	}
+	fill_uuids(h);
 	init_lock(&h->lock.mutex);
 	for (int i = 0; i < VGPU_MAX_PROCS; i++)
 		init_lock(&r->slots[i].alive.mutex);

@@ -197,6 +197,10 @@ static int layout(void)
 	CHECK_EQ(r->hdr.device_count, 2);
 	CHECK_EQ(r->hdr.priority, 1);
 	CHECK_EQ(r->hdr.live_procs, 1);
+	CHECK(strcmp(r->hdr.uuid[0], "GPU-5ab0e000-0000-4000-8000-000000000000") == 0,
+	      "uuid[0] = \"%s\", want the stub's first card", r->hdr.uuid[0]);
+	CHECK(strcmp(r->hdr.uuid[1], "GPU-5ab0e000-0000-4000-8000-000000000001") == 0,
+	      "uuid[1] = \"%s\", want the stub's second card", r->hdr.uuid[1]);
 	struct vgpu_proc_slot *s = t_slot_of(r, getpid());
 	CHECK(s != NULL, "no slot");
 	if (s != NULL) {
