@@ -127,6 +127,10 @@ func Run(ctx context.Context, o *Options) error {
 		g.start("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
 		cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
 		g.start("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
+		// Containers alone on their card run unthrottled (libvgpu's
+		// utilisation switch).
+		switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
+		g.start("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
 	}
 	klog.InfoS("vGPU node agent running", "node", o.NodeName, "resource", resource, "gpus", len(gpus), "nvml", o.NVML)
 	<-ctx.Done()

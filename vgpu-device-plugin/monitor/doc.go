@@ -30,4 +30,11 @@
 //
 // Directories of pods no longer on the node are removed once they are older
 // than a grace period (Cleaner), so files of deleted pods do not pile up.
+//
+// # Utilisation switch
+//
+// The Switcher writes each region's util_switch words: a container that has
+// a card to itself among the node's pods runs unthrottled (its SM share
+// would only leave the card idle); as soon as another container's region on
+// the same card appears, the limit is enforced again.
 package monitor

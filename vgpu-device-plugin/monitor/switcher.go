@@ -1,0 +1,157 @@
+package monitor
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
+)
+
+// Values of a region's util_switch word (libvgpu/include/vgpu_region.h).
+const (
+	// UtilSwitchEnforce keeps libvgpu's SM limit in force (the default).
+	UtilSwitchEnforce = uint32(0)
+	// UtilSwitchFree lets a container run unthrottled: it is alone on the
+	// card, so its SM share would only leave the card idle.
+	UtilSwitchFree = uint32(1)
+)
+
+// DefaultSwitchInterval is how often the Switcher looks at the regions.
+const DefaultSwitchInterval = 5 * time.Second
+
+// Switcher sets the utilisation switch in the shared regions of the node's
+// containers: free for a card a container has to itself, enforced for a card
+// that two or more containers of pods on the node hold. A container whose
+// region does not exist yet (it has not started CUDA) is not seen; the next
+// pass enforces the limit again once it appears. Regions without device
+// UUIDs (no NVML in the container) are left alone. libvgpu ignores the
+// switch under GPU_CORE_UTILIZATION_POLICY=force.
+type Switcher struct {
+	// CacheDir is the agent's cache directory.
+	CacheDir string
+	// Pods finds the node's pods; regions of other pods are not counted.
+	Pods PodByUID
+}
+
+type regionRef struct {
+	path string
+	uuid []string
+}
+
+// Sync sets every region's switches once and returns how many words it
+// changed.
+func (s *Switcher) Sync() int {
+	regions := s.regions()
+	holders := make(map[string]int)
+	for _, r := range regions {
+		seen := make(map[string]bool, len(r.uuid))
+		for _, u := range r.uuid {
+			if u != "" && !seen[u] {
+				seen[u] = true
+				holders[u]++
+			}
+		}
+	}
+	changed := 0
+	for _, r := range regions {
+		for i, u := range r.uuid {
+			if u == "" {
+				continue
+			}
+			want := UtilSwitchEnforce
+			if holders[u] == 1 {
+				want = UtilSwitchFree
+			}
+			ok, err := setSwitch(r.path, i, want)
+			if err != nil {
+				klog.V(2).InfoS("Cannot set a shared region's utilisation switch", "file", r.path, "device", i, "err", err)
+				continue
+			}
+			if ok {
+				changed++
+				klog.V(4).InfoS("Set utilisation switch", "file", r.path, "device", i, "uuid", u, "free", want == UtilSwitchFree)
+			}
+		}
+	}
+	return changed
+}
+
+// regions lists the readable regions of pods on the node.
+func (s *Switcher) regions() []regionRef {
+	root := filepath.Join(s.CacheDir, allocate.ContainersDir)
+	dirs, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var out []regionRef
+	for _, d := range dirs {
+		uid, _, ok := strings.Cut(d.Name(), "_")
+		if !d.IsDir() || !ok {
+			continue
+		}
+		if _, found := s.Pods.ByUID(uid); !found {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(root, d.Name(), "*.cache"))
+		for _, f := range files {
+			r, err := ReadRegion(f)
+			if err != nil {
+				continue
+			}
+			out = append(out, regionRef{path: f, uuid: r.UUID})
+		}
+	}
+	return out
+}
+
+// setSwitch writes device i's switch word if it differs and reports whether
+// it wrote. The word is 4-byte aligned, so libvgpu's atomic loads see either
+// value, never a torn one.
+func setSwitch(path string, i int, want uint32) (bool, error) {
+	if i < 0 || i >= MaxDevices {
+		return false, fmt.Errorf("device index %d outside [0, %d)", i, MaxDevices)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false, fmt.Errorf("open shared region: %w", err)
+	}
+	defer f.Close()
+	off := int64(offUtilSwitch + 4*i)
+	var word [4]byte
+	if _, err := f.ReadAt(word[:], off); err != nil {
+		return false, fmt.Errorf("read util_switch[%d] of %s: %w", i, path, err)
+	}
+	if binary.LittleEndian.Uint32(word[:]) == want {
+		return false, nil
+	}
+	binary.LittleEndian.PutUint32(word[:], want)
+	if _, err := f.WriteAt(word[:], off); err != nil {
+		return false, fmt.Errorf("write util_switch[%d] of %s: %w", i, path, err)
+	}
+	return true, nil
+}
+
+// Run syncs every interval until ctx ends.
+func (s *Switcher) Run(ctx context.Context, clk clock.Clock, interval time.Duration) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	for {
+		t := clk.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+			s.Sync()
+		}
+	}
+}

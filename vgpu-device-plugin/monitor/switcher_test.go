@@ -1,0 +1,80 @@
+package monitor
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
+)
+
+func readSwitches(t *testing.T, path string, n int) []uint32 {
+	t.Helper()
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(buf[offUtilSwitch+4*i:])
+	}
+	return out
+}
+
+func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
+	cacheDir := t.TempDir()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
+	for _, uid := range []string{"uid-a", "uid-b"} {
+		if err := indexer.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: k8stypes.UID(uid)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a holds GPU-0 alone and shares GPU-1 with b; a deleted pod's region
+	// on GPU-0 does not count; a region without UUIDs is left alone.
+	one := func(u ...string) regionFile {
+		n := len(u)
+		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
+			smLimit: make([]uint32, n), smUtil: make([]uint32, n)}
+	}
+	pathA := filepath.Join(allocate.ContainerDir(cacheDir, "uid-a", "main"), "a.cache")
+	pathB := filepath.Join(allocate.ContainerDir(cacheDir, "uid-b", "main"), "b.cache")
+	pathGone := filepath.Join(allocate.ContainerDir(cacheDir, "uid-gone", "main"), "g.cache")
+	pathBlank := filepath.Join(allocate.ContainerDir(cacheDir, "uid-b", "side"), "s.cache")
+	one("GPU-0", "GPU-1").write(t, pathA)
+	one("GPU-1").write(t, pathB)
+	one("GPU-0").write(t, pathGone)
+	one("").write(t, pathBlank)
+
+	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
+	if got := s.Sync(); got != 1 {
+		t.Errorf("first sync changed %d words, want 1 (a's GPU-0)", got)
+	}
+	if diff := cmp.Diff([]uint32{UtilSwitchFree, UtilSwitchEnforce}, readSwitches(t, pathA, 2)); diff != "" {
+		t.Errorf("a's switches (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]uint32{UtilSwitchEnforce}, readSwitches(t, pathB, 1)); diff != "" {
+		t.Errorf("b's switches (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]uint32{UtilSwitchEnforce}, readSwitches(t, pathGone, 1)); diff != "" {
+		t.Errorf("a deleted pod's region was written (-want +got):\n%s", diff)
+	}
+	if got := s.Sync(); got != 0 {
+		t.Errorf("an unchanged node changed %d words", got)
+	}
+
+	// b moves onto GPU-0 too: a must be throttled there again.
+	one("GPU-0").write(t, pathB)
+	if got := s.Sync(); got != 2 {
+		t.Errorf("sync after b moved changed %d words, want 2", got)
+	}
+	if diff := cmp.Diff([]uint32{UtilSwitchEnforce, UtilSwitchFree}, readSwitches(t, pathA, 2)); diff != "" {
+		t.Errorf("a's switches after b moved (-want +got):\n%s", diff)
+	}
+}
