@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/backends/gpushare"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
@@ -13,7 +14,16 @@ import (
 
 // DefaultBackends builds the backends the arguments enable. GPU share and
 // GPU number read nothing from the device configuration; the HAMi vGPU
-// backend reads its nvidia: section (nil means the defaults).
+// backend reads its nvidia: section and the HAMi Ascend backends its vnpus:
+// section (nil means the defaults).
+//
+// The plugin calls it again whenever the configuration generation changes,
+// so a vnpus entry added to the ConfigMap becomes a schedulable chip type at
+// the next generation without a restart. Removing an entry drops its
+// backend: the ledger forgets that chip type's cards, so no new pod gets
+// them, while running pods keep their cards (their annotations and the node
+// agent do not change). Their usage is no longer accounted, so if the entry
+// comes back, its cards are accounted again from the pods' annotations.
 func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
 	var out []api.Backend
 	if args.GPUSharingEnable {
@@ -42,10 +52,33 @@ func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock) ([]a
 		out = append(out, b)
 	}
 	if args.AscendHAMiVNPUEnable {
-		return nil, fmt.Errorf("%s: the HAMi Ascend backend is not available in this build yet", ArgAscendHAMiVNPUEnable)
+		bs, err := ascendBackends(cfg, clk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, bs...)
 	}
 	if args.AscendMindClusterVNPUEnable {
 		return nil, fmt.Errorf("%s: the MindCluster Ascend backend is not available in this build yet", ArgAscendMindClusterVNPUEnable)
+	}
+	return out, nil
+}
+
+// ascendBackends builds one HAMi Ascend backend per vnpus entry, in the
+// configuration's order. The vnpus mode decides how nodes without the
+// hami-vnpu-core annotation slice; enpu is served as template mode.
+func ascendBackends(cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	hamiCore := cfg.VNPUs.Mode() == config.VNPUModeHAMiCore
+	out := make([]api.Backend, 0, len(cfg.VNPUs.Configs))
+	for _, chip := range cfg.VNPUs.Configs {
+		b, err := ascend.New(ascend.Options{Chip: chip, HAMiCore: hamiCore, Clock: clk})
+		if err != nil {
+			return nil, fmt.Errorf("HAMi Ascend backend %s: %w", chip.CommonWord, err)
+		}
+		out = append(out, b)
 	}
 	return out, nil
 }

@@ -1,0 +1,86 @@
+package ascend
+
+import (
+	"fmt"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// Allocate picks the pod's cards (the choice FilterNode and ScoreNode made),
+// accounts them and returns the annotations recording them:
+// hami.io/<commonWord>-devices-to-allocate and -devices-allocated (the
+// cards), huawei.com/<commonWord> (runtime info), hami.io/vgpu-node,
+// hami.io/vgpu-time, hami.io/bind-time, predicate-time and
+// hami.io/bind-phase: allocating. It succeeds whenever FilterNode does. A
+// pod without a request gets a nil reservation; a pod already accounted
+// here is an error.
+func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
+	var req podRequest
+	if err := d.b.parse(pod, &req); err != nil {
+		return nil, fmt.Errorf("allocate %s on node %s: invalid request: %w", d.b.name, d.node, err)
+	}
+	if len(req.ctrs) == 0 {
+		return nil, nil
+	}
+	pk := podKey(pod)
+	if old, found := d.pods[pk]; found {
+		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: the pod already holds %q",
+			d.b.name, pod.Namespace, pod.Name, d.node, old.value)
+	}
+	picks, work, failed := d.choose(&req, policy)
+	if failed >= 0 {
+		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: %s", d.b.name, pod.Namespace, pod.Name, d.node,
+			d.explain(&req, failed, work).Message())
+	}
+	h := &holding{uses: make([]use, len(picks))}
+	for i, p := range picks {
+		h.uses[i] = p.use
+	}
+	h.value = d.encode(h.uses, req.containers)
+	d.apply(h, 1)
+	d.pods[pk] = h
+	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
+	d.logAllocation(pod, "Allocated Ascend vNPUs", h.value)
+	return &api.Reservation{Annotations: map[string]string{
+		d.b.keys.ToAllocate:    h.value,
+		d.b.keys.Allocated:     h.value,
+		d.b.keys.RuntimeInfo:   d.runtimeValue(h.uses),
+		AnnotationAssignedNode: d.node,
+		AnnotationAssignedTime: now,
+		AnnotationBindTime:     now,
+		AnnotationPredicate:    now,
+		AnnotationBindPhase:    BindPhaseAllocating,
+	}}, nil
+}
+
+// Release gives back what Allocate took. A nil reservation, or one without
+// hami.io/<commonWord>-devices-allocated, is a no-op. A record that differs
+// from what the pod holds, or a pod holding nothing here, is an error and
+// the state is unchanged.
+func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
+	if r == nil {
+		return nil
+	}
+	key := d.b.keys.Allocated
+	value, found := r.Annotations[key]
+	if !found {
+		return nil
+	}
+	pk := podKey(pod)
+	h, held := d.pods[pk]
+	switch {
+	case !held:
+		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds no cards on node %s",
+			d.b.name, pod.Namespace, pod.Name, key, value, d.node)
+	case h.value != value:
+		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds %q on node %s",
+			d.b.name, pod.Namespace, pod.Name, key, value, h.value, d.node)
+	}
+	d.apply(h, -1)
+	delete(d.pods, pk)
+	d.logAllocation(pod, "Released Ascend vNPUs", value)
+	return nil
+}

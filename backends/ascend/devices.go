@@ -1,0 +1,298 @@
+package ascend
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/vnpu"
+)
+
+// Template indexes in use.tmpl besides catalogue positions.
+const (
+	// tmplWhole charges the whole chip (template mode).
+	tmplWhole = -1
+	// tmplNone charges no template (hami-core mode).
+	tmplNone = -2
+)
+
+// cardInfo is the immutable part of one card.
+type cardInfo struct {
+	cardSpec
+	// coresCap is the card's core capacity in the unit the node accounts:
+	// percent (100) in hami-core mode, AI cores in template mode.
+	coresCap int32
+	typeOK   bool
+}
+
+// cardState is the mutable part of one card.
+type cardState struct {
+	usedMiB   int64
+	usedCores int32
+	usedNum   int32
+	slice     vnpu.Slice
+}
+
+// holding is what one accounted pod holds; never modified after creation.
+type holding struct {
+	value string
+	uses  []use
+}
+
+// shared is what every copy of one node's Devices shares, immutable.
+type shared struct {
+	b         *Backend
+	node      string
+	soft      bool
+	info      []cardInfo
+	index     map[string]int
+	templates []vnpu.Template
+	// network is true when every card carries a NetworkID on an
+	// Ascend910 chip type.
+	network    bool
+	advertised v1.ResourceList
+}
+
+// Devices is one chip type's state on one node. FilterNode, ScoreNode,
+// GetStatus, CardUsage and Advertised only read; everything else needs
+// exclusive access.
+type Devices struct {
+	*shared
+	cards []cardState
+	pods  map[types.UID]*holding
+}
+
+var (
+	_ api.Devices      = (*Devices)(nil)
+	_ api.Advertiser   = (*Devices)(nil)
+	_ api.CardReporter = (*Devices)(nil)
+)
+
+func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
+	s := &shared{b: b, node: node, soft: soft, info: make([]cardInfo, len(cards)),
+		index: make(map[string]int, len(cards)), templates: b.chip.Templates(), network: b.network}
+	var mem int64
+	for i, c := range cards {
+		ci := cardInfo{cardSpec: c, coresCap: fullCores, typeOK: typeMatches(c.typ, b)}
+		if !soft {
+			ci.coresCap = b.chip.Total.AICore
+		}
+		s.info[i] = ci
+		s.index[c.id] = i
+		s.network = s.network && c.hasNetwork
+		mem += c.memMiB / b.factor
+	}
+	s.advertised = v1.ResourceList{
+		b.resMemory: *resource.NewQuantity(mem, resource.DecimalSI),
+		b.resCore:   *resource.NewQuantity(int64(fullCores*len(cards)), resource.DecimalSI),
+	}
+	return &Devices{shared: s, cards: make([]cardState, len(cards)), pods: make(map[types.UID]*holding)}
+}
+
+// typeMatches reports whether a registered card type names this chip type:
+// empty, the commonWord, or containing the chip name (case-insensitive).
+func typeMatches(typ string, b *Backend) bool {
+	if typ == "" || typ == b.name {
+		return true
+	}
+	t := strings.ToUpper(typ)
+	return b.chip.Name != "" && strings.Contains(t, strings.ToUpper(b.chip.Name))
+}
+
+// templateOf returns the catalogue position a recorded memory is charged as.
+func (d *Devices) templateOf(mem int64) int16 {
+	if d.soft {
+		return tmplNone
+	}
+	t, ok := d.b.chip.RoundUp(mem)
+	if !ok || t.Whole() {
+		return tmplWhole
+	}
+	for i := range d.templates {
+		if d.templates[i].Name == t.Name {
+			return int16(i)
+		}
+	}
+	return tmplWhole
+}
+
+// template returns the template at position i (tmplWhole: the whole chip).
+func (s *shared) template(i int16) vnpu.Template {
+	if i >= 0 {
+		return s.templates[i]
+	}
+	return s.b.chip.WholeChip()
+}
+
+// charge returns the cores a use takes: the request's percent in hami-core
+// mode, the template's AI cores in template mode.
+func (d *Devices) charge(u use) int32 {
+	if u.tmpl == tmplNone {
+		return u.cores
+	}
+	return d.template(u.tmpl).AICore
+}
+
+func podKey(pod *v1.Pod) types.UID {
+	if pod.UID != "" {
+		return pod.UID
+	}
+	return types.UID(pod.Namespace + "/" + pod.Name)
+}
+
+// apply adds (sign 1) or removes (sign -1) a holding.
+func (d *Devices) apply(h *holding, sign int32) {
+	for _, u := range h.uses {
+		applyUse(d.shared, &d.cards[u.card], u, sign)
+	}
+}
+
+func applyUse(s *shared, c *cardState, u use, sign int32) {
+	c.usedMiB += int64(sign) * u.mem
+	c.usedNum += sign
+	if u.tmpl == tmplNone {
+		c.usedCores += sign * u.cores
+		return
+	}
+	t := s.template(u.tmpl)
+	c.usedCores += sign * t.AICore
+	if sign > 0 {
+		c.slice = c.slice.Add(t)
+	} else {
+		c.slice = c.slice.Remove(t)
+	}
+}
+
+// AddResource accounts the allocation recorded in the pod's
+// hami.io/<commonWord>-devices-allocated. Finished pods and pods without the
+// annotation are ignored; a pod already accounted is a no-op with the same
+// record and an error otherwise; a malformed record is an error naming the
+// annotation and leaves the state unchanged.
+func (d *Devices) AddResource(pod *v1.Pod) error {
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		return nil
+	}
+	key := d.b.keys.Allocated
+	value, found := pod.Annotations[key]
+	if !found {
+		return nil
+	}
+	pk := podKey(pod)
+	if old, ok := d.pods[pk]; ok {
+		if old.value == value {
+			return nil
+		}
+		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on node %s with %q",
+			pod.Namespace, pod.Name, key, value, d.node, old.value)
+	}
+	uses, err := d.decode(value, len(pod.Spec.Containers))
+	if err != nil {
+		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, key, value, err)
+	}
+	h := &holding{value: value, uses: uses}
+	d.apply(h, 1)
+	d.pods[pk] = h
+	return nil
+}
+
+// SubResource removes what AddResource or Allocate accounted for the pod.
+func (d *Devices) SubResource(pod *v1.Pod) error {
+	pk := podKey(pod)
+	h, found := d.pods[pk]
+	if !found {
+		return nil
+	}
+	d.apply(h, -1)
+	delete(d.pods, pk)
+	return nil
+}
+
+// AddQueueResource reports what the pod holds here: cards, memory (in the
+// memory resource's unit) and cores.
+func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
+	h, found := d.pods[podKey(pod)]
+	if !found {
+		return nil
+	}
+	var mem, cores int64
+	for _, u := range h.uses {
+		mem += u.mem
+		cores += int64(u.cores)
+	}
+	return map[string]float64{
+		string(d.b.resCount):  float64(len(h.uses)),
+		string(d.b.resMemory): float64(mem / d.b.factor),
+		string(d.b.resCore):   float64(cores),
+	}
+}
+
+// HasDeviceRequest reports whether the pod asks for this chip type.
+func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
+
+// GetIgnoredDevices returns the memory and core resource names, accounted
+// per card here.
+func (d *Devices) GetIgnoredDevices() []string { return slices.Clone(d.b.ignored) }
+
+// Advertised returns the node totals of the memory resource (the cards'
+// memory in the resource's unit) and of the core resource (100 per card).
+// A container's request is at most one card's worth of each, so these
+// totals never reject a pod the cards could take. Shared; do not modify.
+func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
+
+// CardUsage returns every card's usage and the number of pods holding
+// cards of this type on the node. Cores are percent in hami-core mode and
+// AI cores in template mode.
+func (d *Devices) CardUsage() ([]api.CardUsage, int) {
+	out := make([]api.CardUsage, len(d.cards))
+	for i := range d.cards {
+		ci, c := &d.info[i], &d.cards[i]
+		out[i] = api.CardUsage{ID: ci.id, Index: i, Type: ci.typ, Healthy: ci.healthy,
+			MemoryUsedMiB: c.usedMiB, MemoryTotalMiB: ci.memMiB, CoresUsed: int64(c.usedCores),
+			CoresTotal: int64(ci.coresCap), Pods: int(c.usedNum), MaxPods: int(ci.count)}
+	}
+	return out, len(d.pods)
+}
+
+// GetStatus renders every card, "; "-separated, as
+// "i id type: used/total MiB, cores c/C, AI CPUs u/U, vNPUs n/N" plus
+// ", unhealthy" and ", network N" when they apply, after the node's mode.
+func (d *Devices) GetStatus() string {
+	var b strings.Builder
+	if d.soft {
+		b.WriteString("hami-core")
+	} else {
+		b.WriteString("template")
+	}
+	for i := range d.cards {
+		ci, c := &d.info[i], &d.cards[i]
+		fmt.Fprintf(&b, "; %d %s %s: %d/%d MiB, cores %d/%d, AI CPUs %d/%d, vNPUs %d/%d", i, ci.id, ci.typ,
+			c.usedMiB, ci.memMiB, c.usedCores, ci.coresCap, c.slice.Used.AICPU, d.b.chip.Total.AICPU, c.usedNum, ci.count)
+		if !ci.healthy {
+			b.WriteString(", unhealthy")
+		}
+		if ci.hasNetwork {
+			b.WriteString(", network " + strconv.FormatInt(ci.network, 10))
+		}
+	}
+	return b.String()
+}
+
+// DeepCopy returns an independent copy; the immutable parts are shared.
+func (d *Devices) DeepCopy() api.Devices {
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods)}
+}
+
+// logAllocation logs one decision at level 4.
+func (d *Devices) logAllocation(pod *v1.Pod, what, value string) {
+	if v := klog.V(4); v.Enabled() {
+		v.InfoS(what, "pod", klog.KObj(pod), "node", d.node, "chip", d.b.name, "cards", value)
+	}
+}
