@@ -31,7 +31,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		return
 	}
 	req := s.requestOf(task)
-	if req == nil || req.invalid != nil {
+	if req == nil || req.invalid != nil || req.unserved != "" {
 		return
 	}
 	sn := s.nodes[task.NodeName]

@@ -1,6 +1,8 @@
 package deviceshare
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -15,6 +17,7 @@ const (
 	ReasonNoDevicesSuffix    = " devices are not present on the node"
 	ReasonBadInventorySuffix = " device registration on the node is invalid"
 	ReasonInvalidRequest     = "invalid device request: "
+	ReasonUnservedPrefix     = "no enabled device type serves "
 )
 
 // predicate is the PredicateFn: does the task fit the node's cards?
@@ -23,6 +26,10 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 	req := s.requestOf(task)
 	if req == nil {
 		return nil
+	}
+	if req.unserved != "" {
+		p.st.metrics.filterFailed("request", "unserved resource")
+		return fitError(task, node, api.UnschedulableAndUnresolvable, ReasonUnservedPrefix+req.unserved)
 	}
 	if req.invalid != nil {
 		p.st.metrics.filterFailed("request", "invalid request")
@@ -91,39 +98,46 @@ func reasons(sts []*vcapi.Status) []string {
 
 // requestsKnownDevice reports whether a pod asks for any resource of a
 // device type this project serves, whichever types are enabled.
-func requestsKnownDevice(pod *v1.Pod) bool {
-	check := func(c *v1.Container) bool {
+func requestsKnownDevice(pod *v1.Pod) bool { return knownDeviceResource(pod) != "" }
+
+// knownDeviceResource returns the first resource of a device type this
+// project serves that the pod asks for, or "".
+func knownDeviceResource(pod *v1.Pod) v1.ResourceName {
+	check := func(c *v1.Container) v1.ResourceName {
 		for name := range c.Resources.Limits {
 			if isKnownDeviceResource(name) {
-				return true
+				return name
 			}
 		}
 		for name := range c.Resources.Requests {
 			if isKnownDeviceResource(name) {
-				return true
+				return name
 			}
 		}
-		return false
+		return ""
 	}
 	for i := range pod.Spec.Containers {
-		if check(&pod.Spec.Containers[i]) {
-			return true
+		if name := check(&pod.Spec.Containers[i]); name != "" {
+			return name
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if check(&pod.Spec.InitContainers[i]) {
-			return true
+		if name := check(&pod.Spec.InitContainers[i]); name != "" {
+			return name
 		}
 	}
-	return false
+	return ""
 }
 
+// isKnownDeviceResource reports whether name is a resource of the device
+// types this project serves under their default names: GPU share and
+// number, HAMi vGPU, and Ascend chips (huawei.com/Ascend*, npu-core).
 func isKnownDeviceResource(name v1.ResourceName) bool {
 	switch name {
 	case "volcano.sh/gpu-memory", "volcano.sh/gpu-number",
 		"volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores",
-		"huawei.com/npu-core", "huawei.com/Ascend310P":
+		"huawei.com/npu-core":
 		return true
 	}
-	return false
+	return strings.HasPrefix(string(name), "huawei.com/Ascend")
 }

@@ -69,6 +69,10 @@ type taskRequest struct {
 	backends []int
 	// invalid is set when a backend refused the request outright.
 	invalid error
+	// unserved names a device resource the pod asks for that no enabled
+	// backend serves (the device type is off, or its vnpus entry was
+	// removed): placing such a pod would start it without cards.
+	unserved string
 }
 
 type sessionAlloc struct {
@@ -99,6 +103,16 @@ func (s *sessionState) requestOf(task *vcapi.TaskInfo) *taskRequest {
 }
 
 func (s *sessionState) computeRequest(pod *v1.Pod) *taskRequest {
+	r := s.claimedRequest(pod)
+	if r == nil {
+		if name := knownDeviceResource(pod); name != "" {
+			return &taskRequest{unserved: string(name)}
+		}
+	}
+	return r
+}
+
+func (s *sessionState) claimedRequest(pod *v1.Pod) *taskRequest {
 	var r *taskRequest
 	for i, b := range s.backends {
 		if !b.HasDeviceRequest(pod) {

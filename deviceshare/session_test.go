@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 )
@@ -275,4 +276,24 @@ func (c *cluster) waitForEvent(reason, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.t.Fatalf("no %s event mentioning %q was recorded", reason, want)
+}
+
+func TestDeviceRequestNoEnabledTypeServesStaysPending(t *testing.T) {
+	c := newCluster(t, schedulerConf(shareArgs), []*v1.Node{gpuNode("n1", 2, 8000)}, nil)
+	// The node advertises the chip resource, so Volcano's own fit alone
+	// would place the pod, without any card recorded for it.
+	n := gpuNode("n1", 2, 8000)
+	n.Status.Allocatable["huawei.com/Ascend910B"] = resource.MustParse("8")
+	n.Status.Capacity["huawei.com/Ascend910B"] = resource.MustParse("8")
+	if err := c.cache.AddOrUpdateNode(n); err != nil {
+		t.Fatal(err)
+	}
+	npu := devicePod("npu", "pg1", v1.ResourceList{"huawei.com/Ascend910B": resource.MustParse("1")})
+	c.addJob(podGroup("pg1", 1), npu)
+	var msg string
+	c.session(func(ssn *framework.Session) { msg = fitMessage(ssn, npu) })
+	c.expectNoBind()
+	if want := ReasonUnservedPrefix + "huawei.com/Ascend910B"; !strings.Contains(msg, want) {
+		t.Errorf("fit error %q does not contain %q", msg, want)
+	}
 }
