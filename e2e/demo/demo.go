@@ -1,0 +1,107 @@
+//go:build e2e
+
+// Package demo brings the local control plane up with simulated DGX A100
+// nodes, submits Volcano Jobs that share GPUs, and prints who holds what on
+// each card. It is what `make demo` runs.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vgpushare/vshare/e2e/framework"
+)
+
+// Options configure Run.
+type Options struct {
+	// Nodes is the number of simulated DGX A100 nodes (8 x A100-40GB each).
+	Nodes int
+	// Keep leaves the cluster running after the table until ctx ends.
+	Keep bool
+	// WorkDir is the harness's work directory; empty means a temporary one.
+	WorkDir string
+	// Out receives the report; Log the progress lines.
+	Out, Log io.Writer
+}
+
+// namespace holds the demo's Jobs.
+const namespace = "demo"
+
+// jobs are the sample workloads: inference replicas packed on shared cards,
+// a training gang, notebooks, and a two-card job.
+func jobs() []*batchJob {
+	return []*batchJob{
+		{"llm-inference", []framework.VGPUTask{{Name: "server", Replicas: 3, VGPUs: 1, MemoryMiB: 12000, Cores: 40}}},
+		{"train-gang", []framework.VGPUTask{
+			{Name: "ps", Replicas: 1, VGPUs: 1, MemoryMiB: 4000, Cores: 20},
+			{Name: "worker", Replicas: 4, VGPUs: 1, MemoryMiB: 16000, Cores: 50},
+		}},
+		{"notebooks", []framework.VGPUTask{{Name: "nb", Replicas: 4, VGPUs: 1, MemoryMiB: 5000, Cores: 10}}},
+		{"two-card", []framework.VGPUTask{{Name: "main", Replicas: 1, VGPUs: 2, MemoryMiB: 30000, Cores: 100}}},
+	}
+}
+
+type batchJob struct {
+	name  string
+	tasks []framework.VGPUTask
+}
+
+// Run runs the demo and tears the cluster down before returning (after ctx
+// ends when Keep is set).
+func Run(ctx context.Context, o Options) (err error) {
+	t0 := time.Now()
+	bins, err := framework.EnsureBinaries(ctx, o.Log)
+	if err != nil {
+		return err
+	}
+	built := time.Since(t0)
+	t1 := time.Now()
+	c, err := framework.Start(ctx, framework.Options{Binaries: bins, WorkDir: o.WorkDir, Log: o.Log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		c.Stop()
+		if err == nil && !o.Keep && o.WorkDir == "" {
+			_ = c.RemoveWorkDir()
+		} else {
+			fmt.Fprintf(o.Log, "demo: logs in %s\n", c.LogDir())
+		}
+	}()
+	for i := range o.Nodes {
+		if _, err := c.AddGPUNode(ctx, fmt.Sprintf("dgx-a100-%d", i), "dgxa100"); err != nil {
+			return fmt.Errorf("%w\n%s", err, c.Tails(30))
+		}
+	}
+	up := time.Since(t1)
+	if err := c.CreateNamespace(ctx, namespace); err != nil {
+		return err
+	}
+	t2 := time.Now()
+	for _, j := range jobs() {
+		if err := c.CreateJob(ctx, framework.VGPUJob(namespace, j.name, j.tasks...)); err != nil {
+			return err
+		}
+	}
+	for _, j := range jobs() {
+		if err := c.WaitJobRunning(ctx, namespace, j.name, 2*time.Minute); err != nil {
+			return fmt.Errorf("%w\n%s", err, c.Tails(30))
+		}
+	}
+	running := time.Since(t2)
+	cards, err := c.Usage(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "\n%d Volcano Jobs sharing the GPUs of %d simulated DGX A100 nodes:\n\n", len(jobs()), o.Nodes)
+	framework.PrintUsage(o.Out, cards, false)
+	fmt.Fprintf(o.Out, "\nbinaries %s, control plane and %d nodes %s, jobs Running %s\n",
+		built.Round(time.Millisecond), o.Nodes, up.Round(time.Millisecond), running.Round(time.Millisecond))
+	if o.Keep {
+		fmt.Fprintf(o.Out, "\nThe cluster keeps running until interrupted (Ctrl-C):\n  export KUBECONFIG=%s\n", c.Kubeconfig)
+		<-ctx.Done()
+	}
+	return nil
+}

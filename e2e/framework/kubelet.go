@@ -1,0 +1,394 @@
+//go:build e2e
+
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// maxAllocateAttempts bounds the fake kubelet's retries of one pod. The
+// real kubelet admits a pod once; the agent's pod informer may lag the
+// kubelet's by a moment on a loaded test machine, and a flaky failure there
+// says nothing about the code under test. Every attempt is recorded.
+const maxAllocateAttempts = 8
+
+// ContainerAllocation is what the fake kubelet got for one container.
+type ContainerAllocation struct {
+	Container string
+	DeviceIDs []string
+	Envs      map[string]string
+	Mounts    []string // host:container
+	Attempts  int
+	Errors    []string // failed attempts, oldest first
+	Err       string   // the last error, when no attempt succeeded yet
+}
+
+// PodAllocation is what the fake kubelet got for one pod.
+type PodAllocation struct {
+	Namespace, Name string
+	UID             types.UID
+	Containers      []ContainerAllocation
+}
+
+// FakeKubelet plays the kubelet's device-manager part for one node: it serves
+// the Registration service on <dir>/kubelet.sock, runs ListAndWatch against
+// the registered plugin, advertises the healthy device count as the node's
+// capacity, and calls Allocate for every container of every pod bound to the
+// node that requests the plugin's resource, one container per call, with
+// device IDs it picked from those not in use, as the kubelet does.
+type FakeKubelet struct {
+	node   string
+	dir    string
+	client kubernetes.Interface
+	server *grpc.Server
+	queue  workqueue.RateLimitingInterface
+	pods   cache.Indexer
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	resource   string
+	conn       *grpc.ClientConn
+	stopStream context.CancelFunc
+	devices    []*pluginapi.Device
+	used       map[string]types.UID // device ID -> pod holding it
+	results    map[types.UID]*PodAllocation
+	registered chan struct{}
+}
+
+// StartFakeKubelet serves kubelet.sock in socketDir and watches the pods
+// bound to node.
+func StartFakeKubelet(ctx context.Context, node, socketDir string, client kubernetes.Interface) (*FakeKubelet, error) {
+	path := filepath.Join(socketDir, "kubelet.sock") // pluginapi.KubeletSocket is the full default path
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale %s: %w", path, err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	k := &FakeKubelet{
+		node: node, dir: socketDir, client: client, cancel: cancel,
+		server:     grpc.NewServer(),
+		queue:      workqueue.NewRateLimitingQueue(workqueue.NewItemExponentialFailureRateLimiter(50*time.Millisecond, 2*time.Second)),
+		used:       map[string]types.UID{},
+		results:    map[types.UID]*PodAllocation{},
+		registered: make(chan struct{}),
+	}
+	pluginapi.RegisterRegistrationServer(k.server, registration{k})
+	k.wg.Add(1)
+	go func() { defer k.wg.Done(); _ = k.server.Serve(lis) }()
+
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	inf := factory.Core().V1().Pods().Informer()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			k.queue.Add(key)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: k.release,
+	}); err != nil {
+		k.Stop()
+		return nil, fmt.Errorf("watch pods of %s: %w", node, err)
+	}
+	k.pods = inf.GetIndexer()
+	factory.Start(ctx.Done())
+	k.wg.Add(1)
+	go func() { defer k.wg.Done(); k.work(ctx) }()
+	return k, nil
+}
+
+// Stop stops serving, the plugin stream and the pod worker.
+func (k *FakeKubelet) Stop() {
+	k.cancel()
+	k.queue.ShutDown()
+	k.server.Stop()
+	k.mu.Lock()
+	if k.stopStream != nil {
+		k.stopStream()
+	}
+	if k.conn != nil {
+		k.conn.Close()
+	}
+	k.mu.Unlock()
+	k.wg.Wait()
+}
+
+// Registered is closed once a plugin has registered.
+func (k *FakeKubelet) Registered() <-chan struct{} { return k.registered }
+
+// Devices returns the devices of the last ListAndWatch response.
+func (k *FakeKubelet) Devices() []*pluginapi.Device {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.devices)
+}
+
+// Allocation returns what Allocate returned for the pod, once every
+// container requesting the resource has an answer (or failed for good).
+func (k *FakeKubelet) Allocation(uid types.UID) (PodAllocation, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	a, ok := k.results[uid]
+	if !ok {
+		return PodAllocation{}, false
+	}
+	c := *a
+	c.Containers = slices.Clone(a.Containers)
+	for i := range c.Containers {
+		c.Containers[i].Errors = slices.Clone(c.Containers[i].Errors)
+	}
+	return c, true
+}
+
+type registration struct{ k *FakeKubelet }
+
+func (r registration) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	if req.Version != pluginapi.Version {
+		return nil, fmt.Errorf("unsupported device-plugin API version %q, want %q", req.Version, pluginapi.Version)
+	}
+	go r.k.connect(req.ResourceName, req.Endpoint) // the kubelet also answers first
+	return &pluginapi.Empty{}, nil
+}
+
+// connect dials the plugin and follows ListAndWatch until the stream ends;
+// a new registration replaces the previous connection.
+func (k *FakeKubelet) connect(resource, endpoint string) {
+	conn, err := grpc.Dial("unix://"+filepath.Join(k.dir, endpoint), grpc.WithTransportCredentials(insecure.NewCredentials())) // grpc is pinned to v1.57: no NewClient
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k.mu.Lock()
+	if k.stopStream != nil {
+		k.stopStream()
+		k.conn.Close()
+	}
+	k.resource, k.conn, k.stopStream = resource, conn, cancel
+	select {
+	case <-k.registered:
+	default:
+		close(k.registered)
+	}
+	k.mu.Unlock()
+
+	stream, err := pluginapi.NewDevicePluginClient(conn).ListAndWatch(ctx, &pluginapi.Empty{})
+	if err != nil {
+		return
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		k.mu.Lock()
+		k.devices = resp.Devices
+		k.mu.Unlock()
+		healthy := 0
+		for _, d := range resp.Devices {
+			if d.Health == pluginapi.Healthy {
+				healthy++
+			}
+		}
+		_ = k.patchCapacity(ctx, resource, healthy) // retried on the next update; the test waits on the node
+	}
+}
+
+// patchCapacity sets the node's capacity and allocatable of resource.
+func (k *FakeKubelet) patchCapacity(ctx context.Context, resource string, n int) error {
+	q := fmt.Sprint(n)
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{
+		"capacity": map[string]string{resource: q}, "allocatable": map[string]string{resource: q},
+	}})
+	_, err := k.client.CoreV1().Nodes().Patch(ctx, k.node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("patch capacity of node %s: %w", k.node, err)
+	}
+	return nil
+}
+
+func (k *FakeKubelet) work(ctx context.Context) {
+	for {
+		item, quit := k.queue.Get()
+		if quit {
+			return
+		}
+		key := item.(string)
+		retry := k.admit(ctx, key)
+		if retry && k.queue.NumRequeues(key) < maxAllocateAttempts-1 {
+			k.queue.AddRateLimited(key)
+		} else {
+			k.queue.Forget(key)
+		}
+		k.queue.Done(key)
+	}
+}
+
+// admit allocates devices for the pod's containers that have none yet. It
+// returns true when a later attempt may succeed.
+func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
+	obj, exists, err := k.pods.GetByKey(key)
+	if err != nil || !exists {
+		return false
+	}
+	pod := obj.(*v1.Pod)
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		return false
+	}
+	k.mu.Lock()
+	resource, client := k.resource, k.conn
+	rec, seen := k.results[pod.UID]
+	k.mu.Unlock()
+	if resource == "" || client == nil {
+		return true // no plugin yet
+	}
+	if !seen {
+		rec = &PodAllocation{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
+		for _, c := range pod.Spec.Containers {
+			if n := requested(c, resource); n > 0 {
+				rec.Containers = append(rec.Containers, ContainerAllocation{Container: c.Name})
+			}
+		}
+		if len(rec.Containers) == 0 {
+			return false
+		}
+		k.mu.Lock()
+		k.results[pod.UID] = rec
+		k.mu.Unlock()
+	}
+	retry := false
+	for i := range rec.Containers {
+		k.mu.Lock()
+		ca := rec.Containers[i]
+		k.mu.Unlock()
+		if ca.Envs != nil {
+			continue
+		}
+		c := containerByName(pod, ca.Container)
+		if c == nil {
+			continue
+		}
+		ca.Attempts++
+		ca.DeviceIDs, ca.Envs, ca.Mounts, err = k.allocate(ctx, client, pod.UID, requested(*c, resource))
+		ca.Err = ""
+		if err != nil {
+			ca.Err = err.Error()
+			ca.Errors = append(slices.Clip(ca.Errors), ca.Err)
+			retry = true
+		}
+		k.mu.Lock()
+		rec.Containers[i] = ca
+		k.mu.Unlock()
+		if err != nil {
+			break // containers are admitted in order
+		}
+	}
+	return retry
+}
+
+// allocate picks n free healthy devices and calls Allocate for them.
+func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int) ([]string, map[string]string, []string, error) {
+	k.mu.Lock()
+	var ids []string
+	for _, d := range k.devices {
+		if len(ids) == n {
+			break
+		}
+		if _, taken := k.used[d.ID]; !taken && d.Health == pluginapi.Healthy {
+			ids = append(ids, d.ID)
+		}
+	}
+	k.mu.Unlock()
+	if len(ids) < n {
+		return nil, nil, nil, fmt.Errorf("%d free devices, want %d", len(ids), n)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := pluginapi.NewDevicePluginClient(conn).Allocate(ctx, &pluginapi.AllocateRequest{
+		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIDs: ids}},
+	})
+	if err != nil {
+		return ids, nil, nil, fmt.Errorf("plugin Allocate(%v): %w", ids, err)
+	}
+	if len(resp.ContainerResponses) != 1 {
+		return ids, nil, nil, fmt.Errorf("plugin Allocate(%v): %d container responses, want 1", ids, len(resp.ContainerResponses))
+	}
+	k.mu.Lock()
+	for _, id := range ids {
+		k.used[id] = uid
+	}
+	k.mu.Unlock()
+	r := resp.ContainerResponses[0]
+	envs := r.Envs
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	var mounts []string
+	for _, m := range r.Mounts {
+		mounts = append(mounts, m.HostPath+":"+m.ContainerPath)
+	}
+	return ids, envs, mounts, nil
+}
+
+// release frees the devices of a deleted pod.
+func (k *FakeKubelet) release(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for id, uid := range k.used {
+		if uid == pod.UID {
+			delete(k.used, id)
+		}
+	}
+}
+
+func requested(c v1.Container, resource string) int {
+	q, ok := c.Resources.Limits[v1.ResourceName(resource)]
+	if !ok {
+		q, ok = c.Resources.Requests[v1.ResourceName(resource)]
+	}
+	if !ok {
+		return 0
+	}
+	return int(q.Value())
+}
+
+func containerByName(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+//go:build e2e
+
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Node annotations and resources the harness relies on.
+const (
+	// KwokNodeAnnotation marks the nodes kwok manages (value "fake").
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// VGPUNumber is the device-plugin resource the agent advertises.
+	VGPUNumber = "volcano.sh/vgpu-number"
+	// AnnotationNodeRegister is the agent's card inventory on the node.
+	AnnotationNodeRegister = "volcano.sh/node-vgpu-register"
+)
+
+// GPUNode is a kwok node with a vgpu-device-plugin process (mock NVML) and a
+// fake kubelet.
+type GPUNode struct {
+	Name    string
+	Dir     string
+	Agent   *Process
+	Kubelet *FakeKubelet
+}
+
+func (n *GPUNode) stop() {
+	if n.Agent != nil {
+		n.Agent.Stop()
+	}
+	if n.Kubelet != nil {
+		n.Kubelet.Stop()
+	}
+}
+
+// AddGPUNode creates node name (kwok-managed, 64 CPUs, 512 GiB), starts its
+// fake kubelet and its agent with --nvml=mock:<machine> (e.g. dgxa100), and
+// waits until the node is Ready, registers its cards and advertises
+// volcano.sh/vgpu-number.
+func (c *Cluster) AddGPUNode(ctx context.Context, name, machine string) (*GPUNode, error) {
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
+			Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": name},
+		},
+		Status: v1.NodeStatus{
+			Capacity:    nodeResources(),
+			Allocatable: nodeResources(),
+			Phase:       v1.NodeRunning,
+		},
+	}
+	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create node %s: %w", name, err)
+	}
+	n := &GPUNode{Name: name, Dir: filepath.Join(c.WorkDir, "nodes", name)}
+	sockets := filepath.Join(n.Dir, "dp")
+	for _, d := range []string{sockets, filepath.Join(n.Dir, "cache")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	var err error
+	if n.Kubelet, err = StartFakeKubelet(ctx, name, sockets, c.Kube); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	n.Agent, err = startProcess(c.LogDir(), "agent-"+name, c.bins.Path(BinDevicePlugin), []string{
+		"--node-name=" + name,
+		"--nvml=mock:" + machine,
+		"--kubeconfig=" + c.Kubeconfig,
+		"--kubelet-socket-dir=" + sockets,
+		"--cache-dir=" + filepath.Join(n.Dir, "cache"),
+		"--libvgpu-host-path=" + filepath.Join(n.Dir, "libvgpu.so"),
+		"--metrics-address=",
+		"--handshake-interval=5s",
+		"-v=4",
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	err = c.poll(ctx, time.Minute, "node "+name+" Ready with registered vGPUs", func(ctx context.Context) (bool, error) {
+		got, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		q := got.Status.Allocatable[VGPUNumber]
+		return nodeReady(got) && got.Annotations[AnnotationNodeRegister] != "" && q.Value() > 0, nil
+	}, n.Agent)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Nodes returns the GPU nodes added so far.
+func (c *Cluster) Nodes() []*GPUNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*GPUNode(nil), c.nodes...)
+}
+
+// Node returns the GPU node called name, or nil.
+func (c *Cluster) Node(name string) *GPUNode {
+	for _, n := range c.Nodes() {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func nodeResources() v1.ResourceList {
+	return v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("64"),
+		v1.ResourceMemory: resource.MustParse("512Gi"),
+		v1.ResourcePods:   resource.MustParse("110"),
+	}
+}
+
+func nodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}

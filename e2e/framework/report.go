@@ -1,0 +1,114 @@
+//go:build e2e
+
+package framework
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AnnotationIDs is the scheduler's per-container card list on a pod.
+const AnnotationIDs = "volcano.sh/vgpu-ids-new"
+
+// CardShare is one container's share of one card.
+type CardShare struct {
+	Pod       string // namespace/name
+	MemoryMiB int
+	Cores     int
+}
+
+// Card is one registered GPU and who holds what on it.
+type Card struct {
+	Node, UUID, Type  string
+	Shares, MemoryMiB int
+	Holders           []CardShare
+}
+
+// Usage reads the cards the nodes register and the allocations pods carry
+// (volcano.sh/vgpu-ids-new), decoded here independently of the code under
+// test so the table is also a check of the wire format.
+func (c *Cluster) Usage(ctx context.Context) ([]Card, error) {
+	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var cards []Card
+	index := map[string]int{}
+	for _, n := range nodes.Items {
+		for _, entry := range strings.Split(n.Annotations[AnnotationNodeRegister], ":") {
+			f := strings.Split(entry, ",")
+			if len(f) < 4 {
+				continue
+			}
+			shares, _ := strconv.Atoi(f[1])
+			mem, _ := strconv.Atoi(f[2])
+			index[n.Name+"/"+f[0]] = len(cards) // mock machines repeat UUIDs across nodes
+			cards = append(cards, Card{Node: n.Name, UUID: f[0], Type: f[3], Shares: shares, MemoryMiB: mem})
+		}
+	}
+	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		for _, container := range strings.Split(p.Annotations[AnnotationIDs], ";") {
+			for _, dev := range strings.Split(container, ":") {
+				f := strings.Split(dev, ",")
+				if len(f) < 4 {
+					continue
+				}
+				i, ok := index[p.Spec.NodeName+"/"+f[0]]
+				if !ok {
+					continue
+				}
+				mem, _ := strconv.Atoi(f[2])
+				cores, _ := strconv.Atoi(f[3])
+				cards[i].Holders = append(cards[i].Holders, CardShare{Pod: p.Namespace + "/" + p.Name, MemoryMiB: mem, Cores: cores})
+			}
+		}
+	}
+	sort.SliceStable(cards, func(i, j int) bool {
+		if cards[i].Node != cards[j].Node {
+			return cards[i].Node < cards[j].Node
+		}
+		return cards[i].UUID < cards[j].UUID
+	})
+	return cards, nil
+}
+
+// PrintUsage writes a table of nodes, cards and holders. Cards nobody holds
+// are summarised per node in one line unless all is set.
+func PrintUsage(w io.Writer, cards []Card, all bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCARD\tTYPE\tMEMORY USED/TOTAL (MiB)\tCORES USED\tPODS (memory MiB / cores %)")
+	idle := map[string]int{}
+	var order []string
+	for _, c := range cards {
+		if len(c.Holders) == 0 && !all {
+			if idle[c.Node] == 0 {
+				order = append(order, c.Node)
+			}
+			idle[c.Node]++
+			continue
+		}
+		mem, cores := 0, 0
+		var who []string
+		for _, h := range c.Holders {
+			mem += h.MemoryMiB
+			cores += h.Cores
+			who = append(who, fmt.Sprintf("%s (%d/%d)", h.Pod, h.MemoryMiB, h.Cores))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d%%\t%s\n", c.Node, c.UUID, c.Type, mem, c.MemoryMiB, cores, strings.Join(who, ", "))
+	}
+	for _, n := range order {
+		fmt.Fprintf(tw, "%s\t(%d idle cards)\t\t\t\t\n", n, idle[n])
+	}
+	tw.Flush()
+}

@@ -1,0 +1,100 @@
+//go:build e2e
+
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultSchedulerConf enables the deviceshare plugin's vGPU backend.
+const DefaultSchedulerConf = `actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+`
+
+// StartScheduler (re)starts vc-scheduler with the cluster's configuration.
+func (c *Cluster) StartScheduler(ctx context.Context) error {
+	conf := filepath.Join(c.WorkDir, "volcano-scheduler.conf")
+	if err := os.WriteFile(conf, []byte(c.schedConf), 0o644); err != nil {
+		return fmt.Errorf("write scheduler configuration: %w", err)
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n := 0
+	for _, p := range c.procs {
+		if strings.HasPrefix(p.Name, "vc-scheduler") {
+			n++
+		}
+	}
+	c.mu.Unlock()
+	name := "vc-scheduler"
+	if n > 0 {
+		name = fmt.Sprintf("vc-scheduler-%d", n+1)
+	}
+	p, err := c.start(name, BinScheduler, []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--leader-elect=false",
+		"--scheduler-conf=" + conf,
+		"--schedule-period=200ms",
+		fmt.Sprintf("--listen-address=127.0.0.1:%d", ports[0]),
+		"--enable-healthz=true",
+		fmt.Sprintf("--healthz-address=127.0.0.1:%d", ports[1]),
+		"--logtostderr", "-v=3",
+	}, []string{"KUBECONFIG=" + c.Kubeconfig}) // Volcano's vGPU code builds its own client from it
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.scheduler = p
+	c.mu.Unlock()
+	if err := c.poll(ctx, time.Minute, "vc-scheduler /healthz", func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])), nil
+	}, p); err != nil {
+		return err
+	}
+	return c.poll(ctx, time.Minute, "queue default", func(ctx context.Context) (bool, error) {
+		_, err := c.Volcano.SchedulingV1beta1().Queues().Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}, p)
+}
+
+// StopScheduler stops the running vc-scheduler (SIGTERM).
+func (c *Cluster) StopScheduler() {
+	if p := c.takeScheduler(); p != nil {
+		p.Stop()
+	}
+}
+
+// KillScheduler kills the running vc-scheduler with SIGKILL, as a crash would.
+func (c *Cluster) KillScheduler() {
+	if p := c.takeScheduler(); p != nil {
+		p.Kill()
+	}
+}
+
+func (c *Cluster) takeScheduler() *Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.scheduler
+	c.scheduler = nil
+	return p
+}

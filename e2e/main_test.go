@@ -1,0 +1,106 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpushare/vshare/e2e/framework"
+)
+
+// EnvKeep keeps the work directory (logs, kubeconfig) after a passing run.
+const EnvKeep = "VSHARE_E2E_KEEP"
+
+// gpuNodes are the simulated DGX A100 nodes every test shares.
+var gpuNodes = []string{"gpu-node-0", "gpu-node-1"}
+
+// cluster is the control plane TestMain starts for all tests in the package;
+// binaries are what it was started from.
+var (
+	cluster  *framework.Cluster
+	binaries framework.Binaries
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Ctrl-C (or go test's SIGTERM) tears the control plane down and exits:
+	// catching the signal would otherwise leave the tests running.
+	var started atomic.Pointer[framework.Cluster]
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		s, ok := <-sig
+		if !ok {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "e2e: %v: tearing down\n", s)
+		cancel()
+		if c := started.Load(); c != nil {
+			c.Stop()
+			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", c.WorkDir)
+		}
+		os.Exit(1)
+	}()
+
+	buildCtx, cancelBuild := context.WithTimeout(ctx, 45*time.Minute)
+	defer cancelBuild()
+	bins, err := framework.EnsureBinaries(buildCtx, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build:", err)
+		return 1
+	}
+	start := time.Now()
+	c, err := framework.Start(ctx, framework.Options{Binaries: bins, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: start control plane:", err)
+		return 1
+	}
+	started.Store(c)
+	defer c.Stop()
+	for _, n := range gpuNodes {
+		if _, err := c.AddGPUNode(ctx, n, "dgxa100"); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: add node %s: %v\n%s", n, err, c.Tails(40))
+			return 1
+		}
+	}
+	fmt.Fprintf(os.Stderr, "e2e: control plane and %d GPU nodes ready in %s; work directory %s\n",
+		len(gpuNodes), time.Since(start).Round(time.Millisecond), c.WorkDir)
+	cluster, binaries = c, bins
+
+	code := m.Run()
+	c.Stop()
+	if code != 0 || os.Getenv(EnvKeep) != "" {
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", c.WorkDir)
+	} else {
+		_ = c.RemoveWorkDir()
+	}
+	return code
+}
+
+// setup returns a context bounded by timeout and a fresh namespace; on
+// failure the children's log tails are printed.
+func setup(t *testing.T, namespace string, timeout time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log tails:\n%s", cluster.Tails(40))
+		}
+	})
+	if err := cluster.CreateNamespace(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}

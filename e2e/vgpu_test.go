@@ -1,0 +1,113 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpushare/vshare/e2e/framework"
+)
+
+// Pod annotations of the vGPU protocol (see backends/vgpu).
+const (
+	annIDs        = "volcano.sh/vgpu-ids-new"
+	annToAllocate = "volcano.sh/devices-to-allocate"
+	annNode       = "volcano.sh/vgpu-node"
+	annBindPhase  = "volcano.sh/bind-phase"
+	annBindTime   = "volcano.sh/bind-time"
+)
+
+// TestVGPUJobRuns: a two-task gang asking for one vGPU of 2000 MiB and 30 %
+// of the SMs each is scheduled by our deviceshare plugin, bound with the
+// allocation annotations, admitted by the node agent through the fake
+// kubelet's Allocate (environment for libvgpu), and Running.
+func TestVGPUJobRuns(t *testing.T) {
+	const ns = "vgpu-runs"
+	ctx := setup(t, ns, 3*time.Minute)
+	job := framework.VGPUJob(ns, "share", framework.VGPUTask{Name: "worker", Replicas: 2, VGPUs: 1, MemoryMiB: 2000, Cores: 30})
+	if err := cluster.CreateJob(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.DeleteJob(context.Background(), ns, job.Name) })
+	if err := cluster.WaitJobRunning(ctx, ns, job.Name, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cluster.JobPods(ctx, ns, job.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods {
+		checkAllocated(ctx, t, pod, "2000", "30")
+	}
+}
+
+// checkAllocated checks one single-container, single-card pod end to end:
+// scheduler annotations, the agent's Allocate answer and bind-phase success.
+func checkAllocated(ctx context.Context, t *testing.T, pod v1.Pod, memMiB, cores string) {
+	t.Helper()
+	ids := pod.Annotations[annIDs]
+	if !strings.HasSuffix(ids, fmt.Sprintf(",NVIDIA,%s,%s:", memMiB, cores)) || strings.Count(ids, ":") != 1 {
+		t.Errorf("pod %s: %s=%q, want one card with %s MiB and %s cores", pod.Name, annIDs, ids, memMiB, cores)
+	}
+	if _, ok := pod.Annotations[annToAllocate]; !ok {
+		t.Errorf("pod %s: no %s annotation", pod.Name, annToAllocate)
+	}
+	if got := pod.Annotations[annNode]; got != pod.Spec.NodeName {
+		t.Errorf("pod %s: %s=%q, want the node it is bound to, %q", pod.Name, annNode, got, pod.Spec.NodeName)
+	}
+	if pod.Annotations[annBindTime] == "" {
+		t.Errorf("pod %s: no %s annotation", pod.Name, annBindTime)
+	}
+	node := cluster.Node(pod.Spec.NodeName)
+	if node == nil {
+		t.Fatalf("pod %s bound to %q, not a GPU node of the harness", pod.Name, pod.Spec.NodeName)
+	}
+	var alloc framework.PodAllocation
+	err := cluster.Poll(ctx, 30*time.Second, "Allocate for pod "+pod.Name, func(context.Context) (bool, error) {
+		var ok bool
+		alloc, ok = node.Kubelet.Allocation(pod.UID)
+		if !ok || len(alloc.Containers) != 1 {
+			return false, nil
+		}
+		if e := alloc.Containers[0].Err; e != "" {
+			return false, fmt.Errorf("attempt %d: %s", alloc.Containers[0].Attempts, e)
+		}
+		return alloc.Containers[0].Envs != nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := alloc.Containers[0].Envs
+	t.Logf("pod %s on %s: %s=%q; Allocate(%v) after %d attempt(s): CUDA_DEVICE_MEMORY_LIMIT_0=%s CUDA_DEVICE_SM_LIMIT=%s NVIDIA_VISIBLE_DEVICES=%s",
+		pod.Name, pod.Spec.NodeName, annIDs, ids, alloc.Containers[0].DeviceIDs, alloc.Containers[0].Attempts,
+		envs["CUDA_DEVICE_MEMORY_LIMIT_0"], envs["CUDA_DEVICE_SM_LIMIT"], envs["NVIDIA_VISIBLE_DEVICES"])
+	if errs := alloc.Containers[0].Errors; len(errs) > 0 {
+		t.Logf("pod %s: Allocate attempts the fake kubelet retried: %q", pod.Name, errs)
+	}
+	for k, want := range map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": memMiB + "m", "CUDA_DEVICE_SM_LIMIT": cores} {
+		if got := envs[k]; got != want {
+			t.Errorf("pod %s: Allocate env %s=%q, want %q (all: %v)", pod.Name, k, got, want, envs)
+		}
+	}
+	card := strings.SplitN(ids, ",", 2)[0]
+	if got := envs["NVIDIA_VISIBLE_DEVICES"]; got != card {
+		t.Errorf("pod %s: NVIDIA_VISIBLE_DEVICES=%q, want the scheduled card %q", pod.Name, got, card)
+	}
+	err = cluster.Poll(ctx, 30*time.Second, "bind-phase success on "+pod.Name, func(ctx context.Context) (bool, error) {
+		got, err := cluster.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.Annotations[annBindPhase] == "success", fmt.Errorf("bind-phase %q", got.Annotations[annBindPhase])
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
