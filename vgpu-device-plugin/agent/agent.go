@@ -99,7 +99,7 @@ func Run(ctx context.Context, o *Options) error {
 	alloc, err := allocate.New(allocate.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: patcher,
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
-		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter,
+		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 	})
 	if err != nil {
 		return err

@@ -51,8 +51,11 @@ type Options struct {
 	PassDeviceSpecs    bool
 	HandshakeInterval  time.Duration
 	StaleAfter         time.Duration
-	HealthRecovery     time.Duration
-	CleanInterval      time.Duration
+	// InformerWait bounds how long Allocate waits for a just-bound pod to
+	// reach the agent's informer.
+	InformerWait   time.Duration
+	HealthRecovery time.Duration
+	CleanInterval  time.Duration
 	// DisableHealthChecks and EnableHealthChecks are the values of
 	// DP_DISABLE_HEALTHCHECKS and DP_ENABLE_HEALTHCHECKS.
 	DisableHealthChecks, EnableHealthChecks string
@@ -75,6 +78,7 @@ func NewOptions() *Options {
 		NodeLockName:        DefaultNodeLockName,
 		HandshakeInterval:   register.DefaultHandshakeInterval,
 		StaleAfter:          allocate.DefaultStaleAfter,
+		InformerWait:        3 * time.Second,
 		HealthRecovery:      health.DefaultRecoveryAfter,
 		CleanInterval:       time.Minute,
 		DisableHealthChecks: os.Getenv(health.EnvDisableHealthChecks),
@@ -101,6 +105,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.PassDeviceSpecs, "pass-device-specs", o.PassDeviceSpecs, "return /dev/nvidia* device specs from Allocate")
 	fs.DurationVar(&o.HandshakeInterval, "handshake-interval", o.HandshakeInterval, "least time between two handshake reports (below 60s)")
 	fs.DurationVar(&o.StaleAfter, "allocation-timeout", o.StaleAfter, "refuse allocations whose bind-time is older than this")
+	fs.DurationVar(&o.InformerWait, "informer-wait", o.InformerWait, "how long Allocate waits for a just-bound pod to reach the agent's informer before refusing (0..30s)")
 	fs.DurationVar(&o.HealthRecovery, "health-recovery", o.HealthRecovery, "quiet time after which an unhealthy card is healthy again; negative never")
 	fs.DurationVar(&o.CleanInterval, "clean-interval", o.CleanInterval, "how often deleted pods' shared regions are removed")
 }
@@ -155,6 +160,9 @@ func (o *Options) Validate() error {
 	}
 	if o.HandshakeInterval <= 0 || o.HandshakeInterval >= register.MaxHandshakeInterval {
 		bad("handshake-interval", o.HandshakeInterval, "want more than 0 and less than 60s (the scheduler's deadline)")
+	}
+	if o.InformerWait < 0 || o.InformerWait > 30*time.Second {
+		bad("informer-wait", o.InformerWait, "want a duration between 0 and 30s")
 	}
 	if o.StaleAfter <= 0 {
 		bad("allocation-timeout", o.StaleAfter, "want a positive duration")

@@ -250,3 +250,37 @@ func wantCode(t *testing.T, err error, code codes.Code) {
 		t.Fatalf("gRPC code = %v (%v), want %v", got, err, code)
 	}
 }
+
+// The kubelet may ask before the agent's informer has the just-bound pod:
+// with InformerWait the agent looks again instead of refusing.
+func TestAllocateWaitsForTheInformer(t *testing.T) {
+	tests := []struct {
+		name     string
+		wait     time.Duration
+		wantCode codes.Code
+	}{
+		{name: "waits and finds the pod", wait: 5 * time.Second, wantCode: codes.OK},
+		{name: "no wait refuses at once", wait: 0, wantCode: codes.NotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(_ *config.Config, o *allocate.Options) { o.InformerWait = tc.wait })
+			pod := newPod("late").container("a", 1, nil).allocated(entry(e.uuids[0], 40960, 0), 100).build()
+			added := make(chan struct{})
+			go func() {
+				defer close(added)
+				time.Sleep(100 * time.Millisecond) // the informer's lag, in real time
+				e.add(t, pod)
+			}()
+			_, err := e.alloc.Allocate(context.Background(), request(1))
+			<-added
+			if tc.wantCode == codes.OK {
+				if err != nil {
+					t.Fatalf("Allocate: %v", err)
+				}
+				return
+			}
+			wantCode(t, err, tc.wantCode)
+		})
+	}
+}

@@ -54,7 +54,15 @@ type Options struct {
 	Clock clock.PassiveClock
 	// NewID names shared-region files; nil means random UUIDs.
 	NewID func() string
+	// InformerWait is how long Allocate keeps looking for the pod when none
+	// matches yet: the kubelet learns of a bound pod at about the same time
+	// as this agent's informer, and may ask first. 0 answers at once.
+	InformerWait time.Duration
 }
+
+// informerPoll is how often Allocate looks again while it waits for the
+// informer.
+const informerPoll = 25 * time.Millisecond
 
 // Allocator serves Allocate. Create it with New; it is safe for concurrent
 // use (Allocate calls are serialised, as the protocol needs).
@@ -116,11 +124,31 @@ func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 	return resp, nil
 }
 
+// chooseWaiting is choose, looking again for up to InformerWait while no
+// pod matches and none was refused: the pod may not have reached the
+// informer yet. The wait is measured in real time (the kubelet's deadline
+// is), whatever clock stamps the allocation.
+func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int) (*candidate, error) {
+	start := time.Now()
+	for {
+		c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now())
+		if err == nil || refused || time.Since(start) >= a.opts.InformerWait {
+			return c, err
+		}
+		t := time.NewTimer(informerPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
 // allocateOne serves one container request for n virtual devices.
 func (a *Allocator) allocateOne(ctx context.Context, n int) (*pluginapi.ContainerAllocateResponse, error) {
 	inv := a.opts.Inventory()
-	now := a.opts.Clock.Now()
-	c, err := a.choose(ctx, inv, n, now)
+	c, err := a.chooseWaiting(ctx, inv, n)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +173,7 @@ func (a *Allocator) allocateOne(ctx context.Context, n int) (*pluginapi.Containe
 		a.fail(ctx, c.pod, err)
 		return nil, err
 	}
-	w := written{toAllocate: consumed, phase: BindPhaseAllocating, at: now}
+	w := written{toAllocate: consumed, phase: BindPhaseAllocating, at: a.opts.Clock.Now()}
 	if done {
 		w.phase = BindPhaseSuccess
 		a.releaseLock(ctx, c.pod)

@@ -37,8 +37,9 @@ const maxReported = 5
 
 // choose finds the pod the kubelet is allocating for: the oldest (by
 // vgpu-time) allocating pod whose next pending entry has n cards. Pods whose
-// annotations are refused are marked failed on the way.
-func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, now time.Time) (*candidate, error) {
+// annotations are refused are marked failed on the way; refused reports
+// whether any was.
+func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, now time.Time) (c *candidate, refused bool, err error) {
 	for uid, w := range a.written {
 		if now.Sub(w.at) > a.opts.StaleAfter {
 			delete(a.written, uid)
@@ -46,11 +47,11 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 	}
 	pods, err := a.opts.Lookup.Allocating()
 	if err != nil {
-		return nil, fmt.Errorf("find pending pods: %w", err)
+		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
 	var best *candidate
 	var skipped []string
-	var refused error
+	var refusal error
 	for _, pod := range pods {
 		c, err := a.match(pod, inv, n, now)
 		switch {
@@ -61,8 +62,8 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 			continue
 		case !errors.Is(err, errSkip):
 			a.fail(ctx, pod, err)
-			if refused == nil {
-				refused = err
+			if refusal == nil {
+				refusal = err
 			}
 		}
 		if len(skipped) < maxReported {
@@ -70,7 +71,7 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 		}
 	}
 	if best != nil {
-		return best, nil
+		return best, false, nil
 	}
 	msg := fmt.Sprintf("node %s: no pending vGPU pod matches a request for %d devices", a.opts.Node, n)
 	if len(skipped) > 0 {
@@ -78,10 +79,10 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 	}
 	// A refused pod was most likely the one the kubelet is admitting: its
 	// refusal gives the error its class.
-	if refused != nil {
-		return nil, fmt.Errorf("%s: %w", msg, errors.Join(ErrNoPendingPod, refused))
+	if refusal != nil {
+		return nil, true, fmt.Errorf("%s: %w", msg, errors.Join(ErrNoPendingPod, refusal))
 	}
-	return nil, fmt.Errorf("%s: %w", msg, ErrNoPendingPod)
+	return nil, false, fmt.Errorf("%s: %w", msg, ErrNoPendingPod)
 }
 
 // before orders candidates: oldest vgpu-time, then name.
