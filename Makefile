@@ -1,7 +1,8 @@
 # Build, test and benchmark the GPU/NPU sharing stack for Volcano.
 #
 #   make test    lint, Go unit and session-level tests (race detector on),
-#                libvgpu's C suite (plain, ASan/UBSan, valgrind), smoke test
+#                libvgpu's C suite (plain, ASan/UBSan, valgrind), smoke test,
+#                and the end-to-end suite
 #   make build   binaries into bin/
 #   make bench   in-process benchmarks, ours against Volcano's built-in
 #   make e2e     end-to-end tests on a local control plane (e2e/README.md)
@@ -31,7 +32,7 @@ build: libvgpu
 libvgpu:
 	$(MAKE) -C libvgpu all
 
-test: lint unit libvgpu-test smoke
+test: lint unit libvgpu-test smoke e2e
 
 libvgpu-test:
 	$(MAKE) -C libvgpu test
