@@ -78,7 +78,9 @@ func CacheDir(root string) (string, error) {
 	if base == "" {
 		c, err := os.UserCacheDir() // honours XDG_CACHE_HOME
 		if err != nil {
-			return "", fmt.Errorf("user cache directory: %w", err)
+			// No HOME (a bare CI environment): the temporary directory
+			// still caches across runs on the machine.
+			c = os.TempDir()
 		}
 		base = filepath.Join(c, "vshare-e2e")
 	}
