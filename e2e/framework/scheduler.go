@@ -98,3 +98,19 @@ func (c *Cluster) takeScheduler() *Process {
 	c.scheduler = nil
 	return p
 }
+
+// SchedulerLogCount counts the lines of the running scheduler's log that
+// contain substr, for tests waiting on something only the log shows.
+func (c *Cluster) SchedulerLogCount(substr string) (int, error) {
+	c.mu.Lock()
+	p := c.scheduler
+	c.mu.Unlock()
+	if p == nil {
+		return 0, fmt.Errorf("no scheduler running")
+	}
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return 0, fmt.Errorf("read scheduler log: %w", err)
+	}
+	return strings.Count(string(data), substr), nil
+}
