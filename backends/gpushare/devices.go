@@ -67,7 +67,10 @@ type Devices struct {
 	pods map[string]holding
 }
 
-var _ api.Devices = (*Devices)(nil)
+var (
+	_ api.Devices      = (*Devices)(nil)
+	_ api.CardReporter = (*Devices)(nil)
+)
 
 func newDevices(b *Backend, node string, inv inventory) *Devices {
 	d := &Devices{backend: b, node: node, cards: make([]card, inv.cards), pods: make(map[string]holding)}
@@ -242,6 +245,24 @@ func (d *Devices) Cards() []CardStatus {
 			SharePods: int(c.sharePods), NumberPods: int(c.numberPods)}
 	}
 	return out
+}
+
+// CardUsage reports every card for the plugin's per-card metrics: memory in
+// MiB as the node advertises it, pods sharing the card (a gpu-number pod
+// holds it whole and counts as using all its memory), and the number of
+// pods holding cards here. Cores are not modelled in these modes (0).
+func (d *Devices) CardUsage() ([]api.CardUsage, int) {
+	out := make([]api.CardUsage, len(d.cards))
+	for i := range d.cards {
+		c := &d.cards[i]
+		used := c.used
+		if c.numberPods > 0 {
+			used = c.total
+		}
+		out[i] = api.CardUsage{ID: strconv.Itoa(i), Index: i, Healthy: c.healthy,
+			MemoryUsedMiB: used, MemoryTotalMiB: c.total, Pods: int(c.sharePods + c.numberPods)}
+	}
+	return out, len(d.pods)
 }
 
 // DeepCopy returns an independent copy.
