@@ -24,10 +24,12 @@
 //   - NodeOrderFn: the weighted device score under SchedulePolicy.
 //   - BatchNodeOrderFn: backends scoring across nodes (api.BatchScorer).
 //   - Event handlers: allocation picks the cards, records an assumption and
-//     puts the annotations on the copy of the pod that the binder sends;
-//     deallocation (discarded gang, eviction) gives back exactly what was
-//     taken.
+//     notes the allocation annotations with the Binder (the session's pod is
+//     left alone); deallocation (discarded gang, eviction) gives back exactly
+//     what was taken.
 //
-// The Binder replaces Volcano's default binder: it takes node locks where
-// the bind happens and refuses binds whose allocation failed.
+// The Binder replaces Volcano's default binder: it puts the noted
+// allocation annotations on the v1.Binding (the API server copies them onto
+// the pod), takes node locks where the bind happens and refuses binds whose
+// allocation failed.
 package deviceshare

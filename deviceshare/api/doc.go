@@ -9,8 +9,8 @@
 // copy, and drives Filter, Score, Allocate and Release on that copy.
 //
 // Allocation never talks to the API server. Allocate returns a Reservation: the
-// annotations that record the choice. The plugin puts them on the copy of the
-// pod the binder sends, and the API server copies binding annotations onto the
+// annotations that record the choice. The plugin's binder puts them on the
+// pod's v1.Binding, and the API server copies binding annotations onto the
 // pod, so the allocation travels with the bind. Accounting reads the same
 // annotations back (AddResource/SubResource), which makes Allocate and Release
 // exact inverses by construction: Release(pod, r) must leave the Devices
