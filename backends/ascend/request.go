@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vgpushare/vshare/backends/podres"
 )
 
 // ctrRequest is what one container asks for: nums cards, each with memMiB
@@ -29,21 +30,13 @@ type podRequest struct {
 	useUUID, noUseUUID string
 }
 
-func containerQuantity(c *v1.Container, res v1.ResourceName) (resource.Quantity, bool) {
-	if q, ok := c.Resources.Limits[res]; ok {
-		return q, true
-	}
-	q, ok := c.Resources.Requests[res]
-	return q, ok
-}
-
 // asks reports whether any container names one of the resources with a
 // non-zero quantity.
 func (b *Backend) asks(pod *v1.Pod) bool {
 	check := func(cs []v1.Container) bool {
 		for i := range cs {
 			for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resCore} {
-				if q, ok := containerQuantity(&cs[i], res); ok && q.Sign() != 0 {
+				if q, ok := podres.Quantity(&cs[i], res); ok && q.Sign() != 0 {
 					return true
 				}
 			}
@@ -53,17 +46,6 @@ func (b *Backend) asks(pod *v1.Pod) bool {
 	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
 }
 
-func amount(c *v1.Container, res v1.ResourceName, maxValue int64) (int64, bool, error) {
-	q, ok := containerQuantity(c, res)
-	if !ok {
-		return 0, false, nil
-	}
-	if v, ok := q.AsInt64(); ok && v >= 0 && v <= maxValue {
-		return v, true, nil
-	}
-	return 0, true, fmt.Errorf("container %q: %s=%s: want a whole number in [0, %d]", c.Name, res, q.String(), maxValue)
-}
-
 // parse reads the pod's request into r. Pods without a request give an
 // empty request and no error.
 func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
@@ -71,7 +53,7 @@ func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resCore} {
-			if q, ok := containerQuantity(c, res); ok && q.Sign() != 0 {
+			if q, ok := podres.Quantity(c, res); ok && q.Sign() != 0 {
 				return fmt.Errorf("pod %s/%s init container %q: %s=%s: NPUs are only served to regular containers",
 					pod.Namespace, pod.Name, c.Name, res, q.String())
 			}
@@ -108,15 +90,15 @@ func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 // for no card.
 func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	var out ctrRequest
-	n, hasN, err := amount(c, b.resCount, MaxCards)
+	n, hasN, err := podres.Whole(c, b.resCount, MaxCards)
 	if err != nil {
 		return out, false, err
 	}
-	mem, hasMem, err := amount(c, b.resMemory, MaxMemoryMiB/b.factor)
+	mem, hasMem, err := podres.Whole(c, b.resMemory, MaxMemoryMiB/b.factor)
 	if err != nil {
 		return out, false, err
 	}
-	cores, hasCores, err := amount(c, b.resCore, fullCores)
+	cores, hasCores, err := podres.Whole(c, b.resCore, fullCores)
 	if err != nil {
 		return out, false, err
 	}

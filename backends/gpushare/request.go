@@ -4,26 +4,15 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-)
 
-// containerQuantity returns the container's quantity of res: its limit, or
-// its request when it has no limit for res (Kubernetes requires the two to
-// be equal for extended resources, so this only matters for specs that set
-// one of them).
-func containerQuantity(c *v1.Container, res v1.ResourceName) (resource.Quantity, bool) {
-	if q, ok := c.Resources.Limits[res]; ok {
-		return q, true
-	}
-	q, ok := c.Resources.Requests[res]
-	return q, ok
-}
+	"github.com/vgpushare/vshare/backends/podres"
+)
 
 // containerAmount returns the container's quantity of res as an integer, 0
 // when absent. Negative, fractional and oversized values are errors naming
 // the container, the resource, the value and what is allowed.
 func containerAmount(c *v1.Container, res v1.ResourceName) (int64, error) {
-	q, ok := containerQuantity(c, res)
+	q, ok := podres.Quantity(c, res)
 	if !ok {
 		return 0, nil
 	}
@@ -76,12 +65,12 @@ func podRequest(pod *v1.Pod, res v1.ResourceName) (int64, error) {
 // reach ValidateRequest and are refused instead of running without a card.
 func asksFor(pod *v1.Pod, res v1.ResourceName) bool {
 	for i := range pod.Spec.InitContainers {
-		if q, ok := containerQuantity(&pod.Spec.InitContainers[i], res); ok && q.Sign() != 0 {
+		if q, ok := podres.Quantity(&pod.Spec.InitContainers[i], res); ok && q.Sign() != 0 {
 			return true
 		}
 	}
 	for i := range pod.Spec.Containers {
-		if q, ok := containerQuantity(&pod.Spec.Containers[i], res); ok && q.Sign() != 0 {
+		if q, ok := podres.Quantity(&pod.Spec.Containers[i], res); ok && q.Sign() != 0 {
 			return true
 		}
 	}

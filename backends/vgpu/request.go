@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vgpushare/vshare/backends/podres"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -80,23 +80,13 @@ func (r *podRequest) add(c ctrRequest) {
 	}
 }
 
-// containerQuantity returns the container's quantity of res: its limit, or
-// its request without a limit.
-func containerQuantity(c *v1.Container, res v1.ResourceName) (resource.Quantity, bool) {
-	if q, ok := c.Resources.Limits[res]; ok {
-		return q, true
-	}
-	q, ok := c.Resources.Requests[res]
-	return q, ok
-}
-
 // asks reports whether any container names a vGPU resource with a non-zero
 // quantity.
 func (b *Backend) asks(pod *v1.Pod) bool {
 	check := func(cs []v1.Container) bool {
 		for i := range cs {
 			for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resPercent, b.resCores} {
-				if q, ok := containerQuantity(&cs[i], res); ok && q.Sign() != 0 {
+				if q, ok := podres.Quantity(&cs[i], res); ok && q.Sign() != 0 {
 					return true
 				}
 			}
@@ -104,19 +94,6 @@ func (b *Backend) asks(pod *v1.Pod) bool {
 		return false
 	}
 	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
-}
-
-// amount reads a whole quantity in [0, maxValue]; present is false when the
-// container does not name res.
-func amount(c *v1.Container, res v1.ResourceName, maxValue int64) (v int64, present bool, err error) {
-	q, ok := containerQuantity(c, res)
-	if !ok {
-		return 0, false, nil
-	}
-	if v, ok := q.AsInt64(); ok && v >= 0 && v <= maxValue {
-		return v, true, nil
-	}
-	return 0, true, fmt.Errorf("container %q: %s=%s: want a whole number in [0, %d]", c.Name, res, q.String(), maxValue)
 }
 
 // parse reads the pod's request and annotations into r. policy is the
@@ -127,7 +104,7 @@ func (b *Backend) parse(pod *v1.Pod, policy string, r *podRequest) error {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resPercent, b.resCores} {
-			if q, ok := containerQuantity(c, res); ok && q.Sign() != 0 {
+			if q, ok := podres.Quantity(c, res); ok && q.Sign() != 0 {
 				return fmt.Errorf("pod %s/%s init container %q: %s=%s: vGPUs are only served to regular containers",
 					pod.Namespace, pod.Name, c.Name, res, q.String())
 			}
@@ -156,19 +133,19 @@ func (b *Backend) parse(pod *v1.Pod, policy string, r *podRequest) error {
 // for no card.
 func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	var out ctrRequest
-	n, hasN, err := amount(c, b.resCount, MaxGPUsPerContainer)
+	n, hasN, err := podres.Whole(c, b.resCount, MaxGPUsPerContainer)
 	if err != nil {
 		return out, false, err
 	}
-	mem, hasMem, err := amount(c, b.resMemory, MaxMemoryMiB/b.factor)
+	mem, hasMem, err := podres.Whole(c, b.resMemory, MaxMemoryMiB/b.factor)
 	if err != nil {
 		return out, false, err
 	}
-	pct, hasPct, err := amount(c, b.resPercent, 100)
+	pct, hasPct, err := podres.Whole(c, b.resPercent, 100)
 	if err != nil {
 		return out, false, err
 	}
-	cores, hasCores, err := amount(c, b.resCores, fullCores)
+	cores, hasCores, err := podres.Whole(c, b.resCores, fullCores)
 	if err != nil {
 		return out, false, err
 	}
