@@ -26,6 +26,9 @@ const bindTimeout = 30 * time.Second
 // task is never bound and never deallocated).
 const intentTTL = 10 * time.Minute
 
+// sweepEvery is how often take looks for expired notes.
+const sweepEvery = time.Minute
+
 // Binder binds pods the way Volcano's default binder does (a v1.Binding
 // carrying the pod's annotations) and adds three things: the allocation
 // annotations the session noted for the pod go on the binding, so the
@@ -41,6 +44,8 @@ type Binder struct {
 	st    *State
 	mu    sync.Mutex
 	notes map[vcapi.TaskID]*bindNote
+	// swept is when take last dropped expired notes.
+	swept time.Time
 }
 
 type bindNote struct {
@@ -101,14 +106,19 @@ func (b *Binder) forget(uid vcapi.TaskID) {
 	delete(b.notes, uid)
 }
 
-// take removes and returns the task's note, and drops notes nobody claimed
-// within intentTTL.
+// take removes and returns the task's note. At most once per sweepEvery it
+// also drops notes nobody claimed within intentTTL, so a burst of binds does
+// not walk every note once per pod.
 func (b *Binder) take(uid vcapi.TaskID) *bindNote {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.notes[uid]
 	delete(b.notes, uid)
 	now := b.st.clock.Now()
+	if now.Sub(b.swept) < sweepEvery {
+		return n
+	}
+	b.swept = now
 	for id, other := range b.notes {
 		if now.Sub(other.since) > intentTTL {
 			delete(b.notes, id)
