@@ -70,7 +70,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	if s.args.NodeLockEnable {
 		locks = lockNames(s.backends, req.backends)
 	}
-	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks)
+	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends))
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)
 	klog.V(4).InfoS("Allocated devices", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", task.NodeName,
 		"annotations", merged.Annotations)

@@ -46,6 +46,9 @@ type Binder struct {
 	notes map[vcapi.TaskID]*bindNote
 	// swept is when take last dropped expired notes.
 	swept time.Time
+	// turns serialise binds per node for device types whose node agent
+	// serves pending pods in order (api.OrderedAgent).
+	turns *agentTurns
 }
 
 type bindNote struct {
@@ -55,13 +58,18 @@ type bindNote struct {
 	// annotations on the v1.Binding.
 	annotations map[string]string
 	locks       []string
-	refused     error
+	// ordered are the allocated device types whose node agent serves one
+	// pending pod per node at a time.
+	ordered []orderedKey
+	refused error
 }
 
 var _ cache.Binder = (*Binder)(nil)
 
 func newBinder(st *State) *Binder {
-	return &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote)}
+	b := &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote), turns: newAgentTurns()}
+	b.turns.waited = st.metrics.agentWaited
+	return b
 }
 
 func (b *Binder) note(uid vcapi.TaskID) *bindNote {
@@ -75,13 +83,14 @@ func (b *Binder) note(uid vcapi.TaskID) *bindNote {
 }
 
 // annotate records an allocation made in a session: the annotations to
-// send with the pod's binding to node, and the node locks to take first. It
-// clears an earlier refusal of the task.
-func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks []string) {
+// send with the pod's binding to node, the node locks to take first, and
+// the device types whose node agent must have served the node's previous pod
+// first. It clears an earlier refusal of the task.
+func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks []string, ordered []orderedKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.note(uid)
-	n.node, n.annotations, n.locks, n.refused = node, annotations, locks, nil
+	n.node, n.annotations, n.locks, n.ordered, n.refused = node, annotations, locks, ordered, nil
 }
 
 // annotationsFor returns the allocation annotations noted for the task.
@@ -128,16 +137,44 @@ func (b *Binder) take(uid vcapi.TaskID) *bindNote {
 }
 
 // Bind binds the tasks and returns an error message per task that failed.
+// Tasks for one node are bound in order; nodes are bound in parallel, since
+// a bind may wait for the node agent to serve the node's previous pod.
 func (b *Binder) Bind(client kubernetes.Interface, tasks []*vcapi.TaskInfo) map[vcapi.TaskID]string {
-	errMsg := make(map[vcapi.TaskID]string)
+	var order []string
+	byNode := make(map[string][]*vcapi.TaskInfo)
 	for _, task := range tasks {
-		if err := b.bindOne(client, task); err != nil {
-			klog.ErrorS(err, "Failed to bind pod", "pod", klog.KObj(task.Pod), "node", task.NodeName)
-			errMsg[task.UID] = err.Error()
-			continue
+		if _, ok := byNode[task.NodeName]; !ok {
+			order = append(order, task.NodeName)
 		}
-		vcmetrics.UpdateTaskScheduleDuration(vcmetrics.Duration(task.Pod.CreationTimestamp.Time))
+		byNode[task.NodeName] = append(byNode[task.NodeName], task)
 	}
+	var mu sync.Mutex
+	errMsg := make(map[vcapi.TaskID]string)
+	bindNode := func(tasks []*vcapi.TaskInfo) {
+		for _, task := range tasks {
+			if err := b.bindOne(client, task); err != nil {
+				klog.ErrorS(err, "Failed to bind pod", "pod", klog.KObj(task.Pod), "node", task.NodeName)
+				mu.Lock()
+				errMsg[task.UID] = err.Error()
+				mu.Unlock()
+				continue
+			}
+			vcmetrics.UpdateTaskScheduleDuration(vcmetrics.Duration(task.Pod.CreationTimestamp.Time))
+		}
+	}
+	if len(order) == 1 {
+		bindNode(byNode[order[0]])
+		return errMsg
+	}
+	var wg sync.WaitGroup
+	for _, node := range order {
+		wg.Add(1)
+		go func(tasks []*vcapi.TaskInfo) {
+			defer wg.Done()
+			bindNode(tasks)
+		}(byNode[node])
+	}
+	wg.Wait()
 	return errMsg
 }
 
@@ -157,6 +194,15 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	if n != nil {
 		annotations = bindingAnnotations(pod, n.annotations)
 	}
+	var turns heldTurns
+	if n != nil {
+		var err error
+		if turns, err = b.turns.acquire(ctx, client, task.NodeName, n.ordered); err != nil {
+			return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
+		}
+	}
+	var bound *agentBoundPod
+	defer func() { turns.release(bound) }()
 	var held []string
 	if n != nil {
 		for _, key := range n.locks {
@@ -177,6 +223,16 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	if err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		b.release(ctx, client, task.NodeName, held, podName)
 		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
+	}
+	if len(turns) > 0 {
+		bound = &agentBoundPod{pod: podName, uid: pod.UID, pending: func(p *v1.Pod) bool {
+			for _, k := range n.ordered {
+				if k.pending(p) {
+					return true
+				}
+			}
+			return false
+		}}
 	}
 	return nil
 }

@@ -15,9 +15,9 @@ func TestBinderDropsUnclaimedNotes(t *testing.T) {
 	st := NewState(Options{Clock: clk})
 	defer st.Close()
 	b := st.binder
-	b.annotate("stale", "n1", map[string]string{"k": "v"}, nil)
+	b.annotate("stale", "n1", map[string]string{"k": "v"}, nil, nil)
 	clk.Step(intentTTL + time.Second)
-	b.annotate("fresh", "n1", map[string]string{"k": "v"}, nil)
+	b.annotate("fresh", "n1", map[string]string{"k": "v"}, nil, nil)
 	if n := b.take("other"); n != nil {
 		t.Fatalf("take of an unknown task = %+v, want nil", n)
 	}

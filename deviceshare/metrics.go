@@ -20,6 +20,7 @@ type metrics struct {
 	filterFailures *prometheus.CounterVec
 	allocations    *prometheus.CounterVec
 	lockBusy       prometheus.Counter
+	agentWaits     *prometheus.CounterVec
 	argsValid      prometheus.Gauge
 	syncDuration   prometheus.Histogram
 	assumedPods    prometheus.Gauge
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: metricsPrefix + "node_lock_busy_total",
 			Help: "Binds refused because another allocation held the node lock.",
 		}),
+		agentWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricsPrefix + "agent_turn_waits_total",
+			Help: "Binds that waited for the node agent to serve the node's previous pod of the same device type, by result (served, refused).",
+		}, []string{"result"}),
 		argsValid: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: metricsPrefix + "arguments_valid",
 			Help: "1 when the plugin arguments in volcano-scheduler.conf are valid, 0 when the plugin serves nothing.",
@@ -65,6 +70,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.filterFailures = register(reg, m.filterFailures)
 	m.allocations = register(reg, m.allocations)
 	m.lockBusy = register(reg, m.lockBusy)
+	m.agentWaits = register(reg, m.agentWaits)
 	m.argsValid = register(reg, m.argsValid)
 	m.syncDuration = register(reg, m.syncDuration)
 	m.assumedPods = register(reg, m.assumedPods)
@@ -102,6 +108,14 @@ func (m *metrics) allocated(device, result string) {
 func (m *metrics) nodeLockBusy() {
 	if m != nil {
 		m.lockBusy.Inc()
+	}
+}
+
+// agentWaited counts a bind that waited for the node agent: result is
+// "served" or "refused".
+func (m *metrics) agentWaited(result string) {
+	if m != nil {
+		m.agentWaits.WithLabelValues(result).Inc()
 	}
 }
 

@@ -25,6 +25,9 @@ const (
 	BinKwok              = "kwok"
 	BinScheduler         = "vc-scheduler"
 	BinDevicePlugin      = "vgpu-device-plugin"
+	// BinStockScheduler is Volcano v1.10.0's own scheduler, with its
+	// built-in deviceshare, for the interoperability tests.
+	BinStockScheduler = "vc-scheduler-stock"
 )
 
 // KwokVersion is installed with `go install` in its own module graph: pulling
@@ -50,6 +53,7 @@ var thirdParty = [][2]string{
 	{BinEtcd, "./e2e/cmd/etcd"},
 	{BinKubeAPIServer, "k8s.io/kubernetes/cmd/kube-apiserver"},
 	{BinControllerManager, "volcano.sh/volcano/cmd/controller-manager"},
+	{BinStockScheduler, "volcano.sh/volcano/cmd/scheduler"},
 }
 
 // ours are this project's binaries, rebuilt on every run (incrementally, so

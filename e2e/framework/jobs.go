@@ -26,6 +26,13 @@ type VGPUTask struct {
 	VGPUs     int64 // volcano.sh/vgpu-number
 	MemoryMiB int64 // volcano.sh/vgpu-memory per card; 0 leaves it out
 	Cores     int64 // volcano.sh/vgpu-cores; 0 leaves it out
+	// Limits are further container limits (for example GPU share's
+	// volcano.sh/gpu-memory); with VGPUs 0 the task asks for no vGPU.
+	Limits v1.ResourceList
+	// Annotations go on the task's pods (per-pod policies, selectors).
+	Annotations map[string]string
+	// NodeSelector pins the task's pods to matching nodes.
+	NodeSelector map[string]string
 }
 
 // VGPUJob returns a gang Volcano Job with what Volcano's admission webhook
@@ -41,7 +48,13 @@ func VGPUJob(namespace, name string, tasks ...VGPUTask) *batchv1alpha1.Job {
 		},
 	}
 	for _, t := range tasks {
-		limits := v1.ResourceList{"volcano.sh/vgpu-number": *resource.NewQuantity(t.VGPUs, resource.DecimalSI)}
+		limits := v1.ResourceList{}
+		if t.VGPUs > 0 {
+			limits["volcano.sh/vgpu-number"] = *resource.NewQuantity(t.VGPUs, resource.DecimalSI)
+		}
+		for name, q := range t.Limits {
+			limits[name] = q
+		}
 		if t.MemoryMiB > 0 {
 			limits["volcano.sh/vgpu-memory"] = *resource.NewQuantity(t.MemoryMiB, resource.DecimalSI)
 		}
@@ -54,8 +67,9 @@ func VGPUJob(namespace, name string, tasks ...VGPUTask) *batchv1alpha1.Job {
 			Name:         t.Name,
 			Replicas:     t.Replicas,
 			MinAvailable: &minAvailable,
-			Template: v1.PodTemplateSpec{Spec: v1.PodSpec{
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: t.Annotations}, Spec: v1.PodSpec{
 				SchedulerName: "volcano",
+				NodeSelector:  t.NodeSelector,
 				RestartPolicy: v1.RestartPolicyNever,
 				Containers: []v1.Container{{
 					Name:  "cuda",

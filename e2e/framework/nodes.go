@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -136,4 +137,52 @@ func nodeReady(n *v1.Node) bool {
 		}
 	}
 	return false
+}
+
+// AddNode creates a kwok-managed node with no node agent and no fake
+// kubelet: what a node looks like to the scheduler when another agent (or
+// none) registered it. extra is added to the usual CPU, memory and pods in
+// both capacity and allocatable. It waits until kwok reports the node Ready.
+func (c *Cluster) AddNode(ctx context.Context, name string, extra v1.ResourceList, annotations, labels map[string]string) error {
+	res := nodeResources()
+	for k, q := range extra {
+		res[k] = q
+	}
+	ann := map[string]string{KwokNodeAnnotation: "fake"}
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	lbl := map[string]string{"type": "kwok", "kubernetes.io/hostname": name}
+	for k, v := range labels {
+		lbl[k] = v
+	}
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann, Labels: lbl},
+		Status:     v1.NodeStatus{Capacity: res, Allocatable: res.DeepCopy(), Phase: v1.NodeRunning},
+	}
+	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	return c.poll(ctx, time.Minute, "node "+name+" Ready", func(ctx context.Context) (bool, error) {
+		got, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return nodeReady(got), nil
+	})
+}
+
+// DeleteNode deletes a node added with AddNode and waits until it is gone.
+func (c *Cluster) DeleteNode(ctx context.Context, name string) error {
+	err := c.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete node %s: %w", name, err)
+	}
+	return c.poll(ctx, time.Minute, "node "+name+" gone", func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 }

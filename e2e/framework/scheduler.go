@@ -28,11 +28,31 @@ tiers:
       deviceshare.VGPUEnable: true
 `
 
-// StartScheduler (re)starts vc-scheduler with the cluster's configuration.
+// SchedulerSpec says which scheduler StartSchedulerWith runs.
+type SchedulerSpec struct {
+	// Conf is the volcano-scheduler.conf content; empty means the cluster's
+	// (Options.SchedulerConf, or DefaultSchedulerConf).
+	Conf string
+	// Binary is BinScheduler (ours, the default when empty) or
+	// BinStockScheduler (Volcano v1.10.0's own, with its built-in
+	// deviceshare).
+	Binary string
+}
+
+// StartScheduler (re)starts our vc-scheduler with the cluster's
+// configuration.
 func (c *Cluster) StartScheduler(ctx context.Context) error {
-	conf := filepath.Join(c.WorkDir, "volcano-scheduler.conf")
-	if err := os.WriteFile(conf, []byte(c.schedConf), 0o644); err != nil {
-		return fmt.Errorf("write scheduler configuration: %w", err)
+	return c.StartSchedulerWith(ctx, SchedulerSpec{})
+}
+
+// StartSchedulerWith starts the scheduler spec names, after the previous one
+// was stopped, and waits for its /healthz and the default queue.
+func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) error {
+	if spec.Conf == "" {
+		spec.Conf = c.schedConf
+	}
+	if spec.Binary == "" {
+		spec.Binary = BinScheduler
 	}
 	ports, err := freePorts(2)
 	if err != nil {
@@ -47,10 +67,19 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	name := "vc-scheduler"
-	if n > 0 {
-		name = fmt.Sprintf("vc-scheduler-%d", n+1)
+	if spec.Binary == BinStockScheduler {
+		name = "vc-scheduler-stock"
 	}
-	p, err := c.start(name, BinScheduler, []string{
+	if n > 0 {
+		name = fmt.Sprintf("%s-%d", name, n+1)
+	}
+	// One configuration file per start, so the logs' command lines name
+	// the configuration each scheduler ran with.
+	conf := filepath.Join(c.WorkDir, name+".conf")
+	if err := os.WriteFile(conf, []byte(spec.Conf), 0o644); err != nil {
+		return fmt.Errorf("write scheduler configuration: %w", err)
+	}
+	p, err := c.start(name, spec.Binary, []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--leader-elect=false",
 		"--scheduler-conf=" + conf,

@@ -1,0 +1,21 @@
+package ascend
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+var _ api.OrderedAgent = (*Backend)(nil)
+
+// AgentPending reports whether HAMi's Ascend device plugin has yet to serve
+// the pod's allocation of this chip type: the pod carries this backend's
+// allocation and hami.io/bind-phase is still allocating. The plugin takes
+// the oldest allocating pod on its node for each Allocate call, so only one
+// may be pending per node (api.OrderedAgent).
+func (b *Backend) AgentPending(pod *v1.Pod) bool {
+	if _, ok := pod.Annotations[b.keys.ToAllocate]; !ok {
+		return false
+	}
+	return pod.Annotations[AnnotationBindPhase] == BindPhaseAllocating
+}

@@ -1,0 +1,17 @@
+package vgpu
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+var _ api.OrderedAgent = (*Backend)(nil)
+
+// AgentPending reports whether the node agent has yet to serve the pod's
+// allocation: bind-phase is still allocating. The agent takes the oldest
+// allocating pod on its node for each Allocate call, so only one may be
+// pending per node (api.OrderedAgent).
+func (b *Backend) AgentPending(pod *v1.Pod) bool {
+	return pod.Annotations[AnnotationBindPhase] == BindPhaseAllocating
+}

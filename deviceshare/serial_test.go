@@ -1,0 +1,216 @@
+package deviceshare
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+)
+
+const testPhaseKey = "example.com/bind-phase"
+
+func pendingPhase(p *v1.Pod) bool { return p.Annotations[testPhaseKey] == "allocating" }
+
+func phasePod(name, phase string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
+		Annotations: map[string]string{testPhaseKey: phase},
+	}}
+}
+
+// setPhase updates the pod's bind-phase as the node agent would.
+func setPhase(t *testing.T, client *fake.Clientset, name, phase string) {
+	t.Helper()
+	ctx := context.Background()
+	pod, err := client.CoreV1().Pods("ns").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[testPhaseKey] = phase
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchStarted returns a channel that receives once per pod watch the
+// client starts.
+func watchStarted(client *fake.Clientset) <-chan struct{} {
+	ch := make(chan struct{}, 16)
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		ch <- struct{}{}
+		return false, nil, nil
+	})
+	return ch
+}
+
+func boundAs(p *v1.Pod) *agentBoundPod {
+	return &agentBoundPod{pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, uid: p.UID, pending: pendingPhase}
+}
+
+var testKeys = []orderedKey{{backend: "widget", pending: pendingPhase}}
+
+// A second bind to a node waits until the node agent has served the pod
+// bound before it, and no longer; results are counted.
+func TestAgentTurnWaitsForTheAgent(t *testing.T) {
+	first := phasePod("first", "allocating")
+	client := fake.NewSimpleClientset(first)
+	started := watchStarted(client)
+	turns := newAgentTurns()
+	var results []string
+	var mu sync.Mutex
+	turns.waited = func(r string) { mu.Lock(); results = append(results, r); mu.Unlock() }
+	ctx := context.Background()
+
+	held, err := turns.acquire(ctx, client, "n1", testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.release(boundAs(first))
+
+	done := make(chan error, 1)
+	go func() {
+		h, err := turns.acquire(ctx, client, "n1", testKeys)
+		if err == nil {
+			h.release(nil)
+		}
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("second bind went ahead (err %v) while the first pod was still allocating", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("second bind neither waited nor returned")
+	}
+	// Other nodes and other device types are not held up meanwhile.
+	if h, err := turns.acquire(ctx, client, "n2", testKeys); err != nil {
+		t.Fatalf("a bind to another node: %v", err)
+	} else {
+		h.release(nil)
+	}
+	setPhase(t, client, "first", "success")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second bind after the first was served: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("second bind still waiting after the first pod was served")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(results, ",") != "served" {
+		t.Errorf("waits counted %v, want [served]", results)
+	}
+}
+
+// A bind whose predecessor is never served is refused after the wait, names
+// the pod it waited for, and holds nothing afterwards; a predecessor that is
+// gone does not hold anyone up.
+func TestAgentTurnRefusesAfterTheWait(t *testing.T) {
+	first := phasePod("first", "allocating")
+	client := fake.NewSimpleClientset(first)
+	turns := newAgentTurns()
+	turns.wait = 300 * time.Millisecond
+	var results []string
+	turns.waited = func(r string) { results = append(results, r) }
+	ctx := context.Background()
+	held, err := turns.acquire(ctx, client, "n1", testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.release(boundAs(first))
+
+	_, err = turns.acquire(ctx, client, "n1", testKeys)
+	if err == nil || !strings.Contains(err.Error(), "ns/first") || !strings.Contains(err.Error(), "still waits for the node agent") {
+		t.Fatalf("acquire = %v, want a refusal naming ns/first", err)
+	}
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	held, err = turns.acquire(ctx, client, "n1", testKeys)
+	if err != nil {
+		t.Fatalf("acquire after the pod waited for was deleted: %v", err)
+	}
+	held.release(nil)
+	if d := time.Since(start); d > turns.wait {
+		t.Errorf("acquire after the deletion took %s, want no wait", d)
+	}
+	if strings.Join(results, ",") != "refused,served" {
+		t.Errorf("waits counted %v, want [refused served]", results)
+	}
+}
+
+// Binder.Bind binds a node's pods in order, the second only once the node
+// agent has served the first; a pod bound to another node meanwhile is not
+// held up.
+func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
+	a, b, c := phasePod("a", ""), phasePod("b", ""), phasePod("c", "")
+	client := fake.NewSimpleClientset(a, b, c)
+	var mu sync.Mutex
+	var events []string
+	record := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	// The API server copies the binding's annotations onto the pod; the
+	// fake does not, so the reactor does, and the "agent" serves pod a
+	// shortly after its bind.
+	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		bnd := action.(k8stesting.CreateAction).GetObject().(*v1.Binding)
+		record("bind " + bnd.Name + " " + bnd.Target.Name)
+		pod, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), "ns", bnd.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		p := pod.(*v1.Pod).DeepCopy()
+		p.Annotations, p.Spec.NodeName = bnd.Annotations, bnd.Target.Name
+		if err := client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, "ns"); err != nil {
+			return true, nil, err
+		}
+		if bnd.Name == "a" {
+			go func() {
+				time.Sleep(200 * time.Millisecond)
+				record("served a")
+				p := p.DeepCopy()
+				p.Annotations = map[string]string{testPhaseKey: "success"}
+				_ = client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, "ns")
+			}()
+		}
+		return true, nil, nil
+	})
+	st := NewState(Options{})
+	defer st.Close()
+	binder := st.binder
+	var tasks []*vcapi.TaskInfo
+	for _, x := range []struct {
+		pod  *v1.Pod
+		node string
+	}{{a, "n1"}, {b, "n1"}, {c, "n2"}} {
+		task := vcapi.NewTaskInfo(x.pod)
+		task.NodeName = x.node
+		binder.annotate(task.UID, x.node, map[string]string{testPhaseKey: "allocating"}, nil, testKeys)
+		tasks = append(tasks, task)
+	}
+	if errs := binder.Bind(client, tasks); len(errs) != 0 {
+		t.Fatalf("Bind errors: %v", errs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := strings.Join(events, "; ")
+	ia, ib, ic, is := strings.Index(got, "bind a n1"), strings.Index(got, "bind b n1"), strings.Index(got, "bind c n2"), strings.Index(got, "served a")
+	if ia < 0 || ib < 0 || ic < 0 || is < 0 || ib < is || ia > is || ic > is {
+		t.Errorf("events %q: want a bound, c bound without waiting, and b bound only after a was served", got)
+	}
+}
