@@ -46,6 +46,57 @@ func TestVGPUJobRuns(t *testing.T) {
 	for _, pod := range pods {
 		checkAllocated(ctx, t, pod, "2000", "30")
 	}
+	checkMetricsAgree(ctx, t)
+}
+
+// checkMetricsAgree waits until the scheduler's per-card metrics (its
+// ledger) show, for every registered card, exactly the memory, cores and
+// holders the pods' annotations give it.
+func checkMetricsAgree(ctx context.Context, t *testing.T) {
+	t.Helper()
+	var diff []string
+	err := cluster.Poll(ctx, 30*time.Second, "per-card metrics to match the pods' annotations", func(ctx context.Context) (bool, error) {
+		cards, err := cluster.Usage(ctx)
+		if err != nil {
+			return false, err
+		}
+		families, err := cluster.SchedulerMetrics(ctx)
+		if err != nil {
+			return false, err
+		}
+		got := map[string]float64{}
+		for _, name := range []string{"card_memory_allocated_mib", "card_cores_allocated", "card_pods"} {
+			for _, m := range families["volcano_deviceshare_"+name].GetMetric() {
+				l := framework.Labels(m)
+				if l["device"] == "hamivgpu" {
+					got[name+" "+l["node"]+"/"+l["card"]] = m.GetGauge().GetValue()
+				}
+			}
+		}
+		diff = diff[:0]
+		seen := 0
+		for _, c := range cards {
+			mem, cores := 0, 0
+			for _, h := range c.Holders {
+				mem, cores = mem+h.MemoryMiB, cores+h.Cores
+			}
+			for name, want := range map[string]int{"card_memory_allocated_mib": mem, "card_cores_allocated": cores, "card_pods": len(c.Holders)} {
+				key := name + " " + c.Node + "/" + c.UUID
+				v, ok := got[key]
+				if !ok || v != float64(want) {
+					diff = append(diff, fmt.Sprintf("%s = %v (present %v), pods' annotations say %d", key, v, ok, want))
+				}
+				seen++
+			}
+		}
+		if seen != len(got) {
+			diff = append(diff, fmt.Sprintf("metrics cover %d card values, the nodes register %d", len(got), seen))
+		}
+		return len(diff) == 0 && seen > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%v: %s", err, strings.Join(diff, "; "))
+	}
 }
 
 // checkAllocated checks one single-container, single-card pod end to end:

@@ -56,6 +56,8 @@ type Cluster struct {
 	token       string
 	apiPort     int
 	schedConf   string
+	// schedMetrics is the running scheduler's /metrics URL.
+	schedMetrics string
 	etcdURL     string
 	etcd, apisv *Process
 

@@ -5,11 +5,14 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -86,6 +89,7 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) er
 		"--schedule-period=200ms",
 		fmt.Sprintf("--listen-address=127.0.0.1:%d", ports[0]),
 		"--enable-healthz=true",
+		"--enable-metrics=true",
 		fmt.Sprintf("--healthz-address=127.0.0.1:%d", ports[1]),
 		"--logtostderr", "-v=3",
 	}, []string{"KUBECONFIG=" + c.Kubeconfig}) // Volcano's vGPU code builds its own client from it
@@ -94,6 +98,7 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) er
 	}
 	c.mu.Lock()
 	c.scheduler = p
+	c.schedMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
 	c.mu.Unlock()
 	if err := c.poll(ctx, time.Minute, "vc-scheduler /healthz", func(ctx context.Context) (bool, error) {
 		return httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])), nil
@@ -142,4 +147,38 @@ func (c *Cluster) SchedulerLogCount(substr string) (int, error) {
 		return 0, fmt.Errorf("read scheduler log: %w", err)
 	}
 	return strings.Count(string(data), substr), nil
+}
+
+// SchedulerMetrics returns the running scheduler's metrics, by family name.
+func (c *Cluster) SchedulerMetrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	c.mu.Lock()
+	url := c.schedMetrics
+	c.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape scheduler metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape scheduler metrics: %s", resp.Status)
+	}
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse scheduler metrics: %w", err)
+	}
+	return families, nil
+}
+
+// Labels returns a metric's labels as a map.
+func Labels(m *dto.Metric) map[string]string {
+	out := make(map[string]string, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
 }
