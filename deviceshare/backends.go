@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/backends/gpushare"
+	"github.com/vgpushare/vshare/backends/mindcluster"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
@@ -24,7 +25,15 @@ import (
 // them, while running pods keep their cards (their annotations and the node
 // agent do not change). Their usage is no longer accounted, so if the entry
 // comes back, its cards are accounted again from the pods' annotations.
-func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
+//
+// The MindCluster 310P backend reads the device-info ConfigMaps through the
+// source WithDeviceInfo gives (the State's informer); without one, nodes'
+// annotations alone describe their chips.
+func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock, opts ...BackendOption) ([]api.Backend, error) {
+	var o backendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var out []api.Backend
 	if args.GPUSharingEnable {
 		b, err := gpushare.New(gpushare.Options{Mode: gpushare.ModeShare, Clock: clk})
@@ -59,9 +68,21 @@ func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock) ([]a
 		out = append(out, bs...)
 	}
 	if args.AscendMindClusterVNPUEnable {
-		return nil, fmt.Errorf("%s: the MindCluster Ascend backend is not available in this build yet", ArgAscendMindClusterVNPUEnable)
+		out = append(out, mindcluster.New(mindcluster.Options{Source: o.deviceInfo, Clock: clk}))
 	}
 	return out, nil
+}
+
+// BackendOption adjusts what DefaultBackends builds.
+type BackendOption func(*backendOptions)
+
+type backendOptions struct {
+	deviceInfo mindcluster.DeviceInfoSource
+}
+
+// WithDeviceInfo gives the MindCluster backend its device-info ConfigMaps.
+func WithDeviceInfo(src mindcluster.DeviceInfoSource) BackendOption {
+	return func(o *backendOptions) { o.deviceInfo = src }
 }
 
 // ascendBackends builds one HAMi Ascend backend per vnpus entry, in the

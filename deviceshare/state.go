@@ -48,6 +48,9 @@ type State struct {
 	metrics *metrics
 	binder  *Binder
 	adv     *advertiser
+	// deviceInfo serves MindCluster's device-info ConfigMaps to the
+	// MindCluster backend; it starts with the first session's client.
+	deviceInfo *deviceInfoWatch
 
 	mu          sync.Mutex
 	recorder    record.EventRecorder
@@ -64,8 +67,11 @@ func NewState(opts Options) *State {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	deviceInfo := &deviceInfoWatch{}
 	if opts.Backends == nil {
-		opts.Backends = DefaultBackends
+		opts.Backends = func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
+			return DefaultBackends(args, cfg, clk, WithDeviceInfo(deviceInfo))
+		}
 	}
 	st := &State{
 		clock:   opts.Clock,
@@ -73,6 +79,7 @@ func NewState(opts Options) *State {
 		ledger:  NewLedger(opts.Clock),
 		metrics: newMetrics(opts.Registerer),
 	}
+	st.deviceInfo = deviceInfo
 	st.binder = newBinder(st)
 	st.metrics.collectCards(st.ledger)
 	st.adv = newAdvertiser()
@@ -92,7 +99,7 @@ func (st *State) Builder() framework.PluginBuilder {
 func (st *State) Binder() cache.Binder { return st.binder }
 
 // Close stops the State's background work (node resource advertising,
-// the ConfigMap watch).
+// the ConfigMap watches).
 func (st *State) Close() {
 	st.adv.stop()
 	st.stopConfigs()
@@ -100,7 +107,9 @@ func (st *State) Close() {
 
 // watchConfig returns the device configuration and its generation, starting
 // the ConfigMap watch on first use and moving it when the arguments name
-// another ConfigMap. Without a client only the defaults are served.
+// another ConfigMap. Without a client only the defaults are served. With
+// the MindCluster backend enabled it also starts the device-info ConfigMap
+// watch (once).
 func (st *State) watchConfig(client kubernetes.Interface, args Args) (*config.Config, uint64) {
 	st.mu.Lock()
 	if st.configs == nil {
@@ -117,6 +126,9 @@ func (st *State) watchConfig(client kubernetes.Interface, args Args) (*config.Co
 			// The names were validated with the arguments; keep serving
 			// the configuration in force.
 			klog.ErrorS(err, "Cannot watch the device ConfigMap", "configMap", klog.KRef(args.ConfigMapNamespace, args.ConfigMapName))
+		}
+		if args.AscendMindClusterVNPUEnable {
+			st.deviceInfo.start(st.configsCtx, client)
 		}
 	}
 	return loader.Snapshot()

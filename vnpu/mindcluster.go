@@ -105,3 +105,20 @@ func Downgrade(name string) (string, bool) {
 	}
 	return "", false
 }
+
+// Ascend310PWithCores returns the MindCluster 310P catalogue for a chip of
+// the given AI cores, as a node's servertype label states them (for example
+// 8 in "Ascend310P-8"). Eight cores is Ascend310P. Other 310P models keep
+// the 7 AI CPUs and the same templates, with 3 GiB of memory per AI core
+// (the ratio of every 310P template), which MindCluster itself does not
+// account: its slicing counts AI cores, AI CPUs and DVPP only. A chip too
+// small for the vir04 templates is an error.
+func Ascend310PWithCores(cores int32) (*Chip, error) {
+	base := Ascend310P()
+	if cores == base.Total.AICore {
+		return base, nil
+	}
+	const mibPerCore = 3 * 1024
+	return NewChip(base.Name, Resources{MemoryMiB: int64(cores) * mibPerCore, AICore: cores, AICPU: base.Total.AICPU},
+		base.Templates())
+}

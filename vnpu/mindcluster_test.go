@@ -1,6 +1,7 @@
 package vnpu
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -68,5 +69,45 @@ func TestBatchScore(t *testing.T) {
 	}
 	if len(BatchScore(nil)) != 0 {
 		t.Error("no candidates gave scores")
+	}
+}
+
+func TestBatchScoreSpread(t *testing.T) {
+	got := BatchScoreSpread([]Candidate{
+		{Node: "empty", FreeAICores: 8},
+		{Node: "busy", FreeAICores: 2},
+		{Node: "downgraded", FreeAICores: 16, Downgraded: true},
+	})
+	want := map[string]float64{"empty": 100, "busy": 100 * 2.0 / 3, "downgraded": 100 * 1.0 / 3}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores (-want +got):\n%s", diff)
+	}
+}
+
+func TestAscend310PWithCores(t *testing.T) {
+	if c, err := Ascend310PWithCores(8); err != nil || c.Total != Ascend310P().Total {
+		t.Errorf("8 cores = %+v, %v: want the built-in catalogue", c, err)
+	}
+	c, err := Ascend310PWithCores(10)
+	if err != nil {
+		t.Fatalf("10 cores: %v", err)
+	}
+	if c.Total != (Resources{MemoryMiB: 30 * 1024, AICore: 10, AICPU: 7}) || len(c.Templates()) != 7 {
+		t.Errorf("10 cores = %+v with %d templates", c.Total, len(c.Templates()))
+	}
+	// Two vir04_3c and a vir02_1c fill a 10-core chip's AI cores.
+	var s Slice
+	for _, name := range []string{Vir04C3, Vir04C3, Vir02C1} {
+		tp, _ := c.Template(name)
+		if got := s.Check(c, tp); got != NoConflict {
+			t.Fatalf("placing %s: %v", name, got)
+		}
+		s = s.Add(tp)
+	}
+	if tp, _ := c.Template(Vir01); s.Check(c, tp) != ConflictAICore {
+		t.Errorf("a full 10-core chip took another vNPU")
+	}
+	if _, err := Ascend310PWithCores(2); !errors.Is(err, ErrInvalidTemplate) {
+		t.Errorf("2 cores: err = %v, want ErrInvalidTemplate", err)
 	}
 }

@@ -24,7 +24,14 @@ type Candidate struct {
 // fills nodes and keeps others whole), then the node name. The best node
 // scores MaxScore, the others evenly less, and every downgraded node scores
 // below every node that needs none.
-func BatchScore(cands []Candidate) map[string]float64 {
+func BatchScore(cands []Candidate) map[string]float64 { return batchScore(cands, false) }
+
+// BatchScoreSpread is BatchScore for the spread policy: nodes that need no
+// downgrade still come first, then the most free AI cores (keeping load
+// apart), then the node name.
+func BatchScoreSpread(cands []Candidate) map[string]float64 { return batchScore(cands, true) }
+
+func batchScore(cands []Candidate, mostFreeFirst bool) map[string]float64 {
 	order := slices.Clone(cands)
 	slices.SortFunc(order, func(a, b Candidate) int {
 		if a.Downgraded != b.Downgraded {
@@ -34,6 +41,9 @@ func BatchScore(cands []Candidate) map[string]float64 {
 			return -1
 		}
 		if c := cmp.Compare(a.FreeAICores, b.FreeAICores); c != 0 {
+			if mostFreeFirst {
+				return -c
+			}
 			return c
 		}
 		return cmp.Compare(a.Node, b.Node)

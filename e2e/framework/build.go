@@ -25,6 +25,8 @@ const (
 	BinKwok              = "kwok"
 	BinScheduler         = "vc-scheduler"
 	BinDevicePlugin      = "vgpu-device-plugin"
+	// BinVNPUAgent is the simulated HAMi Ascend node agent (vnpu/agent).
+	BinVNPUAgent = "vnpu-agent"
 	// BinStockScheduler is Volcano v1.10.0's own scheduler, with its
 	// built-in deviceshare, for the interoperability tests.
 	BinStockScheduler = "vc-scheduler-stock"
@@ -61,6 +63,7 @@ var thirdParty = [][2]string{
 var ours = [][2]string{
 	{BinScheduler, "./cmd/vc-scheduler"},
 	{BinDevicePlugin, "./cmd/vgpu-device-plugin"},
+	{BinVNPUAgent, "./cmd/vnpu-agent"},
 }
 
 // ModuleRoot returns the directory of this repository's go.mod.

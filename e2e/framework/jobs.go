@@ -31,6 +31,8 @@ type VGPUTask struct {
 	Limits v1.ResourceList
 	// Annotations go on the task's pods (per-pod policies, selectors).
 	Annotations map[string]string
+	// Labels go on the task's pods.
+	Labels map[string]string
 	// NodeSelector pins the task's pods to matching nodes.
 	NodeSelector map[string]string
 }
@@ -67,7 +69,7 @@ func VGPUJob(namespace, name string, tasks ...VGPUTask) *batchv1alpha1.Job {
 			Name:         t.Name,
 			Replicas:     t.Replicas,
 			MinAvailable: &minAvailable,
-			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: t.Annotations}, Spec: v1.PodSpec{
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: t.Annotations, Labels: t.Labels}, Spec: v1.PodSpec{
 				SchedulerName: "volcano",
 				NodeSelector:  t.NodeSelector,
 				RestartPolicy: v1.RestartPolicyNever,

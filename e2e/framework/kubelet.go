@@ -139,6 +139,14 @@ func (k *FakeKubelet) Stop() {
 	k.wg.Wait()
 }
 
+// Resource is the extended resource the registered plugin serves ("" until
+// one registers).
+func (k *FakeKubelet) Resource() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.resource
+}
+
 // Registered is closed once a plugin has registered.
 func (k *FakeKubelet) Registered() <-chan struct{} { return k.registered }
 

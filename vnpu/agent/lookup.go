@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vgpushare/vshare/backends/ascend"
+)
+
+// indexPending is the name of the pod index holding the pods with cards
+// of the chip type left to serve; all of them are under the key pending.
+const (
+	indexPendingPrefix = "vnpu-pending-"
+	pending            = "pending"
+)
+
+// PodLookup finds the node's pods waiting for Ascend chips. It must be
+// cheap: Allocate calls it on every request.
+type PodLookup interface {
+	// Pending returns the non-terminal pods whose
+	// hami.io/<commonWord>-devices-to-allocate still names a card, in any
+	// bind-phase.
+	Pending() ([]*v1.Pod, error)
+}
+
+// Patcher writes the protocol's annotations (kube.Patcher of
+// vgpu-device-plugin implements it).
+type Patcher interface {
+	// PatchPodAnnotations merges annotations into the pod's, failing if the
+	// pod was replaced (another UID).
+	PatchPodAnnotations(ctx context.Context, pod *v1.Pod, annotations map[string]string) error
+	// ReleaseNodeLock removes the node lock taken for the pod's allocation.
+	ReleaseNodeLock(ctx context.Context, pod *v1.Pod) error
+}
+
+// Indexers returns the index IndexerLookup needs for the chip type; add it
+// to the node's pod informer before it starts.
+func Indexers(commonWord string) cache.Indexers {
+	key := ascend.KeysFor(commonWord).ToAllocate
+	marker := "," + commonWord + ","
+	return cache.Indexers{indexPendingPrefix + commonWord: func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			return nil, nil
+		}
+		if !strings.Contains(pod.Annotations[key], marker) {
+			return nil, nil
+		}
+		return []string{pending}, nil
+	}}
+}
+
+// IndexerLookup is a PodLookup over an indexer holding the node's pods
+// with Indexers(CommonWord) added.
+type IndexerLookup struct {
+	Indexer    cache.Indexer
+	CommonWord string
+}
+
+var _ PodLookup = IndexerLookup{}
+
+// Pending implements PodLookup.
+func (l IndexerLookup) Pending() ([]*v1.Pod, error) {
+	objs, err := l.Indexer.ByIndex(indexPendingPrefix+l.CommonWord, pending)
+	if err != nil {
+		return nil, fmt.Errorf("look up the pods waiting for %s: %w", l.CommonWord, err)
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
