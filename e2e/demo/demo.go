@@ -1,18 +1,46 @@
 //go:build e2e
 
 // Package demo brings the local control plane up with simulated DGX A100
-// nodes, submits Volcano Jobs that share GPUs, and prints who holds what on
+// nodes and a simulated Ascend 910B node, submits Volcano Jobs that share
+// GPUs and NPUs, and prints who holds what on
 // each card. It is what `make demo` runs.
 package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
+	"text/tabwriter"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
 )
+
+// schedulerConf enables vGPU and HAMi Ascend vNPU sharing.
+const schedulerConf = `actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+      deviceshare.AscendHAMiVNPUEnable: true
+`
+
+// npuChip is the simulated Ascend node's chip type (a vnpus entry of the
+// built-in catalogue).
+const npuChip = "Ascend910B3"
 
 // Options configure Run.
 type Options struct {
@@ -40,6 +68,8 @@ func jobs() []*batchJob {
 		}},
 		{"notebooks", []framework.VGPUTask{{Name: "nb", Replicas: 4, VGPUs: 1, MemoryMiB: 5000, Cores: 10}}},
 		{"two-card", []framework.VGPUTask{{Name: "main", Replicas: 1, VGPUs: 2, MemoryMiB: 30000, Cores: 100}}},
+		{"npu-inference", []framework.VGPUTask{{Name: "server", Replicas: 3, Limits: v1.ResourceList{
+			"huawei.com/" + npuChip: resource.MustParse("1"), "huawei.com/" + npuChip + "-memory": resource.MustParse("12000")}}}},
 	}
 }
 
@@ -58,7 +88,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	built := time.Since(t0)
 	t1 := time.Now()
-	c, err := framework.Start(ctx, framework.Options{Binaries: bins, WorkDir: o.WorkDir, Log: o.Log})
+	c, err := framework.Start(ctx, framework.Options{Binaries: bins, WorkDir: o.WorkDir, Log: o.Log, SchedulerConf: schedulerConf})
 	if err != nil {
 		return err
 	}
@@ -74,6 +104,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		if _, err := c.AddGPUNode(ctx, fmt.Sprintf("dgx-a100-%d", i), "dgxa100"); err != nil {
 			return fmt.Errorf("%w\n%s", err, c.Tails(30))
 		}
+	}
+	if _, err := c.AddAscendNode(ctx, framework.AscendNode{Name: "ascend-910b-0", Chip: npuChip, Chips: 2}); err != nil {
+		return fmt.Errorf("%w\n%s", err, c.Tails(30))
 	}
 	up := time.Since(t1)
 	if err := c.CreateNamespace(ctx, namespace); err != nil {
@@ -97,11 +130,44 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	fmt.Fprintf(o.Out, "\n%d Volcano Jobs sharing the GPUs of %d simulated DGX A100 nodes:\n\n", len(jobs()), o.Nodes)
 	framework.PrintUsage(o.Out, cards, false)
-	fmt.Fprintf(o.Out, "\nbinaries %s, control plane and %d nodes %s, jobs Running %s\n",
+	if err := printNPUs(ctx, c, o.Out); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "\nbinaries %s, control plane, %d GPU nodes and 1 Ascend node %s, jobs Running %s\n",
 		built.Round(time.Millisecond), o.Nodes, up.Round(time.Millisecond), running.Round(time.Millisecond))
 	if o.Keep {
 		fmt.Fprintf(o.Out, "\nThe cluster keeps running until interrupted (Ctrl-C):\n  export KUBECONFIG=%s\n", c.Kubeconfig)
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// printNPUs lists the vNPUs the demo's pods hold, from the allocation
+// annotation huawei.com/<chip> (chip UUID and template).
+func printNPUs(ctx context.Context, c *framework.Cluster, out io.Writer) error {
+	pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	var rows []string
+	for _, p := range pods.Items {
+		var info []struct {
+			UUID string `json:"UUID"`
+			Temp string `json:"temp"`
+		}
+		if json.Unmarshal([]byte(p.Annotations["huawei.com/"+npuChip]), &info) != nil {
+			continue
+		}
+		for _, i := range info {
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s", p.Spec.NodeName, i.UUID, i.Temp, p.Name))
+		}
+	}
+	sort.Strings(rows)
+	fmt.Fprintf(out, "\nAscend vNPUs (HAMi template mode, simulated %s node):\n\n", npuChip)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tCHIP\tTEMPLATE\tPOD")
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	return w.Flush()
 }
