@@ -3,7 +3,9 @@ package deviceshare
 import (
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
@@ -11,10 +13,12 @@ import (
 
 // onAllocate is the allocation event handler (allocate, pipeline and a
 // discarded eviction's undo all raise it). It picks the cards on the
-// session's copy of the node's devices, records the choice in the ledger as
-// an assumption, and hands the allocation annotations to the binder, which
-// sends them on the v1.Binding. No API call happens here, and the task's
-// pod is left alone: Volcano v1.10 still feeds session pods to its built-in
+// session's copy of the node's devices and, for a task to be bound, records
+// the choice in the ledger as an assumption and hands the allocation
+// annotations to the binder, which sends them on the v1.Binding. A
+// pipelined task (a preemptor waiting for its victims) only reserves its
+// cards in the session view. No API call happens here, and the task's pod
+// is left alone: Volcano v1.10 still feeds session pods to its built-in
 // device objects (NodeInfo.Others), whose vGPU SubResource crashes on
 // allocation annotations it did not add itself.
 func (p *plugin) onAllocate(ev *framework.Event) {
@@ -24,37 +28,43 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		// An eviction was discarded: the pod keeps the cards it had.
 		delete(s.evicted, task.UID)
 		for _, d := range e.parts {
-			if err := d.write().AddResource(e.pod); err != nil {
+			if err := d.restore(e.pod); err != nil {
 				klog.ErrorS(err, "Restoring an evicted pod's devices failed", "pod", klog.KObj(e.pod))
 			}
 		}
+		s.queues.add(e.queue, e.held, 1)
+		p.preemptionUndone()
 		return
 	}
 	req := s.requestOf(task)
 	if req == nil || req.invalid != nil || req.unserved != "" {
 		return
 	}
+	pipelined := task.Status == vcapi.Pipelined
+	if s.preempting != nil && s.preempting.task == task.UID {
+		s.preempting = nil
+	}
 	sn := s.nodes[task.NodeName]
 	if sn == nil {
-		p.st.binder.refuse(task.UID, fmt.Errorf("node %s has no device state", task.NodeName))
+		p.refuse(task, pipelined, fmt.Errorf("node %s has no device state", task.NodeName))
 		return
 	}
-	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod}
+	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod, pipelined: pipelined}
 	merged := &api.Reservation{Annotations: map[string]string{}}
 	for _, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {
 			p.rollback(alloc)
-			p.st.binder.refuse(task.UID, fmt.Errorf("node %s has no usable %s devices", task.NodeName, s.backends[i].Name()))
+			p.refuse(task, pipelined, fmt.Errorf("node %s has no usable %s devices", task.NodeName, s.backends[i].Name()))
 			return
 		}
-		r, err := d.write().Allocate(task.Pod, s.args.SchedulePolicy)
+		r, err := allocateOn(d, task.Pod, s.args.SchedulePolicy, pipelined)
 		if err != nil {
 			p.rollback(alloc)
 			p.st.metrics.allocated(s.backends[i].Name(), "error")
-			klog.ErrorS(err, "Device allocation failed after the node passed the predicate; the bind will be refused",
-				"pod", klog.KObj(task.Pod), "node", task.NodeName, "device", s.backends[i].Name())
-			p.st.binder.refuse(task.UID, fmt.Errorf("allocate %s devices on node %s: %w", s.backends[i].Name(), task.NodeName, err))
+			klog.ErrorS(err, "Device allocation failed after the node passed the predicate; the task keeps no cards",
+				"pod", klog.KObj(task.Pod), "node", task.NodeName, "device", s.backends[i].Name(), "pipelined", pipelined)
+			p.refuse(task, pipelined, fmt.Errorf("allocate %s devices on node %s: %w", s.backends[i].Name(), task.NodeName, err))
 			return
 		}
 		alloc.parts = append(alloc.parts, allocPart{devices: d, reservation: r})
@@ -64,7 +74,20 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		p.st.metrics.allocated(s.backends[i].Name(), "success")
 	}
 	alloc.annotated = api.ApplyReservation(task.Pod, merged)
+	alloc.queue, alloc.held = p.queueOf(task), s.held(sn, req.backends, alloc.annotated)
+	s.queues.add(alloc.queue, alloc.held, 1)
 	s.allocs[task.UID] = alloc
+	if pipelined {
+		// A pipelined task is bound in a later session, if at all; its
+		// reservation lives in this session's view only (Volcano keeps no
+		// pipelined state across sessions either), so the ledger assumes
+		// nothing and no node lock is due. The binder's note only records
+		// the choice: a later session's allocation replaces it.
+		p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, nil, nil)
+		klog.V(4).InfoS("Reserved devices for a pipelined task", "plugin", PluginName, "pod", klog.KObj(task.Pod),
+			"node", task.NodeName, "annotations", merged.Annotations)
+		return
+	}
 	sn.inSession++
 	var locks []string
 	if s.args.NodeLockEnable {
@@ -76,6 +99,32 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		"annotations", merged.Annotations)
 }
 
+// allocateOn picks the pod's cards on the session's view. A pod that will
+// be bound now must not get cards terminating pods still hold: when some
+// are terminating on the node, the cards are chosen on now() and the
+// choice is then accounted in the view.
+func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, pipelined bool) (*api.Reservation, error) {
+	if pipelined || len(d.releasing) == 0 {
+		return d.write().Allocate(pod, policy)
+	}
+	r, err := d.now().Allocate(pod, policy)
+	if err != nil || r == nil {
+		return r, err
+	}
+	if err := d.write().AddResource(api.ApplyReservation(pod, r)); err != nil {
+		return nil, fmt.Errorf("account the allocation in the session view: %w", err)
+	}
+	return r, nil
+}
+
+// refuse makes the binder refuse the task's bind; a pipelined task is not
+// bound this session, so there is nothing to refuse.
+func (p *plugin) refuse(task *vcapi.TaskInfo, pipelined bool, err error) {
+	if !pipelined {
+		p.st.binder.refuse(task.UID, err)
+	}
+}
+
 // onDeallocate is the deallocation event handler: a discarded allocation
 // (gang not ready, statement discarded) or an eviction.
 func (p *plugin) onDeallocate(ev *framework.Event) {
@@ -84,34 +133,41 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 	if alloc, ok := s.allocs[task.UID]; ok {
 		delete(s.allocs, task.UID)
 		p.rollback(alloc)
-		p.st.ledger.Forget(task.Pod.UID)
+		s.queues.add(alloc.queue, alloc.held, -1)
 		p.st.binder.forget(task.UID)
-		if sn := s.nodes[alloc.node]; sn != nil {
-			sn.inSession--
+		if !alloc.pipelined {
+			p.st.ledger.Forget(task.Pod.UID)
+			if sn := s.nodes[alloc.node]; sn != nil {
+				sn.inSession--
+			}
 		}
 		klog.V(4).InfoS("Released devices of a discarded allocation", "plugin", PluginName,
-			"pod", klog.KObj(task.Pod), "node", alloc.node)
+			"pod", klog.KObj(task.Pod), "node", alloc.node, "pipelined", alloc.pipelined)
 		return
 	}
-	// An eviction: the pod's cards are free for this session's preemptors.
+	// An eviction: the pod is terminating; its cards are future capacity
+	// for this session's preemptors (see sessionDevices).
 	sn := s.nodes[task.NodeName]
 	if sn == nil {
 		return
 	}
 	pod := s.effectivePod(task.Pod)
-	e := &evictedPod{pod: pod}
+	e := &evictedPod{pod: pod, queue: p.queueOf(task)}
+	e.held = s.held(sn, allBackends(len(s.backends)), pod)
 	for i, b := range s.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil || !b.HasDeviceRequest(pod) {
 			continue
 		}
-		if err := d.write().SubResource(pod); err != nil {
+		if err := d.release(pod); err != nil {
 			klog.ErrorS(err, "Releasing an evicted pod's devices failed", "pod", klog.KObj(pod), "node", task.NodeName)
 			continue
 		}
 		e.parts = append(e.parts, d)
 	}
+	s.queues.add(e.queue, e.held, -1)
 	s.evicted[task.UID] = e
+	p.victimEvicted(task.UID)
 }
 
 // rollback releases what an allocation took, in reverse order.

@@ -27,6 +27,12 @@
 //     notes the allocation annotations with the Binder (the session's pod is
 //     left alone); deallocation (discarded gang, eviction) gives back exactly
 //     what was taken.
+//   - PreemptableFn, ReclaimableFn, AllocatableFn, PrePredicateFn: device-
+//     aware preemption and reclaim (preempt.go): only victims holding cards
+//     the preemptor needs, the fewest of the lowest priority, evicted until
+//     the cards fit.
+//   - JobEnqueueableFn and AllocatableFn: queue capability on device
+//     resources, counted from allocation annotations (queue.go).
 //
 // The Binder replaces Volcano's default binder: it puts the noted
 // allocation annotations on the v1.Binding (the API server copies them onto

@@ -123,6 +123,13 @@ func newClusterWith(t *testing.T, schedulerConf string, nodes []*v1.Node, queues
 	if err != nil {
 		t.Fatalf("parse scheduler conf: %v", err)
 	}
+	// The allocate action admits Pending jobs itself unless the scheduler
+	// says enqueue runs, which Volcano's scheduler (and uthelper) record in
+	// this package-level map.
+	conf.EnabledActionMap = make(map[string]bool, len(actions))
+	for _, a := range actions {
+		conf.EnabledActionMap[a.Name()] = true
+	}
 	b := &recordingBinder{st: st, binds: map[string]boundPod{}, ch: make(chan string, 1000)}
 	sc := cache.NewCustomMockSchedulerCache("volcano", b, evictor, &util.FakeStatusUpdater{},
 		nil, nil, record.NewFakeRecorder(1000))

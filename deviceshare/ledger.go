@@ -320,7 +320,12 @@ func (l *Ledger) Stats() Stats {
 
 // holdsDevices reports whether a task in this status holds its devices on
 // its node. Pipelined tasks are session-only reservations; terminated pods
-// have given their devices back.
+// have given their devices back. Releasing pods (deleted or evicted, still
+// running) hold their cards until they exit, so the ledger counts them: a
+// pod bound onto their cards would share a card with them. Sessions treat
+// those cards as future capacity, as Volcano's FutureIdle does, so a
+// preemptor is pipelined onto its victims' cards rather than evicting more
+// (see sessionDevices).
 func holdsDevices(s vcapi.TaskStatus) bool {
 	switch s {
 	case vcapi.Allocated, vcapi.Binding, vcapi.Bound, vcapi.Running, vcapi.Releasing, vcapi.Unknown:

@@ -19,6 +19,8 @@ type plugin struct {
 	args    Args
 	argsErr error
 	sess    *sessionState
+	// ssn is the session the plugin serves, for job priorities and queues.
+	ssn *framework.Session
 }
 
 var _ framework.Plugin = (*plugin)(nil)
@@ -56,7 +58,9 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	}
 	res := p.st.ledger.Sync(ssn.Nodes, backends)
 	p.st.reportProblems(ssn.KubeClient(), res.Problems)
+	p.ssn = ssn
 	p.sess = p.st.newSessionState(p.args, backends, ssn)
+	p.sess.queues = p.openQueues(ssn)
 	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
 	p.register(ssn)
 	p.st.metrics.observeSync(res, p.st.clock.Since(start))
@@ -71,14 +75,22 @@ func (p *plugin) OnSessionClose(ssn *framework.Session) {
 	if p.sess != nil {
 		klog.V(3).InfoS("Device session closed", "plugin", PluginName, "allocations", len(p.sess.allocs),
 			"evictions", len(p.sess.evicted))
+		p.reportQueueUsage(ssn)
 	}
 	p.sess = nil
+	p.ssn = nil
 }
 
 func (p *plugin) register(ssn *framework.Session) {
 	ssn.AddPredicateFn(PluginName, p.predicate)
 	ssn.AddNodeOrderFn(PluginName, p.nodeOrder)
 	ssn.AddBatchNodeOrderFn(PluginName, p.batchNodeOrder)
+	ssn.AddPrePredicateFn(PluginName, p.prePredicate)
+	ssn.AddPreemptableFn(PluginName, p.preemptable)
+	ssn.AddReclaimableFn(PluginName, p.reclaimable)
+	ssn.AddAllocatableFn(PluginName, p.allocatable)
+	ssn.AddOverusedFn(PluginName, p.overused)
+	ssn.AddJobEnqueueableFn(PluginName, p.jobEnqueueable)
 	ssn.AddEventHandler(&framework.EventHandler{
 		AllocateFunc:   p.onAllocate,
 		DeallocateFunc: p.onDeallocate,
@@ -127,6 +139,7 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 		if args.NodeLockEnable {
 			sn.lockedOutside = inflight[name] || lockedByAnnotation(ni.Node, backends, now)
 		}
+		s.releaseTerminating(sn, ni)
 		s.nodes[name] = sn
 	}
 	for _, job := range ssn.Jobs {
@@ -137,6 +150,29 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 		}
 	}
 	return s
+}
+
+// releaseTerminating takes the node's Releasing pods out of the session's
+// view (see sessionDevices): they still hold their cards in the ledger,
+// which is what now() reports, but their cards are the node's future
+// capacity, as Volcano counts their CPU and memory in FutureIdle.
+func (s *sessionState) releaseTerminating(sn *sessionNode, ni *vcapi.NodeInfo) {
+	for _, task := range ni.Tasks {
+		if task.Status != vcapi.Releasing || task.Pod == nil {
+			continue
+		}
+		pod := s.effectivePod(task.Pod)
+		for i, b := range s.backends {
+			d := sn.devices[i]
+			if d == nil || d.invErr != nil || !b.HasDeviceRequest(pod) || d.read().AddQueueResource(pod) == nil {
+				continue
+			}
+			if err := d.release(pod); err != nil {
+				klog.ErrorS(err, "Taking a terminating pod's devices out of the session view failed",
+					"pod", klog.KObj(pod), "node", ni.Name)
+			}
+		}
+	}
 }
 
 func lockedByAnnotation(node *v1.Node, backends []api.Backend, now time.Time) bool {

@@ -18,6 +18,12 @@ const (
 	ReasonBadInventorySuffix = " device registration on the node is invalid"
 	ReasonInvalidRequest     = "invalid device request: "
 	ReasonUnservedPrefix     = "no enabled device type serves "
+	// ReasonTerminating is reported when the pod fits only the cards that
+	// terminating pods still hold, and Volcano would bind it now.
+	ReasonTerminating = "devices are held by terminating pods"
+	// ReasonEvictionWouldNotHelp is reported when the cards would not fit
+	// the pod even if every pod Volcano may evict for it were gone.
+	ReasonEvictionWouldNotHelp = "evicting lower-priority or reclaimable pods would not free enough devices"
 )
 
 // predicate is the PredicateFn: does the task fit the node's cards?
@@ -45,6 +51,7 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 	}
 	pod := task.Pod
 	var statuses []*vcapi.Status
+	resolvable, unresolvable := false, false
 	for _, i := range req.backends {
 		name := s.backends[i].Name()
 		d := sn.devices[i]
@@ -52,15 +59,26 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 		case d == nil:
 			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
 			p.st.metrics.filterFailed(name, "no devices")
+			unresolvable = true
 			continue
 		case d.invErr != nil:
 			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
 			p.st.metrics.filterFailed(name, "invalid registration")
+			unresolvable = true
 			continue
 		}
 		st := d.read().FilterNode(pod, s.args.SchedulePolicy)
 		if st.IsSuccess() {
+			if len(d.releasing) > 0 && willBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
+				statuses = append(statuses, status(api.Unschedulable, ReasonTerminating))
+				p.st.metrics.filterFailed(name, ReasonTerminating)
+			}
 			continue
+		}
+		if st.Code == api.Unschedulable {
+			resolvable = true
+		} else {
+			unresolvable = true
 		}
 		for _, r := range st.Reasons {
 			statuses = append(statuses, status(st.Code, r))
@@ -68,6 +86,14 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 		}
 		if len(st.Reasons) == 0 {
 			statuses = append(statuses, status(st.Code, name+" devices do not fit"))
+		}
+	}
+	if resolvable && !unresolvable {
+		if pl := s.newPlanner(pod, req, sn); pl != nil && !p.evictionCouldHelp(task, node, pl) {
+			for _, st := range statuses {
+				st.Code = api.UnschedulableAndUnresolvable
+			}
+			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, ReasonEvictionWouldNotHelp))
 		}
 	}
 	if len(statuses) == 0 {
@@ -78,6 +104,13 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 			"reasons", reasons(statuses))
 	}
 	return vcapi.NewFitErrWithStatus(task, node, statuses...)
+}
+
+// willBind reports whether Volcano's allocate action would bind the task
+// on the node now (its request fits the node's idle resources) rather than
+// pipeline it onto resources terminating pods will free.
+func willBind(task *vcapi.TaskInfo, node *vcapi.NodeInfo) bool {
+	return task.InitResreq != nil && node.Idle != nil && task.InitResreq.LessEqual(node.Idle, vcapi.Zero)
 }
 
 func fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, code int, reason string) error {

@@ -3,6 +3,7 @@ package deviceshare
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
@@ -30,6 +31,12 @@ type sessionState struct {
 	// evicted are placed pods whose devices this session released (an
 	// eviction), for a discarded eviction to take them back.
 	evicted map[vcapi.TaskID]*evictedPod
+	// preempting is the preemption in progress, set by the victim
+	// functions (see preempt.go); nil outside a victim loop.
+	preempting *preemptSlot
+	// queues is the device accounting of queues with a capability or a
+	// deserved amount on a device resource (see queue.go); nil without.
+	queues *queueState
 }
 
 type sessionNode struct {
@@ -44,10 +51,22 @@ type sessionNode struct {
 // locked reports whether node locking keeps further allocations off the node.
 func (n *sessionNode) locked() bool { return n.lockedOutside || n.inSession > 0 }
 
+// sessionDevices is one node's devices of one type as the session sees
+// them: the ledger's (base) until the session writes, then its own copy.
+//
+// The view is the node's *future* state, as Volcano's FutureIdle: pods that
+// are terminating (Releasing at session open, or evicted in this session)
+// still hold their cards in the ledger, but not in this view, so that a
+// preemptor can be pipelined onto what its victims free and the next
+// session does not evict again for capacity already on its way. now()
+// adds them back for pods that would be bound at once.
 type sessionDevices struct {
 	base   api.Devices
 	own    api.Devices
 	invErr error
+	// releasing are the terminating pods whose cards the view treats as
+	// free, by UID, as accounted (with their allocation annotations).
+	releasing map[types.UID]*v1.Pod
 }
 
 func (d *sessionDevices) read() api.Devices {
@@ -62,6 +81,41 @@ func (d *sessionDevices) write() api.Devices {
 		d.own = d.base.DeepCopy()
 	}
 	return d.own
+}
+
+// now returns the node's cards as they are at this moment: the view with
+// the terminating pods' allocations added back. It is the view itself when
+// nothing is terminating, and a fresh copy otherwise (it only reads d, so
+// concurrent predicates may call it).
+func (d *sessionDevices) now() api.Devices {
+	if len(d.releasing) == 0 {
+		return d.read()
+	}
+	c := d.read().DeepCopy()
+	for _, p := range d.releasing {
+		if err := c.AddResource(p); err != nil {
+			klog.V(4).InfoS("Terminating pod's devices cannot be accounted back", "pod", klog.KObj(p), "err", err)
+		}
+	}
+	return c
+}
+
+// release takes a terminating pod's allocation out of the view.
+func (d *sessionDevices) release(pod *v1.Pod) error {
+	if err := d.write().SubResource(pod); err != nil {
+		return err
+	}
+	if d.releasing == nil {
+		d.releasing = make(map[types.UID]*v1.Pod)
+	}
+	d.releasing[pod.UID] = pod
+	return nil
+}
+
+// restore puts back what release took (a discarded eviction).
+func (d *sessionDevices) restore(pod *v1.Pod) error {
+	delete(d.releasing, pod.UID)
+	return d.write().AddResource(pod)
 }
 
 // taskRequest is what a task asks of the device backends.
@@ -80,6 +134,12 @@ type sessionAlloc struct {
 	original  *v1.Pod
 	annotated *v1.Pod
 	parts     []allocPart
+	// pipelined allocations wait for terminating pods: they hold their
+	// cards in the session's view but are neither bound nor assumed.
+	pipelined bool
+	// queue and held are the queue's device accounting of the allocation.
+	queue vcapi.QueueID
+	held  map[string]float64
 }
 
 type allocPart struct {
@@ -90,6 +150,8 @@ type allocPart struct {
 type evictedPod struct {
 	pod   *v1.Pod
 	parts []*sessionDevices
+	queue vcapi.QueueID
+	held  map[string]float64
 }
 
 // requestOf returns what the task asks for, computing it when the task was

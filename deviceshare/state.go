@@ -184,10 +184,12 @@ func (st *State) Ledger() *Ledger { return st.ledger }
 
 // Register creates the process's State and registers the plugin under
 // PluginName, replacing Volcano's built-in plugin, and the binder that takes
-// node locks. Call it once, after volcano.sh/volcano/pkg/scheduler/plugins
-// has been initialised.
+// node locks. It also silences the node PATCHes of Volcano's built-in vGPU
+// device code (see silenceBuiltinVGPU). Call it once, after
+// volcano.sh/volcano/pkg/scheduler/plugins has been initialised.
 func Register() *State {
 	st := NewState(Options{Registerer: prometheus.DefaultRegisterer})
+	silenceBuiltinVGPU()
 	framework.RegisterPluginBuilder(PluginName, st.Builder())
 	cache.RegisterBindMethod(st.Binder())
 	return st

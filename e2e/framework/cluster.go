@@ -41,6 +41,9 @@ type Options struct {
 	SchedulerConf string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Audit makes the API server write an audit log (metadata of every
+	// request) that AuditCounts reads.
+	Audit bool
 }
 
 // Cluster is a running local control plane.
@@ -56,6 +59,7 @@ type Cluster struct {
 	token       string
 	apiPort     int
 	schedConf   string
+	audit       bool
 	// schedMetrics is the running scheduler's /metrics URL.
 	schedMetrics string
 	etcdURL     string
@@ -72,7 +76,7 @@ type Cluster struct {
 // CRDs and namespace volcano-system), vc-controller-manager, kwok and
 // vc-scheduler. On error everything already started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
-	c := &Cluster{bins: opts.Binaries, log: opts.Log, WorkDir: opts.WorkDir, schedConf: opts.SchedulerConf}
+	c := &Cluster{bins: opts.Binaries, log: opts.Log, WorkDir: opts.WorkDir, schedConf: opts.SchedulerConf, audit: opts.Audit}
 	if c.log == nil {
 		c.log = io.Discard
 	}
@@ -169,7 +173,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if err := os.WriteFile(tokenFile, []byte(c.token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
 	}
-	c.apisv, err = c.start("kube-apiserver", BinKubeAPIServer, []string{
+	args := []string{
 		"--etcd-servers=" + c.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.apiPort),
@@ -183,7 +187,16 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--allow-privileged=true",
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--enable-priority-and-fairness=false",
-	}, nil)
+	}
+	if c.audit {
+		policy := filepath.Join(c.WorkDir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+			return fmt.Errorf("write audit policy: %w", err)
+		}
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+c.AuditLog(),
+			"--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0")
+	}
+	c.apisv, err = c.start("kube-apiserver", BinKubeAPIServer, args, nil)
 	if err != nil {
 		return err
 	}
