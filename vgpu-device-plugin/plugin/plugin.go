@@ -94,14 +94,8 @@ func (p *Plugin) kubeletPath() string { return filepath.Join(p.opts.SocketDir, p
 
 // Run serves and keeps the plugin registered until ctx ends.
 func (p *Plugin) Run(ctx context.Context) error {
-	watcher, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", p.opts.SocketDir, err)
-	}
-	defer watcher.Close()
-	if err := watcher.Add(p.opts.SocketDir); err != nil {
-		return fmt.Errorf("watch %s: %w", p.opts.SocketDir, err)
-	}
+	watcher, stopWatch := p.watchDir(ctx)
+	defer stopWatch()
 	for {
 		srv, err := p.serve()
 		if err != nil {
@@ -166,7 +160,7 @@ func (p *Plugin) stop(srv *grpc.Server) {
 
 // register registers with the kubelet, retrying with backoff. It returns
 // false when ctx ended.
-func (p *Plugin) register(ctx context.Context, watcher *fsnotify.Watcher) bool {
+func (p *Plugin) register(ctx context.Context, watcher *dirWatch) bool {
 	delay := 100 * time.Millisecond
 	for {
 		err := p.registerOnce(ctx)
@@ -211,7 +205,7 @@ func (p *Plugin) registerOnce(ctx context.Context) error {
 
 // waitForRestart waits until the kubelet socket is created again or the
 // plugin socket is removed (true) or ctx ends (false).
-func (p *Plugin) waitForRestart(ctx context.Context, watcher *fsnotify.Watcher) bool {
+func (p *Plugin) waitForRestart(ctx context.Context, watcher *dirWatch) bool {
 	for {
 		select {
 		case <-ctx.Done():
