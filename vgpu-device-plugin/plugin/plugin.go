@@ -54,6 +54,10 @@ type Options struct {
 	Allocator Allocator
 	// Clock paces registration retries; nil means the real clock.
 	Clock clock.Clock
+	// PollInterval, when positive, watches the socket directory by polling
+	// at this interval instead of inotify. Zero uses inotify and falls back
+	// to polling every second when no inotify instance is left.
+	PollInterval time.Duration
 }
 
 // Plugin is the device-plugin server. Create it with New and call Run once.
@@ -101,6 +105,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		watcher.Resync()
 		restart := p.register(ctx, watcher)
 		if restart {
 			restart = p.waitForRestart(ctx, watcher)

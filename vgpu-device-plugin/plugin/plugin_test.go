@@ -106,6 +106,11 @@ func dial(t *testing.T, path string) *grpc.ClientConn {
 func dev(id, health string) *pluginapi.Device { return &pluginapi.Device{ID: id, Health: health} }
 
 func TestPluginRegistersServesAndReregisters(t *testing.T) {
+	t.Run("inotify", func(t *testing.T) { testRegistersServesAndReregisters(t, 0) })
+	t.Run("polling", func(t *testing.T) { testRegistersServesAndReregisters(t, 20*time.Millisecond) })
+}
+
+func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 	dir := shortTempDir(t)
 	kubelet := startKubelet(t, dir)
 	devs := &devices{list: []*pluginapi.Device{dev("GPU-a-0", "Healthy"), dev("GPU-a-1", "Healthy")}}
@@ -116,6 +121,7 @@ func TestPluginRegistersServesAndReregisters(t *testing.T) {
 			return &pluginapi.AllocateResponse{ContainerResponses: []*pluginapi.ContainerAllocateResponse{
 				{Envs: map[string]string{"N": r.ContainerRequests[0].DevicesIDs[0]}}}}, nil
 		}),
+		PollInterval: poll,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -168,8 +174,19 @@ func TestPluginRegistersServesAndReregisters(t *testing.T) {
 	if r := kubelet2.wait(t); r.ResourceName != "volcano.sh/vgpu-number" {
 		t.Errorf("re-registration for %q", r.ResourceName)
 	}
-	if _, err := os.Stat(p.SocketPath()); err != nil {
-		t.Errorf("plugin socket after restart: %v", err)
+	// The removal of its socket and the new kubelet socket may be seen as
+	// two changes (always when polling), so the plugin may restart twice:
+	// wait for it to settle serving.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := os.Stat(p.SocketPath())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin socket after restart: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	cancel()

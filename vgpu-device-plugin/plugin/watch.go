@@ -19,6 +19,26 @@ const pollInterval = time.Second
 type dirWatch struct {
 	Events <-chan fsnotify.Event
 	Errors <-chan error
+	// resync, when polling, forgets pending events and takes the sockets
+	// as they are now; the plugin calls it each time it starts serving,
+	// before registering, so a change it is already handling does not
+	// restart it a second time and a change after that is seen.
+	resync chan chan struct{}
+	done   <-chan struct{}
+}
+
+// Resync is called when the plugin (re)starts serving; it returns once the
+// poller has taken the new state.
+func (w *dirWatch) Resync() {
+	if w.resync == nil {
+		return
+	}
+	ack := make(chan struct{})
+	select {
+	case w.resync <- ack:
+		<-ack
+	case <-w.done:
+	}
 }
 
 // watchDir watches the socket directory with inotify, or, when that fails
@@ -26,40 +46,53 @@ type dirWatch struct {
 // on one host exhaust, as in tests), by polling the two sockets every
 // pollInterval. The returned function stops watching.
 func (p *Plugin) watchDir(ctx context.Context) (*dirWatch, func()) {
-	w, err := fsnotify.NewWatcher()
-	if err == nil {
-		if err = w.Add(p.opts.SocketDir); err == nil {
-			return &dirWatch{Events: w.Events, Errors: w.Errors}, func() { _ = w.Close() }
+	interval := p.opts.PollInterval
+	if interval <= 0 {
+		interval = pollInterval
+		w, err := fsnotify.NewWatcher()
+		if err == nil {
+			if err = w.Add(p.opts.SocketDir); err == nil {
+				return &dirWatch{Events: w.Events, Errors: w.Errors}, func() { _ = w.Close() }
+			}
+			_ = w.Close()
 		}
-		_ = w.Close()
+		klog.InfoS("Cannot watch the socket directory with inotify; polling it instead",
+			"dir", p.opts.SocketDir, "interval", interval, "err", err)
 	}
-	klog.InfoS("Cannot watch the socket directory with inotify; polling it instead",
-		"dir", p.opts.SocketDir, "interval", pollInterval, "err", err)
 	ctx, cancel := context.WithCancel(ctx)
 	events := make(chan fsnotify.Event, 4)
-	go p.poll(ctx, events)
-	return &dirWatch{Events: events}, cancel
+	resync := make(chan chan struct{})
+	go p.poll(ctx, interval, events, resync)
+	return &dirWatch{Events: events, resync: resync, done: ctx.Done()}, cancel
 }
 
 // poll sends a Create event for the kubelet socket when it appears or is
 // replaced and a Remove event for the plugin socket when it disappears.
-func (p *Plugin) poll(ctx context.Context, events chan<- fsnotify.Event) {
+func (p *Plugin) poll(ctx context.Context, interval time.Duration, events chan fsnotify.Event, resync <-chan chan struct{}) {
 	kubelet, plugin := p.kubeletPath(), p.SocketPath()
 	lastKubelet, lastPlugin := inode(kubelet), inode(plugin)
 	for {
-		t := p.opts.Clock.NewTimer(pollInterval)
+		t := p.opts.Clock.NewTimer(interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case ack := <-resync:
+			t.Stop()
+			for len(events) > 0 {
+				<-events
+			}
+			lastKubelet, lastPlugin = inode(kubelet), inode(plugin)
+			close(ack)
+			continue
 		case <-t.C():
 		}
 		k, pl := inode(kubelet), inode(plugin)
 		var ev *fsnotify.Event
 		switch {
-		case k != 0 && k != lastKubelet:
+		case k != (fileID{}) && k != lastKubelet:
 			ev = &fsnotify.Event{Name: kubelet, Op: fsnotify.Create}
-		case pl == 0 && lastPlugin != 0:
+		case pl == (fileID{}) && lastPlugin != (fileID{}):
 			ev = &fsnotify.Event{Name: plugin, Op: fsnotify.Remove}
 		}
 		lastKubelet, lastPlugin = k, pl
@@ -74,14 +107,21 @@ func (p *Plugin) poll(ctx context.Context, events chan<- fsnotify.Event) {
 	}
 }
 
-// inode returns the file's inode number, 0 when it does not exist.
-func inode(path string) uint64 {
+// fileID identifies a file: its inode and change time, since a socket
+// created again right after the old one was removed may get the same inode.
+type fileID struct {
+	ino   uint64
+	ctime int64
+}
+
+// inode returns the file's identity, the zero value when it does not exist.
+func inode(path string) fileID {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return 0
+		return fileID{}
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino
+		return fileID{ino: st.Ino, ctime: st.Ctim.Nano()}
 	}
-	return 1
+	return fileID{ino: 1, ctime: fi.ModTime().UnixNano()}
 }

@@ -29,7 +29,7 @@ func TestPollReportsSocketChanges(t *testing.T) {
 	defer cancel()
 	events := make(chan fsnotify.Event, 4)
 	done := make(chan struct{})
-	go func() { defer close(done); p.poll(ctx, events) }()
+	go func() { defer close(done); p.poll(ctx, pollInterval, events, nil) }()
 	step := func() *fsnotify.Event {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
