@@ -14,7 +14,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +72,12 @@ const namespace = "burst"
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n < o.Nodes+64 {
+			fmt.Fprintf(o.Log, "throughput: fs.inotify.max_user_instances is %d; %d agents fall back to polling and may leave "+
+				"none for the other processes (raise it: sysctl fs.inotify.max_user_instances=%d)\n", n, o.Nodes, 4*(o.Nodes+64))
+		}
 	}
 	bins, err := framework.EnsureBinaries(ctx, o.Log)
 	if err != nil {
