@@ -33,6 +33,8 @@ type Backend struct {
 	defaultGPUNum                             int32
 	migCatalogue                              []config.AllowedMIGGeometries
 	ignored                                   []string
+	// frag is the workload mix the fragment policy learns (its own lock).
+	frag *workload
 }
 
 var (
@@ -57,6 +59,7 @@ func New(opts Options) (*Backend, error) {
 		defaultCores:  cfg.DefaultCores,
 		defaultGPUNum: cfg.DefaultGPUNum,
 		migCatalogue:  (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
+		frag:          newWorkload(),
 	}
 	if b.factor <= 0 {
 		b.factor = 1

@@ -46,6 +46,9 @@ func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []card
 				cands = append(cands, c)
 			}
 		}
+		if req.cardPolicy == PolicyFragment && cr.nums == 1 {
+			d.fragRank(cr, work, cands)
+		}
 		sel := d.selectCards(req, cands, int(cr.nums), s.selBuf[:0])
 		if sel == nil {
 			return picks, work, f

@@ -85,6 +85,8 @@ type Devices struct {
 	*shared
 	cards []cardState
 	pods  map[types.UID]*holding
+	// host is the node's free CPU for the fragment policy (SetHostIdle).
+	host hostIdle
 }
 
 var (

@@ -48,6 +48,9 @@ func (d *Devices) fit(req *podRequest) *api.Status {
 // hami.io/node-scheduler-policy overrides the policy. Pods that do not fit
 // or have no valid request score 0.
 func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
+	if policy == PolicyFragment {
+		return d.fragScoreNode(pod)
+	}
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)
 	if err != nil || req.empty() {

@@ -195,7 +195,7 @@ func parseAnnotations(pod *v1.Pod, policy string, r *podRequest) error {
 	r.useType = strings.ToUpper(a[AnnotationUseType])
 	r.noUseType = strings.ToUpper(a[AnnotationNoUseType])
 	r.useUUID, r.noUseUUID = a[AnnotationUseUUID], a[AnnotationNoUseUUID]
-	if policy != api.PolicySpread {
+	if policy != api.PolicySpread && policy != PolicyFragment {
 		policy = api.PolicyBinpack
 	}
 	r.cardPolicy, r.nodePolicy = policy, policy

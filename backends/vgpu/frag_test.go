@@ -1,0 +1,220 @@
+package vgpu
+
+import (
+	"cmp"
+	"strconv"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// share is a pod asking for pct percent of one card's memory and cores.
+func share(name string, pct int64) *v1.Pod {
+	return vpod(name, []ctr{{n: 1, mem: -1, pct: pct, cores: pct}})
+}
+
+// whole is a pod asking for n unused cards.
+func whole(name string, n int64) *v1.Pod {
+	return vpod(name, []ctr{{n: n, mem: -1, pct: 100, cores: 100}})
+}
+
+// withCPU sets the pod's CPU request in milli-cores.
+func withCPU(p *v1.Pod, milli int64) *v1.Pod {
+	p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(milli, resource.DecimalSI)}
+	return p
+}
+
+// withMemory sets the pod's memory request in MiB.
+func withMemory(p *v1.Pod, mib int64) *v1.Pod {
+	p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(mib<<20, resource.BinarySI)}
+	return p
+}
+
+// learn feeds the backend n copies of each pod shape, in rounds, so that
+// the learned mix is published.
+func learn(t *testing.T, b *Backend, n int, shapes ...func(name string) *v1.Pod) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		for k, s := range shapes {
+			b.ObserveRequest(s("seen-" + strconv.Itoa(k) + "-" + strconv.Itoa(i)))
+		}
+	}
+	if b.WorkloadGeneration() == 0 {
+		t.Fatal("no workload published")
+	}
+}
+
+// fragNodeWith returns the node's devices after placing the pods under binpack.
+func fragNodeWith(t *testing.T, b *Backend, node *v1.Node, pods ...*v1.Pod) *Devices {
+	t.Helper()
+	d := devicesOf(t, b, node)
+	for _, p := range pods {
+		allocated(t, d, p, "binpack")
+	}
+	return d
+}
+
+func twoCards() *v1.Node {
+	return vgpuNode([]card{gpu("GPU-0", 16384), gpu("GPU-1", 16384)})
+}
+
+func TestWorkloadLearning(t *testing.T) {
+	b := newBackend(t)
+	if g := b.WorkloadGeneration(); g != 0 {
+		t.Fatalf("generation before any request = %d, want 0", g)
+	}
+	p := share("p", 50)
+	for i := 0; i < 2*fragMinRefresh; i++ {
+		b.ObserveRequest(p) // the same pod counts once
+	}
+	if g := b.WorkloadGeneration(); g != 0 {
+		t.Errorf("generation after one pod seen many times = %d, want 0", g)
+	}
+	b.ObserveRequest(vpod("cpu-only", nil))
+	learn(t, b, fragMinRefresh, func(n string) *v1.Pod { return share(n, 50) })
+	target := b.frag.target.Load()
+	if len(target.classes) != 1 || target.classes[0].pct != 50 || target.classes[0].weight != 1 {
+		t.Errorf("target = %+v, want one class of 50%% with weight 1", target.classes)
+	}
+	gen := b.WorkloadGeneration()
+	learn(t, b, 4*fragRefresh, func(n string) *v1.Pod { return share(n+"-again", 50) })
+	if g := b.WorkloadGeneration(); g != gen {
+		t.Errorf("generation moved from %d to %d though the mix did not change", gen, g)
+	}
+	learn(t, b, fragWindow, func(n string) *v1.Pod { return whole(n, 2) })
+	target = b.frag.target.Load()
+	// The target follows within fragDrift of the window's mix.
+	if b.WorkloadGeneration() == gen || target.classes[0].nums != 2 || target.classes[0].weight < 1-fragDrift {
+		t.Errorf("after the mix changed: generation %d (was %d), target %+v, want mostly the 2-card class",
+			b.WorkloadGeneration(), gen, target.classes)
+	}
+}
+
+func TestFragmentScore(t *testing.T) {
+	tests := []struct {
+		name string
+		// mix is the workload the backend has seen.
+		mix []func(string) *v1.Pod
+		// better and worse are the nodes the pod should and should not
+		// prefer, with their free CPU and memory (CPU 0: not set).
+		better, worse       func(*Backend) *Devices
+		betterCPU, worseCPU int64
+		betterMem, worseMem int64
+		pod                 *v1.Pod
+	}{{
+		name:   "a share fills the card it fits exactly",
+		mix:    []func(string) *v1.Pod{func(n string) *v1.Pod { return share(n, 50) }},
+		better: func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards(), share("a", 50)) },
+		worse:  func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards()) },
+		pod:    share("p", 50),
+	}, {
+		name: "a whole card keeps a pair free for the two-card requests",
+		mix: []func(string) *v1.Pod{
+			func(n string) *v1.Pod { return whole(n, 2) }, func(n string) *v1.Pod { return whole(n, 1) }},
+		better: func(b *Backend) *Devices {
+			return fragNodeWith(t, b, vgpuNode([]card{gpu("GPU-0", 16384), gpu("GPU-1", 16384), gpu("GPU-2", 16384)}))
+		},
+		worse: func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards()) },
+		pod:   whole("p", 1),
+	}, {
+		name:   "a card is not taken where the pod's CPU strands the rest",
+		mix:    []func(string) *v1.Pod{func(n string) *v1.Pod { return withCPU(whole(n, 1), 8000) }},
+		better: func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards()) },
+		worse:  func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards()) },
+		// Both nodes have two free cards; only the worse one runs out
+		// of CPU for the second card's pods.
+		betterCPU: 64000, worseCPU: 12000,
+		pod: withCPU(whole("p", 1), 8000),
+	}, {
+		name:   "a card is not taken where the pod's memory strands the rest",
+		mix:    []func(string) *v1.Pod{func(n string) *v1.Pod { return withMemory(whole(n, 1), 65536) }},
+		better: func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards()) },
+		worse:  func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards()) },
+		// Both nodes have two free cards and plenty of CPU; only the
+		// worse one runs out of memory for the second card's pods.
+		betterCPU: 64000, worseCPU: 64000, betterMem: 262144, worseMem: 100000,
+		pod: withMemory(whole("p", 1), 65536),
+	}, {
+		name:      "a pod without vGPUs goes where it strands no card",
+		mix:       []func(string) *v1.Pod{func(n string) *v1.Pod { return withCPU(whole(n, 1), 8000) }},
+		better:    func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards(), whole("a", 2)) },
+		worse:     func(b *Backend) *Devices { return fragNodeWith(t, b, twoCards()) },
+		betterCPU: 12000, worseCPU: 12000,
+		pod: withCPU(vpod("cpu", []ctr{{n: -1, mem: -1, pct: -1, cores: -1}}), 8000),
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			learn(t, b, fragMinRefresh, tc.mix...)
+			better, worse := tc.better(b), tc.worse(b)
+			if tc.betterCPU > 0 {
+				better.SetHostIdle(tc.betterCPU, cmp.Or(tc.betterMem, 1<<20))
+				worse.SetHostIdle(tc.worseCPU, cmp.Or(tc.worseMem, 1<<20))
+			}
+			sb, sw := better.ScoreNode(tc.pod, PolicyFragment), worse.ScoreNode(tc.pod, PolicyFragment)
+			if sb <= sw || sb > 100 || sw < 0 {
+				t.Errorf("ScoreNode = %.4f on the better node, %.4f on the worse, want better > worse, in [0, 100]", sb, sw)
+			}
+		})
+	}
+}
+
+// TestFragmentCardChoice checks that Allocate takes the card ScoreNode
+// measured: the fullest after placement, ties by the fragmentation left.
+func TestFragmentCardChoice(t *testing.T) {
+	b := newBackend(t)
+	learn(t, b, fragMinRefresh, func(n string) *v1.Pod { return share(n, 40) }, func(n string) *v1.Pod { return share(n, 60) })
+	node := vgpuNode([]card{gpu("GPU-0", 16384), gpu("GPU-1", 16384), gpu("GPU-2", 16384)})
+	d := fragNodeWith(t, b, node, share("a", 30), share("b", 60))
+	if ids := allocated(t, d, share("p", 40), PolicyFragment); ids != "GPU-1,NVIDIA,6553,40:" {
+		t.Errorf("40%% share took %q, want the 60%%-used card GPU-1", ids)
+	}
+	if st := d.FilterNode(share("q", 40), PolicyFragment); !st.IsSuccess() {
+		t.Errorf("FilterNode under fragment: %v", st.Message())
+	}
+}
+
+// TestFragmentUnlearned checks that before any request is seen the policy
+// still scores (by packing), and that an empty mix never panics.
+func TestFragmentUnlearned(t *testing.T) {
+	b := newBackend(t)
+	full := fragNodeWith(t, b, twoCards(), share("a", 50))
+	empty := fragNodeWith(t, b, twoCards())
+	if sf, se := full.ScoreNode(share("p", 50), PolicyFragment), empty.ScoreNode(share("p", 50), PolicyFragment); sf <= se {
+		t.Errorf("ScoreNode = %.3f on the half-used node, %.3f on the empty one, want the half-used higher", sf, se)
+	}
+}
+
+// BenchmarkScoreNodeFragment scores a half-used 8-card node under the
+// fragment policy with a 40-class learned mix, against binpack.
+func BenchmarkScoreNodeFragment(b *testing.B) {
+	be := newBackend(b)
+	for i := 0; i < fragWindow; i++ {
+		pct := int64(5 + 5*(i%19))
+		if i%10 == 0 {
+			pct = 100
+		}
+		be.ObserveRequest(withCPU(share("seen-"+strconv.Itoa(i), pct), int64(1000*(1+i%2))))
+	}
+	var cards []card
+	for i := 0; i < 8; i++ {
+		cards = append(cards, gpu("GPU-"+strconv.Itoa(i), 16384))
+	}
+	d := devicesOf(b, be, vgpuNode(cards))
+	for i := 0; i < 4; i++ {
+		if _, err := d.Allocate(share("a"+strconv.Itoa(i), int64(20+15*i)), "binpack"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d.SetHostIdle(64000, 1<<20)
+	pod := withCPU(share("p", 30), 4000)
+	for _, policy := range []string{"binpack", PolicyFragment} {
+		b.Run(policy, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				d.ScoreNode(pod, policy)
+			}
+		})
+	}
+}

@@ -1,0 +1,21 @@
+// Package quality is the placement-quality simulator of the FGD methodology
+// (ATC'23, "Beware of Fragmentation"): Alibaba's openb pods arrive on its
+// 1213 GPU nodes until 130% of the cluster's GPU capacity has been asked
+// for, and the GPU allocation ratio is recorded after every arrival.
+//
+// The experiment follows the team's QUALITY.md specification (summarised
+// in docs/quality.md) to the letter: seeded arrival order and inflation
+// (Go math/rand v1), node ranks that break ties, the six reference
+// policies (Random, DotProd, BestFit, GpuPacking, GpuClustering, FGD) with
+// their integer-truncated scores, and the binned allocation metric. The reference policies exist to prove the simulator
+// faithful: their seed-42 values are tested exactly against the published
+// numbers.
+//
+// Our policies (binpack, spread, fragment) place pods through the real
+// HAMi vGPU backend (backends/vgpu): every node becomes a *v1.Node with a
+// volcano.sh/node-vgpu-register annotation, every pod a *v1.Pod asking for
+// volcano.sh/vgpu-number, -cores and -memory-percentage, and the backend's
+// FilterNode, ScoreNode and Allocate decide per-card fit, the node score and
+// the cards taken. The simulator checks CPU and memory itself, as
+// Kubernetes' own resource fit would.
+package quality

@@ -1,0 +1,5 @@
+//go:build race
+
+package quality
+
+const raceEnabled = true

@@ -1,0 +1,117 @@
+package quality
+
+import (
+	"fmt"
+	"math"
+)
+
+// Policy places arriving pods. A Policy is created for one run and used
+// by one goroutine.
+type Policy interface {
+	// Place returns the node (index in name order) and the cards for the
+	// pod, or ok false when no node fits. It must not change c; the
+	// simulator applies the decision.
+	Place(c *Cluster, p *Pod) (node int, gpus []int, ok bool, err error)
+}
+
+// Env is what a policy may know when it is created: the trace (the
+// reference FGD reads the original pod list as its target workload, as
+// the paper does) and the run's seed.
+type Env struct {
+	Trace *Trace
+	Seed  int64
+}
+
+// Factory creates a policy for one run.
+type Factory func(env Env) (Policy, error)
+
+// Run simulates one seed: the arrivals of Arrange, each placed by a new
+// policy from f, and the allocation after every arrival.
+func Run(t *Trace, f Factory, seed int64) (Curve, error) {
+	arr := Arrange(t, seed)
+	c := NewCluster(t, arr.Rank)
+	pol, err := f(Env{Trace: t, Seed: seed})
+	if err != nil {
+		return nil, fmt.Errorf("create policy: %w", err)
+	}
+	gpus := t.Capacity() / MilliPerGPU
+	curve := make(Curve, 0, len(arr.Pods))
+	var arrived int64
+	for i := range arr.Pods {
+		p := &arr.Pods[i]
+		arrived += p.GPUMilli()
+		n, cards, ok, err := pol.Place(c, p)
+		if err != nil {
+			return nil, fmt.Errorf("seed %d arrival %d: %w", seed, i, err)
+		}
+		if ok {
+			if err := c.Place(n, cards, p); err != nil {
+				return nil, fmt.Errorf("seed %d arrival %d: %w", seed, i, err)
+			}
+		}
+		curve = append(curve, newEvent(arrived, c.Used, gpus))
+	}
+	return curve, nil
+}
+
+// Result is a policy's allocation at 100% and 130% arrival, averaged over
+// seeds.
+type Result struct {
+	Trace, Policy string
+	Seeds         []int64
+	// Alloc100 and Alloc130 are the mean allocation percentages.
+	Alloc100, Alloc130 float64
+	// Curve is the mean allocation at every arrival percentage 0..130.
+	Curve []float64
+}
+
+// Unalloc130 is the unallocated GPU percentage at 130% arrival.
+func (r *Result) Unalloc130() float64 { return 100 - r.Alloc130 }
+
+// MaxArrival is the last arrival percentage of the experiment.
+const MaxArrival = 130
+
+// Evaluate runs every seed and averages the per-seed values.
+func Evaluate(t *Trace, policy string, f Factory, seeds []int64) (*Result, error) {
+	r := &Result{Trace: t.Name, Policy: policy, Seeds: seeds, Curve: make([]float64, MaxArrival+1)}
+	for _, seed := range seeds {
+		curve, err := Run(t, f, seed)
+		if err != nil {
+			return nil, fmt.Errorf("trace %s policy %s: %w", t.Name, policy, err)
+		}
+		for a := range r.Curve {
+			if v := curve.At(a); !math.IsNaN(v) {
+				r.Curve[a] += v / float64(len(seeds))
+			}
+		}
+		r.Alloc100 += curve.At(100) / float64(len(seeds))
+		r.Alloc130 += curve.At(MaxArrival) / float64(len(seeds))
+	}
+	return r, nil
+}
+
+// scorer is the node score and card choice of a score-based reference
+// policy; Place is the shared argmax with rank tie-breaks.
+type scorer interface {
+	score(s *NodeState, p *Pod) int
+	cards(s *NodeState, p *Pod) []int
+}
+
+// placeByScore takes the feasible node with the highest integer score,
+// the smallest rank on ties.
+func placeByScore(c *Cluster, p *Pod, sc scorer) (int, []int, bool, error) {
+	best, bestScore := -1, 0
+	for n := range c.Nodes {
+		if !c.Feasible(n, p) {
+			continue
+		}
+		s := sc.score(&c.Nodes[n], p)
+		if c.Better(n, float64(s), best, float64(bestScore)) {
+			best, bestScore = n, s
+		}
+	}
+	if best < 0 {
+		return -1, nil, false, nil
+	}
+	return best, sc.cards(&c.Nodes[best], p), true, nil
+}

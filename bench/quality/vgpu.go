@@ -1,0 +1,241 @@
+package quality
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpushare/vshare/backends/vgpu"
+	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
+
+// Our policies, run through the vGPU backend.
+const (
+	PolicyBinpack  = api.PolicyBinpack
+	PolicySpread   = api.PolicySpread
+	PolicyFragment = vgpu.PolicyFragment
+)
+
+// OurPolicies returns the policies placed through the vGPU backend, under
+// the names deviceshare.SchedulePolicy takes.
+func OurPolicies() []string { return []string{PolicyFragment, PolicyBinpack, PolicySpread} }
+
+// cardMemMiB is the memory a model's cards register (about what NVML
+// reports for the public models; G2, G3 and unknown models, which are
+// Alibaba-internal names, get 16 GiB). Shares ask for a percentage of the
+// card, so only rounding depends on it.
+func cardMemMiB(model string) int64 {
+	switch model {
+	case "T4":
+		return 15360
+	case "V100M32":
+		return 32768
+	case "A10":
+		return 23028
+	default:
+		return 16384
+	}
+}
+
+// splitCount is the most pods one card may be shared by, set high enough
+// (nvidia.deviceSplitCount on the node agent) that it never binds before
+// the card's cores do: the trace's smallest share is 1% of a card.
+const splitCount = 100
+
+// observer is implemented by backends that learn the workload from the
+// requests they see (the fragment policy).
+type observer interface {
+	ObserveRequest(pod *v1.Pod)
+	WorkloadGeneration() uint64
+}
+
+// hostAware is implemented by devices whose policy weighs the node's free
+// CPU (the fragment policy); the plugin passes Volcano's NodeInfo.Idle.
+type hostAware interface {
+	SetHostIdle(cpuMilli, memMiB int64)
+}
+
+// fixedClock stamps every allocation with the same time.
+type fixedClock struct{}
+
+func (fixedClock) Now() time.Time                  { return time.Unix(1700000000, 0) }
+func (fixedClock) Since(t time.Time) time.Duration { return time.Unix(1700000000, 0).Sub(t) }
+
+func ours(name string) Factory {
+	for _, p := range OurPolicies() {
+		if p == name {
+			return func(env Env) (Policy, error) { return newVGPUPolicy(env.Trace, name) }
+		}
+	}
+	return nil
+}
+
+// vgpuPolicy places pods through the vGPU backend's FilterNode, ScoreNode
+// and Allocate; the simulator checks CPU and memory.
+type vgpuPolicy struct {
+	policy  string
+	backend *vgpu.Backend
+	obs     observer
+	devs    []api.Devices
+	// memo caches FilterNode and ScoreNode per node and pod shape: both
+	// are pure functions of the node's cards, the pod's request and (for
+	// the fragment policy) the learned workload's generation.
+	memo   [][]vgpuMemo
+	shapes map[shapeKey]int
+	seq    int
+}
+
+type shapeKey struct {
+	cpu, mem, milli int64
+	num             int
+	spec            string
+}
+
+type vgpuMemo struct {
+	valid        bool
+	version, gen uint64
+	fits         bool
+	score        float64
+}
+
+func newVGPUPolicy(t *Trace, policy string) (*vgpuPolicy, error) {
+	cfg := config.Default().NVIDIA
+	b, err := vgpu.New(vgpu.Options{Config: &cfg, Clock: fixedClock{}})
+	if err != nil {
+		return nil, fmt.Errorf("create vGPU backend: %w", err)
+	}
+	v := &vgpuPolicy{policy: policy, backend: b, devs: make([]api.Devices, len(t.Nodes)),
+		memo: make([][]vgpuMemo, len(t.Nodes)), shapes: map[shapeKey]int{}}
+	if o, ok := any(b).(observer); ok {
+		v.obs = o
+	}
+	for i := range t.Nodes {
+		d, err := b.NewDevices(vgpuNode(i, &t.Nodes[i]))
+		if err != nil || d == nil {
+			return nil, fmt.Errorf("decode node %s: devices %v: %w", t.Nodes[i].Name, d, err)
+		}
+		v.devs[i] = d
+	}
+	return v, nil
+}
+
+// cardUUID names card g of node n.
+func cardUUID(n, g int) string { return "GPU-" + strconv.Itoa(n) + "-" + strconv.Itoa(g) }
+
+// vgpuNode is the node as its vGPU agent registers it.
+func vgpuNode(i int, n *Node) *v1.Node {
+	mem := cardMemMiB(n.Model)
+	var reg strings.Builder
+	for g := 0; g < n.GPUs; g++ {
+		fmt.Fprintf(&reg, "%s,%d,%d,%s,true,%s:", cardUUID(i, g), splitCount, mem, n.Model, vgpu.ModeHAMiCore)
+	}
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Annotations: map[string]string{
+		vgpu.AnnotationRegister:  reg.String(),
+		vgpu.AnnotationHandshake: "Reported_2026-01-01T00:00:00Z",
+	}}}
+}
+
+// vgpuPod is the trace pod as a user would submit it: a share asks for one
+// card with milli/10 percent of its cores and memory, whole cards for
+// vgpu-number cards at 100%, and the accepted models as use-gputype.
+func vgpuPod(p *Pod, seq int) *v1.Pod {
+	name := p.Name + "-" + strconv.Itoa(seq)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "openb", UID: types.UID(name),
+		Annotations: map[string]string{}}}
+	req := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(p.CPU, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(p.Memory<<20, resource.BinarySI),
+	}
+	lim := v1.ResourceList{}
+	if p.NumGPU > 0 {
+		pct := p.Milli / 10
+		lim[config.DefaultResourceCountName] = *resource.NewQuantity(int64(p.NumGPU), resource.DecimalSI)
+		lim[config.DefaultResourceCoreName] = *resource.NewQuantity(pct, resource.DecimalSI)
+		lim[config.DefaultResourceMemoryPercentageName] = *resource.NewQuantity(pct, resource.DecimalSI)
+		if len(p.Spec) > 0 {
+			pod.Annotations[vgpu.AnnotationUseType] = strings.Join(p.Spec, ",")
+		}
+	}
+	pod.Spec.Containers = []v1.Container{{Name: "main", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}}
+	return pod
+}
+
+func (v *vgpuPolicy) Place(c *Cluster, p *Pod) (int, []int, bool, error) {
+	v.seq++
+	pod := vgpuPod(p, v.seq)
+	var gen uint64
+	if v.obs != nil {
+		v.obs.ObserveRequest(pod)
+		gen = v.obs.WorkloadGeneration()
+	}
+	key := shapeKey{cpu: p.CPU, mem: p.Memory, milli: p.Milli, num: p.NumGPU, spec: strings.Join(p.Spec, ",")}
+	id, found := v.shapes[key]
+	if !found {
+		id = len(v.shapes)
+		v.shapes[key] = id
+	}
+	best, bestScore := -1, 0.0
+	for n := range c.Nodes {
+		s := &c.Nodes[n]
+		if s.CPU < p.CPU || s.Memory < p.Memory {
+			continue
+		}
+		if id >= len(v.memo[n]) {
+			v.memo[n] = append(v.memo[n], make([]vgpuMemo, id+1-len(v.memo[n]))...)
+		}
+		m := &v.memo[n][id]
+		if !m.valid || m.version != s.Version || m.gen != gen {
+			*m = vgpuMemo{valid: true, version: s.Version, gen: gen}
+			if h, ok := v.devs[n].(hostAware); ok {
+				h.SetHostIdle(s.CPU, s.Memory)
+			}
+			if m.fits = v.devs[n].FilterNode(pod, v.policy).IsSuccess(); m.fits {
+				m.score = v.devs[n].ScoreNode(pod, v.policy)
+			}
+		}
+		if m.fits && c.Better(n, m.score, best, bestScore) {
+			best, bestScore = n, m.score
+		}
+	}
+	if best < 0 {
+		return -1, nil, false, nil
+	}
+	if p.NumGPU == 0 {
+		return best, nil, true, nil
+	}
+	if h, ok := v.devs[best].(hostAware); ok {
+		h.SetHostIdle(c.Nodes[best].CPU, c.Nodes[best].Memory)
+	}
+	r, err := v.devs[best].Allocate(pod, v.policy)
+	if err != nil {
+		return -1, nil, false, fmt.Errorf("allocate pod %s: %w", pod.Name, err)
+	}
+	cards, err := cardsOf(r.Annotations[vgpu.AnnotationIDs], best)
+	if err != nil {
+		return -1, nil, false, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	return best, cards, true, nil
+}
+
+// cardsOf reads the card indices of node n from a vgpu-ids-new value.
+func cardsOf(ids string, n int) ([]int, error) {
+	prefix := cardUUID(n, 0)
+	prefix = prefix[:len(prefix)-1]
+	var out []int
+	for _, e := range strings.Split(strings.TrimSuffix(ids, ":"), ":") {
+		uuid, _, _ := strings.Cut(e, ",")
+		g, err := strconv.Atoi(strings.TrimPrefix(uuid, prefix))
+		if err != nil || !strings.HasPrefix(uuid, prefix) {
+			return nil, fmt.Errorf("annotation %s=%q: card %q is not on node %d", vgpu.AnnotationIDs, ids, uuid, n)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
