@@ -58,6 +58,11 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			p.refuse(task, pipelined, fmt.Errorf("node %s has no usable %s devices", task.NodeName, s.backends[i].Name()))
 			return
 		}
+		if s.args.SchedulePolicy == api.PolicyFragment && p.ssn != nil {
+			if node := p.ssn.Nodes[task.NodeName]; node != nil {
+				tellHost(d.write(), node.Idle, task.Resreq)
+			}
+		}
 		r, err := allocateOn(d, task.Pod, s.args.SchedulePolicy, pipelined)
 		if err != nil {
 			p.rollback(alloc)

@@ -43,8 +43,8 @@ type Args struct {
 	VGPUEnable                  bool
 	AscendMindClusterVNPUEnable bool
 	AscendHAMiVNPUEnable        bool
-	// SchedulePolicy is binpack or spread; it decides both the node score
-	// and the card picked inside a node.
+	// SchedulePolicy is binpack, spread or fragment; it decides both the
+	// node score and the card picked inside a node.
 	SchedulePolicy string
 	// ScheduleWeight multiplies the device score in NodeOrderFn.
 	ScheduleWeight int
@@ -101,10 +101,10 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 			errs = append(errs, field.Invalid(field.NewPath(ArgSchedulePolicy), raw, "must be a string"))
 		case s == "":
 			// Empty keeps the default, as upstream treats an empty policy as unset.
-		case s == api.PolicyBinpack || s == api.PolicySpread:
+		case s == api.PolicyBinpack || s == api.PolicySpread || s == api.PolicyFragment:
 			a.SchedulePolicy = s
 		default:
-			errs = append(errs, field.NotSupported(field.NewPath(ArgSchedulePolicy), raw, []string{api.PolicyBinpack, api.PolicySpread}))
+			errs = append(errs, field.NotSupported(field.NewPath(ArgSchedulePolicy), raw, []string{api.PolicyBinpack, api.PolicySpread, api.PolicyFragment}))
 		}
 	}
 	if raw, ok := in[ArgScheduleWeight]; ok {

@@ -26,6 +26,9 @@ func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64,
 			continue
 		}
 		if d := sn.devices[i]; d != nil && d.invErr == nil {
+			if s.args.SchedulePolicy == api.PolicyFragment {
+				tellHost(d.read(), node.Idle, nil)
+			}
 			score += d.read().ScoreNode(task.Pod, s.args.SchedulePolicy)
 		}
 	}

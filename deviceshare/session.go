@@ -166,6 +166,9 @@ func (s *sessionState) requestOf(task *vcapi.TaskInfo) *taskRequest {
 
 func (s *sessionState) computeRequest(pod *v1.Pod) *taskRequest {
 	r := s.claimedRequest(pod)
+	if r != nil && s.args.SchedulePolicy == api.PolicyFragment {
+		observeRequest(s.backends, r.backends, pod)
+	}
 	if r == nil {
 		if name := knownDeviceResource(pod); name != "" {
 			return &taskRequest{unserved: string(name)}

@@ -317,3 +317,45 @@ func TestDefaultBackendsBuildsVGPU(t *testing.T) {
 	}
 	var _ api.NodeLocker = backends[0].(*vgpu.Backend)
 }
+
+// Under the fragment policy the plugin shows the backend the pending pods
+// (the workload it learns) and each node's idle CPU and memory; a gang is
+// placed through the real allocate action, one pod per card of 8000 MiB
+// left where a half-card pod still fits, and the backend learned the
+// request.
+func TestVGPUFragmentPolicyPlacesAndLearns(t *testing.T) {
+	c := newCluster(t, schedulerConf(`      deviceshare.VGPUEnable: true
+      deviceshare.SchedulePolicy: fragment
+      deviceshare.ScheduleWeight: 10`), []*v1.Node{
+		vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})}, nil)
+	c.addJob(podGroup("pg1", 2), vgpuPod("a", "pg1", 1, 8000, 50), vgpuPod("b", "pg1", 1, 8000, 50))
+	// A gang that never fits (three cards per pod on a two-card node) is
+	// still part of the workload the backend learns: with it, the 16
+	// requests it waits for before publishing a mix are there.
+	var waiting []*v1.Pod
+	for i := range 16 {
+		waiting = append(waiting, vgpuPod("w"+strconv.Itoa(i), "pg2", 3, 4000, 10))
+	}
+	c.addJob(podGroup("pg2", 16), waiting...)
+	c.session(nil)
+	got := perCard(c.waitBinds(2))
+	total := 0
+	for card, n := range got {
+		if n > 2 {
+			t.Errorf("card %s holds %d half-card pods", card, n)
+		}
+		total += n
+	}
+	if total != 2 {
+		t.Errorf("pods per card %v, want both pods placed", got)
+	}
+	var learned uint64
+	for _, b := range c.st.backends {
+		if v, ok := b.(*vgpu.Backend); ok {
+			learned = v.WorkloadGeneration()
+		}
+	}
+	if learned == 0 {
+		t.Error("the vGPU backend never published a learned workload: the plugin did not show it the pending pods")
+	}
+}

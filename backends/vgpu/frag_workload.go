@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
 // PolicyFragment is the fragmentation-aware scheduling policy
@@ -16,7 +18,7 @@ import (
 // destroys the least of the cards' usefulness to the workload the backend
 // has recently seen (a Fragmentation Gradient Descent over the learned
 // mix; see frag.go).
-const PolicyFragment = "fragment"
+const PolicyFragment = api.PolicyFragment
 
 // Workload learning: the recent requests form the target workload.
 const (

@@ -61,6 +61,10 @@ const (
 	PolicyBinpack = "binpack"
 	// PolicySpread prefers the emptiest card (and node).
 	PolicySpread = "spread"
+	// PolicyFragment minimises GPU fragmentation against the workload the
+	// backend has seen (fragmentation gradient descent). Backends without
+	// a fragmentation model treat it as binpack.
+	PolicyFragment = "fragment"
 )
 
 // ApplyReservation returns a copy of pod carrying the reservation's
