@@ -48,6 +48,7 @@ func (c *Cluster) AuditCounts() (map[AuditKey]int, error) {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var ev struct {
+			Stage     string `json:"stage"`
 			Verb      string `json:"verb"`
 			UserAgent string `json:"userAgent"`
 			ObjectRef *struct {
@@ -57,6 +58,11 @@ func (c *Cluster) AuditCounts() (map[AuditKey]int, error) {
 		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		// A watch is logged when its response starts and again when it
+		// ends; count it once, when it starts.
+		if ev.Verb == "watch" && ev.Stage != "ResponseStarted" {
+			continue
 		}
 		k := AuditKey{Client: clientOf(ev.UserAgent), Verb: ev.Verb}
 		if ev.ObjectRef != nil {
