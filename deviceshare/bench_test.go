@@ -174,6 +174,20 @@ func benchCache(b *testing.B, nodes []*v1.Node, pods []*v1.Pod, groups []string,
 // runAllocate runs one session with the allocate action and returns how
 // many tasks it sent to bind.
 func runAllocate(sc *cache.SchedulerCache, tiers []conf.Tier, configs []conf.Configuration, allocate framework.Action) int {
+	// The cache queues each bound task on a 5000-slot channel that its bind
+	// worker drains; benchmarks run no worker, so drain it here or a session
+	// binding more than 5000 pods blocks.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-sc.BindFlowChannel:
+			case <-done:
+				return
+			}
+		}
+	}()
 	ssn := framework.OpenSession(sc, tiers, configs)
 	allocate.Initialize()
 	allocate.Execute(ssn)
