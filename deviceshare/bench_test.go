@@ -188,6 +188,11 @@ func runAllocate(sc *cache.SchedulerCache, tiers []conf.Tier, configs []conf.Con
 			}
 		}
 	}()
+	// As the scheduler does when it loads its configuration: only the
+	// allocate action runs.
+	saved := conf.EnabledActionMap
+	conf.EnabledActionMap = map[string]bool{allocate.Name(): true}
+	defer func() { conf.EnabledActionMap = saved }()
 	ssn := framework.OpenSession(sc, tiers, configs)
 	allocate.Initialize()
 	allocate.Execute(ssn)

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/conf"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
@@ -88,7 +89,7 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 			statuses = append(statuses, status(st.Code, name+" devices do not fit"))
 		}
 	}
-	if resolvable && !unresolvable {
+	if resolvable && !unresolvable && evictionMatters() {
 		if pl := s.newPlanner(pod, req, sn); pl != nil && !p.evictionCouldHelp(task, node, pl) {
 			for _, st := range statuses {
 				st.Code = api.UnschedulableAndUnresolvable
@@ -173,4 +174,14 @@ func isKnownDeviceResource(name v1.ResourceName) bool {
 		return true
 	}
 	return strings.HasPrefix(string(name), "huawei.com/Ascend")
+}
+
+// evictionMatters reports whether an action that evicts (preempt, reclaim)
+// runs: only they read whether a failure is resolvable, so without them the
+// eviction-feasibility check is skipped (it costs a copy of the node's
+// devices per failing node). Unknown (no configuration loaded, as in some
+// tests) counts as yes.
+func evictionMatters() bool {
+	m := conf.EnabledActionMap
+	return m == nil || m["preempt"] || m["reclaim"]
 }
