@@ -5,6 +5,7 @@ package podres
 
 import (
 	"fmt"
+	"math/big"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,8 +30,40 @@ func Whole(c *v1.Container, res v1.ResourceName, maxValue int64) (v int64, prese
 	if !ok {
 		return 0, false, nil
 	}
-	if v, ok := q.AsInt64(); ok && v >= 0 && v <= maxValue {
+	if v, ok := wholeInt64(q); ok && v >= 0 && v <= maxValue {
 		return v, true, nil
 	}
 	return 0, true, fmt.Errorf("container %q: %s=%s: want a whole number in [0, %d]", c.Name, res, q.String(), maxValue)
+}
+
+// wholeInt64 returns q as an int64 when it is a whole number that fits.
+// AsInt64 alone refuses every quantity held in big-decimal form, and
+// ParseQuantity keeps some plain whole numbers in that form:
+// "1.000000000000000000000" (1) and "0e-30" (0). The exact check works on
+// the decimal's digits and refuses scales beyond +-18 outright: a nonzero
+// value there is outside int64 or (from ParseQuantity, which rounds to
+// nano) fractional, and the bound keeps "1e99999" from costing big powers.
+func wholeInt64(q resource.Quantity) (int64, bool) {
+	if v, ok := q.AsInt64(); ok {
+		return v, true
+	}
+	d := q.AsDec()
+	if d.Sign() == 0 {
+		return 0, true
+	}
+	scale := int64(d.Scale())
+	if scale < -18 || scale > 18 {
+		return 0, false
+	}
+	n := new(big.Int).Set(d.UnscaledBig())
+	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(max(scale, -scale)), nil)
+	if scale < 0 {
+		n.Mul(n, pow)
+	} else if _, rem := n.QuoRem(n, pow, new(big.Int)); rem.Sign() != 0 {
+		return 0, false
+	}
+	if !n.IsInt64() {
+		return 0, false
+	}
+	return n.Int64(), true
 }

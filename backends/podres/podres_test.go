@@ -35,6 +35,10 @@ func TestWhole(t *testing.T) {
 		{name: "at the bound", c: ctr("100", ""), want: 100, wantPresent: true},
 		{name: "above the bound", c: ctr("101", ""), wantPresent: true, wantErr: `container "main": example.com/widget=101: want a whole number in [0, 100]`},
 		{name: "fractional", c: ctr("500m", ""), wantPresent: true, wantErr: "example.com/widget=500m"},
+		{name: "whole number in big-decimal form", c: ctr("1.000000000000000000000", ""), want: 1, wantPresent: true},
+		{name: "fraction in big-decimal form", c: ctr("1.000000000000000000001", ""), wantPresent: true, wantErr: "example.com/widget="},
+		{name: "zero in big-decimal form", c: ctr("0e-30", ""), wantPresent: true},
+		{name: "huge exponent", c: ctr("1e99999", ""), wantPresent: true, wantErr: "example.com/widget=1e99999"},
 		{name: "negative", c: ctr("-1", ""), wantPresent: true, wantErr: "example.com/widget=-1"},
 	}
 	for _, tc := range tests {
