@@ -224,6 +224,7 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 		b.release(ctx, client, task.NodeName, held, podName)
 		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
 	}
+	klog.V(3).InfoS("Bound pod", "pod", podName, "node", task.NodeName, "noted", n != nil, "agentTurns", len(turns))
 	if len(turns) > 0 {
 		bound = &agentBoundPod{pod: podName, uid: pod.UID, pending: func(p *v1.Pod) bool {
 			for _, k := range n.ordered {

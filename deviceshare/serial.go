@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
@@ -107,6 +108,7 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 		if t.last == nil {
 			continue
 		}
+		klog.V(3).InfoS("Waiting for the node agent to serve the pod bound before", "node", node, "previous", t.last.pod)
 		if err := a.waitServed(ctx, client, node, t.last); err != nil {
 			a.waited("refused")
 			held.release(nil)
@@ -143,6 +145,7 @@ func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface
 		return fmt.Errorf("node %s: read pod %s, bound before and maybe still waiting for the node agent: %w", node, p.pod, err)
 	}
 	if p.served(cur) {
+		klog.V(3).InfoS("Previous pod already served", "node", node, "pod", p.pod, "uid", cur.UID, "deleting", cur.DeletionTimestamp != nil)
 		return nil
 	}
 	w, err := pods.Watch(ctx, metav1.ListOptions{
@@ -169,6 +172,7 @@ func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface
 				}
 			case watch.Added, watch.Modified:
 				if pod, ok := ev.Object.(*v1.Pod); ok && pod.Name == p.pod.Name && p.served(pod) {
+					klog.V(3).InfoS("Previous pod served", "node", node, "pod", p.pod)
 					return nil
 				}
 			case watch.Error:
