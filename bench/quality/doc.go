@@ -18,4 +18,11 @@
 // FilterNode, ScoreNode and Allocate decide per-card fit, the node score and
 // the cards taken. The simulator checks CPU and memory itself, as
 // Kubernetes' own resource fit would.
+//
+// Volcano v1.10.0's built-in vGPU device (policies volcano-builtin,
+// volcano-builtin-binpack and volcano-builtin-spread, builtin.go) places the
+// same pods as Volcano's deviceshare and predicates plugins drive it:
+// FilterNode, ScoreNode, then Allocate, whose pod PATCH goes to an
+// in-memory clientset (builtin_linkname.go), and AddResource of the
+// patched pod on the node's devices, as the scheduler cache does.
 package quality

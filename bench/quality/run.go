@@ -2,7 +2,8 @@ package quality
 
 import "fmt"
 
-// FactoryFor returns the factory of a reference policy or one of ours.
+// FactoryFor returns the factory of a reference policy, one of ours or
+// one of Volcano's built-in vGPU device.
 func FactoryFor(name string) (Factory, error) {
 	if f := reference(name); f != nil {
 		return f, nil
@@ -10,5 +11,8 @@ func FactoryFor(name string) (Factory, error) {
 	if f := ours(name); f != nil {
 		return f, nil
 	}
-	return nil, fmt.Errorf("policy %q: want one of %v or %v", name, ReferencePolicies(), OurPolicies())
+	if f := builtin(name); f != nil {
+		return f, nil
+	}
+	return nil, fmt.Errorf("policy %q: want one of %v, %v or %v", name, ReferencePolicies(), OurPolicies(), BuiltinPolicies())
 }

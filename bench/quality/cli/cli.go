@@ -29,7 +29,7 @@ func Run(o Options, out, log io.Writer) error {
 	}
 	policies := split(o.Policies)
 	if o.Policies == "all" {
-		policies = append(append([]string(nil), quality.OurPolicies()...), quality.ReferencePolicies()...)
+		policies = append(append(append([]string(nil), quality.OurPolicies()...), quality.BuiltinPolicies()...), quality.ReferencePolicies()...)
 	}
 	traces := split(o.Traces)
 	if o.Traces == "all" {
