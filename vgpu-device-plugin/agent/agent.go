@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/rungroup"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/kube"
@@ -54,10 +54,10 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	g := &group{cancel: cancel}
+	g := rungroup.New(cancel)
 	defer func() {
 		cancel()
-		_ = g.wait() // on an early return; the normal path waits below
+		_ = g.Wait() // on an early return; the normal path waits below
 	}()
 
 	st := &state{node: o.NodeName, gpus: gpus, unit: unit}
@@ -66,10 +66,10 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	st.apply(snapshot())
-	g.start("config", func() error { st.follow(ctx, snapshot); return nil })
+	g.Start("config", func() error { st.follow(ctx, snapshot); return nil })
 
 	tracker := health.NewTracker()
-	g.start("health forward", func() error { st.forward(ctx, tracker.Changed); return nil })
+	g.Start("health forward", func() error { st.forward(ctx, tracker.Changed); return nil })
 	uuids := make([]string, len(gpus))
 	for i, gpu := range gpus {
 		uuids[i] = gpu.UUID
@@ -78,16 +78,16 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	g.start("health", func() error { return mon.Run(ctx) })
+	g.Start("health", func() error { return mon.Run(ctx) })
 
 	podInf := kube.NewPodInformer(ctx, client, o.NodeName)
 	nodeInf := kube.NewNodeInformer(ctx, client, o.NodeName)
-	g.start("pod informer", func() error { podInf.Run(ctx.Done()); return nil })
-	g.start("node informer", func() error { nodeInf.Run(ctx.Done()); return nil })
+	g.Start("pod informer", func() error { podInf.Run(ctx.Done()); return nil })
+	g.Start("node informer", func() error { nodeInf.Run(ctx.Done()); return nil })
 	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
 		klog.InfoS("Stopped before the node's pods were listed", "node", o.NodeName)
 		cancel()
-		return g.wait()
+		return g.Wait()
 	}
 	lookup := allocate.IndexerLookup{Indexer: podInf.GetIndexer()}
 	patcher := kube.Patcher{Client: client, Node: o.NodeName, LockName: o.NodeLockName}
@@ -119,27 +119,27 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	g.start("device plugin", func() error { return dp.Run(ctx) })
+	g.Start("device plugin", func() error { return dp.Run(ctx) })
 
 	if o.MetricsAddress != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(monitor.NewCollector(lib, st.inventory, lookup, o.CacheDir))
-		g.start("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
+		g.Start("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
 		cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
-		g.start("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
+		g.Start("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
 		// Containers alone on their card run unthrottled (libvgpu's
 		// utilisation switch).
 		switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
-		g.start("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
+		g.Start("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
 	}
 	klog.InfoS("vGPU node agent running", "node", o.NodeName, "resource", resource, "gpus", len(gpus), "nvml", o.NVML)
 	<-ctx.Done()
 	klog.InfoS("vGPU node agent stopping", "node", o.NodeName)
 	cancel()
-	return g.wait()
+	return g.Wait()
 }
 
-func startRegistrar(ctx context.Context, g *group, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
+func startRegistrar(ctx context.Context, g *rungroup.Group, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
 	patcher kube.Patcher, nodeInf cache.SharedIndexInformer) error {
 	reg, err := register.New(register.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy,
@@ -161,7 +161,7 @@ func startRegistrar(ctx context.Context, g *group, o *Options, st *state, tracke
 	}); err != nil {
 		return fmt.Errorf("watch node %s: %w", o.NodeName, err)
 	}
-	g.start("registrar", func() error { reg.Run(ctx); return nil })
+	g.Start("registrar", func() error { reg.Run(ctx); return nil })
 	return nil
 }
 
@@ -211,34 +211,4 @@ func configSource(ctx context.Context, o *Options, client kubernetes.Interface) 
 		return nil, err
 	}
 	return loader.Snapshot, nil
-}
-
-// group runs the agent's parts; the first failure stops them all.
-type group struct {
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	err    error
-	cancel context.CancelFunc
-}
-
-func (g *group) start(name string, f func() error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := f(); err != nil {
-			g.mu.Lock()
-			if g.err == nil {
-				g.err = fmt.Errorf("%s: %w", name, err)
-			}
-			g.mu.Unlock()
-			g.cancel()
-		}
-	}()
-}
-
-func (g *group) wait() error {
-	g.wg.Wait()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.err
 }

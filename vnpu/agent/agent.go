@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/rungroup"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/kube"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
 )
@@ -56,10 +56,10 @@ type ServeOptions struct {
 func Serve(ctx context.Context, s ServeOptions) error {
 	o, inv := s.Options, s.Inventory
 	ctx, cancel := context.WithCancel(ctx)
-	g := &group{cancel: cancel}
+	g := rungroup.New(cancel)
 	defer func() {
 		cancel()
-		_ = g.wait() // on an early return; the normal path waits below
+		_ = g.Wait() // on an early return; the normal path waits below
 	}()
 
 	cw := inv.Entry().CommonWord
@@ -83,13 +83,13 @@ func Serve(ctx context.Context, s ServeOptions) error {
 	}); err != nil {
 		return fmt.Errorf("watch node %s: %w", o.NodeName, err)
 	}
-	g.start("pod informer", func() error { podInf.Run(ctx.Done()); return nil })
-	g.start("node informer", func() error { nodeInf.Run(ctx.Done()); return nil })
-	g.start("registrar", func() error { reg.Run(ctx); return nil })
+	g.Start("pod informer", func() error { podInf.Run(ctx.Done()); return nil })
+	g.Start("node informer", func() error { nodeInf.Run(ctx.Done()); return nil })
+	g.Start("registrar", func() error { reg.Run(ctx); return nil })
 	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
 		klog.InfoS("Stopped before the node's pods were listed", "node", o.NodeName)
 		cancel()
-		return g.wait()
+		return g.Wait()
 	}
 
 	alloc, err := NewAllocator(AllocatorOptions{Node: o.NodeName, Inventory: inv,
@@ -106,14 +106,14 @@ func Serve(ctx context.Context, s ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	g.start("device plugin", func() error { return dp.Run(ctx) })
+	g.Start("device plugin", func() error { return dp.Run(ctx) })
 	klog.InfoS("Simulated Ascend node agent running", "node", o.NodeName, "chip", cw,
 		"resource", inv.Entry().ResourceName, "chips", len(inv.Chips()), "splitCount", inv.SplitCount(),
 		"hamiCore", inv.HAMiCore(), "socket", dp.SocketPath())
 	<-ctx.Done()
 	klog.InfoS("Simulated Ascend node agent stopping", "node", o.NodeName)
 	cancel()
-	return g.wait()
+	return g.Wait()
 }
 
 // kubeClient builds a client from the kubeconfig, or in-cluster.
@@ -153,34 +153,4 @@ func loadConfig(ctx context.Context, o *Options, client kubernetes.Interface) (*
 		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", o.ConfigMapNamespace, o.ConfigMapName, err)
 	}
 	return config.FromConfigMap(cm)
-}
-
-// group runs the agent's parts; the first failure stops them all.
-type group struct {
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	err    error
-	cancel context.CancelFunc
-}
-
-func (g *group) start(name string, f func() error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := f(); err != nil {
-			g.mu.Lock()
-			if g.err == nil {
-				g.err = fmt.Errorf("%s: %w", name, err)
-			}
-			g.mu.Unlock()
-			g.cancel()
-		}
-	}()
-}
-
-func (g *group) wait() error {
-	g.wg.Wait()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.err
 }
