@@ -3,7 +3,6 @@ package register
 import (
 	"context"
 	"errors"
-	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/nodeannot"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/internal/notify"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
@@ -171,19 +171,7 @@ func (r *Registrar) sync(ctx context.Context) (time.Duration, error) {
 	if node == nil {
 		return 0, nil
 	}
-	current := maps.Clone(node.Annotations)
-	if current == nil {
-		current = map[string]string{}
-	}
-	if node.ResourceVersion == r.writtenRV {
-		maps.Copy(current, r.written) // the informer has not shown our last patch yet
-	}
-	patch := map[string]string{}
-	for k, v := range r.desired() {
-		if current[k] != v {
-			patch[k] = v
-		}
-	}
+	patch, current := nodeannot.Diff(node, r.writtenRV, r.written, r.desired())
 	now := r.opts.Clock.Now()
 	var wait time.Duration
 	hs := current[AnnotationHandshake]

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/backends/ascend"
+	"github.com/vgpushare/vshare/internal/nodeannot"
 )
 
 // Handshake timing.
@@ -150,19 +150,7 @@ func (r *Registrar) sync(ctx context.Context) (time.Duration, error) {
 	if node == nil {
 		return 0, nil
 	}
-	current := maps.Clone(node.Annotations)
-	if current == nil {
-		current = map[string]string{}
-	}
-	if node.ResourceVersion == r.writtenRV {
-		maps.Copy(current, r.written) // the informer does not show our last patch yet
-	}
-	patch := map[string]string{}
-	for k, v := range r.desired {
-		if current[k] != v {
-			patch[k] = v
-		}
-	}
+	patch, current := nodeannot.Diff(node, r.writtenRV, r.written, r.desired)
 	now := r.opts.Clock.Now()
 	hs := current[r.keys.Handshake]
 	due := r.reported.Add(r.opts.HandshakeInterval)
