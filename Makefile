@@ -21,7 +21,7 @@ BENCH_COUNT   ?= 6
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e demo clean quality
+.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e demo clean quality fuzz
 
 all: build test
 
@@ -44,6 +44,11 @@ smoke: build
 		grep -q -- "$$flag" $(BIN)/help.txt || { echo "vc-scheduler --help does not list $$flag" >&2; cat $(BIN)/help.txt >&2; exit 1; }; \
 	done
 	@echo "smoke: vc-scheduler --help lists Volcano's flags"
+
+# Every Go fuzz target for FUZZTIME (default 10m) each; the corpus it grows
+# lands in testdata/fuzz/ and is replayed by `make unit`.
+fuzz:
+	hack/fuzz.sh
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
