@@ -9,6 +9,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/internal/allocsig"
 )
 
 // onAllocate is the allocation event handler (allocate, pipeline and a
@@ -77,6 +78,15 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			merged.Annotations[k] = v
 		}
 		p.st.metrics.allocated(s.backends[i].Name(), "success")
+	}
+	var signed []string
+	for _, i := range req.backends {
+		if sb, ok := s.backends[i].(api.Signed); ok {
+			signed = append(signed, sb.SignedAnnotations()...)
+		}
+	}
+	if sig := p.st.signature(task.Pod, task.NodeName, merged.Annotations, signed); sig != "" {
+		merged.Annotations[allocsig.Annotation] = sig
 	}
 	alloc.annotated = api.ApplyReservation(task.Pod, merged)
 	alloc.queue, alloc.held = p.queueOf(task), s.held(sn, req.backends, alloc.annotated)

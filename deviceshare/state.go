@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/internal/allocsig"
 )
 
 // BackendFactory builds the enabled backends for validated arguments and
@@ -60,6 +61,42 @@ type State struct {
 	backendsKey string
 	backends    []api.Backend
 	lastArgErr  string
+
+	// keys signs allocations (internal/allocsig); nil signs nothing.
+	keys *allocsig.File
+}
+
+// SetAllocationKeyFile makes the plugin sign every allocation of a backend
+// implementing api.Signed with the first key of the file, which is read
+// again when it changes. The file must be valid now. Call it before the
+// first session.
+func (st *State) SetAllocationKeyFile(path string) error {
+	f, err := allocsig.OpenFile(path)
+	if err != nil {
+		return err
+	}
+	k, _ := f.Keys()
+	st.mu.Lock()
+	st.keys = f
+	st.mu.Unlock()
+	klog.InfoS("Signing device allocations", "plugin", PluginName, "keyFile", path, "signingKey", k.IDs()[0])
+	return nil
+}
+
+// signature returns the allocation signature for the pod on the node, or
+// "" when no key file is set or no backend asks for one.
+func (st *State) signature(pod *v1.Pod, node string, ann map[string]string, keys []string) string {
+	st.mu.Lock()
+	f := st.keys
+	st.mu.Unlock()
+	if f == nil || len(keys) == 0 {
+		return ""
+	}
+	k, err := f.Keys()
+	if err != nil {
+		klog.ErrorS(err, "Allocation key file changed to something invalid; signing with the last good key", "plugin", PluginName)
+	}
+	return k.Sign(string(pod.UID), node, ann, keys)
 }
 
 // NewState returns a State with no node known yet.

@@ -19,3 +19,11 @@ func (b *Backend) AgentPending(pod *v1.Pod) bool {
 	}
 	return pod.Annotations[AnnotationBindPhase] == BindPhaseAllocating
 }
+
+var _ api.Signed = (*Backend)(nil)
+
+// SignedAnnotations are the allocation annotations the node agent never
+// rewrites: the allocated vNPUs, the runtime info, the node and the times.
+func (b *Backend) SignedAnnotations() []string {
+	return []string{b.keys.Allocated, b.keys.RuntimeInfo, AnnotationAssignedNode, AnnotationAssignedTime, AnnotationBindTime}
+}

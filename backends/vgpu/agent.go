@@ -15,3 +15,11 @@ var _ api.OrderedAgent = (*Backend)(nil)
 func (b *Backend) AgentPending(pod *v1.Pod) bool {
 	return pod.Annotations[AnnotationBindPhase] == BindPhaseAllocating
 }
+
+var _ api.Signed = (*Backend)(nil)
+
+// SignedAnnotations are the allocation annotations the node agent never
+// rewrites: the cards, the node and the times.
+func (b *Backend) SignedAnnotations() []string {
+	return []string{AnnotationIDs, AnnotationNode, AnnotationTime, AnnotationBindTime}
+}

@@ -17,3 +17,13 @@ type OrderedAgent interface {
 	// "allocating").
 	AgentPending(pod *v1.Pod) bool
 }
+
+// Signed is implemented by backends whose node agent checks that an
+// allocation was written by this scheduler (internal/allocsig). It names
+// the annotations of a Reservation that stay as written after bind; the
+// allocation signature covers them, with the pod's UID and the node.
+// Annotations the agent rewrites (devices-to-allocate, bind-phase) must not
+// be listed.
+type Signed interface {
+	SignedAnnotations() []string
+}

@@ -39,10 +39,12 @@ func Main(args []string) int {
 
 	// Volcano's plugins package registered the built-in deviceshare in its
 	// init, which has run by now; this registration replaces it.
-	deviceshare.Register()
+	st := deviceshare.Register()
 
 	fs := pflag.CommandLine
 	logFlushFreq := fs.Duration("log-flush-frequency", 5*time.Second, "Maximum number of seconds between log flushes")
+	keyFile := fs.String("allocation-key-file", "", "file of allocation signing keys, one per line, the first signing "+
+		"(a Secret shared with the node agents); empty signs nothing and agents holding a key refuse the allocations")
 	s := options.NewServerOption()
 	s.AddFlags(fs)
 	utilfeature.DefaultMutableFeatureGate.AddFlag(fs)
@@ -73,6 +75,13 @@ func Main(args []string) int {
 	if s.CaCertFile != "" && s.CertFile != "" && s.KeyFile != "" {
 		if err := s.ParseCAFiles(nil); err != nil {
 			fmt.Fprintf(os.Stderr, "parse CA files: %v\n", err)
+			return 1
+		}
+	}
+
+	if *keyFile != "" {
+		if err := st.SetAllocationKeyFile(*keyFile); err != nil {
+			fmt.Fprintf(os.Stderr, "--allocation-key-file: %v\n", err)
 			return 1
 		}
 	}
