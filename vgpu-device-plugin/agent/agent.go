@@ -15,6 +15,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/allocsig"
 	"github.com/vgpushare/vshare/internal/rungroup"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
@@ -96,11 +97,22 @@ func Run(ctx context.Context, o *Options) error {
 	if err := startRegistrar(ctx, g, o, st, tracker, mig, patcher, nodeInf); err != nil {
 		return err
 	}
-	alloc, err := allocate.New(allocate.Options{
+	aopts := allocate.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: patcher,
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
-	})
+		SchedulerNames: o.SchedulerNames,
+	}
+	if o.AllocationKeyFile != "" {
+		keys, err := allocsig.OpenFile(o.AllocationKeyFile)
+		if err != nil {
+			return err
+		}
+		aopts.Keys = keys.Keys
+		ring, _ := keys.Keys()
+		klog.InfoS("Serving only signed allocations", "keyFile", o.AllocationKeyFile, "keys", ring.IDs())
+	}
+	alloc, err := allocate.New(aopts)
 	if err != nil {
 		return err
 	}

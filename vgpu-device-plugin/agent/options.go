@@ -32,6 +32,10 @@ const (
 // DefaultNodeLockName is the node lock key Volcano's vGPU device takes.
 const DefaultNodeLockName = "hamivgpu"
 
+// DefaultSchedulerName is Volcano's scheduler name, the only one whose pods
+// get devices unless --scheduler-names says otherwise.
+const DefaultSchedulerName = "volcano"
+
 // Options are the agent's settings, one flag each.
 type Options struct {
 	NodeName           string
@@ -56,6 +60,12 @@ type Options struct {
 	InformerWait   time.Duration
 	HealthRecovery time.Duration
 	CleanInterval  time.Duration
+	// AllocationKeyFile holds the keys allocations must be signed with
+	// (internal/allocsig); empty serves unsigned allocations.
+	AllocationKeyFile string
+	// SchedulerNames are the spec.schedulerName values whose pods get
+	// devices; empty allows any.
+	SchedulerNames []string
 	// DisableHealthChecks and EnableHealthChecks are the values of
 	// DP_DISABLE_HEALTHCHECKS and DP_ENABLE_HEALTHCHECKS.
 	DisableHealthChecks, EnableHealthChecks string
@@ -81,6 +91,7 @@ func NewOptions() *Options {
 		InformerWait:        3 * time.Second,
 		HealthRecovery:      health.DefaultRecoveryAfter,
 		CleanInterval:       time.Minute,
+		SchedulerNames:      []string{DefaultSchedulerName},
 		DisableHealthChecks: os.Getenv(health.EnvDisableHealthChecks),
 		EnableHealthChecks:  os.Getenv(health.EnvEnableHealthChecks),
 	}
@@ -108,6 +119,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.InformerWait, "informer-wait", o.InformerWait, "how long Allocate waits for a just-bound pod to reach the agent's informer before refusing (0..30s)")
 	fs.DurationVar(&o.HealthRecovery, "health-recovery", o.HealthRecovery, "quiet time after which an unhealthy card is healthy again; negative never")
 	fs.DurationVar(&o.CleanInterval, "clean-interval", o.CleanInterval, "how often deleted pods' shared regions are removed")
+	fs.StringVar(&o.AllocationKeyFile, "allocation-key-file", o.AllocationKeyFile, "file of allocation keys, one per line (the Secret the scheduler's "+
+		"--allocation-key-file reads); when set, only allocations signed with one of them get devices")
+	fs.StringSliceVar(&o.SchedulerNames, "scheduler-names", o.SchedulerNames, "spec.schedulerName values whose pods get devices; empty allows any scheduler")
 }
 
 // Validate checks the options; each error names the flag, the value and what
@@ -169,6 +183,14 @@ func (o *Options) Validate() error {
 	}
 	if o.CleanInterval <= 0 {
 		bad("clean-interval", o.CleanInterval, "want a positive duration")
+	}
+	if o.AllocationKeyFile != "" && !filepath.IsAbs(o.AllocationKeyFile) {
+		bad("allocation-key-file", fmt.Sprintf("%q", o.AllocationKeyFile), "want an absolute path, or empty to serve unsigned allocations")
+	}
+	for _, n := range o.SchedulerNames {
+		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+			bad("scheduler-names", fmt.Sprintf("%q", n), "want scheduler names (DNS subdomains): "+strings.Join(msgs, "; "))
+		}
 	}
 	if _, err := health.ParsePolicy(o.DisableHealthChecks, o.EnableHealthChecks); err != nil {
 		errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/allocsig"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -58,6 +59,14 @@ type Options struct {
 	// matches yet: the kubelet learns of a bound pod at about the same time
 	// as this agent's informer, and may ask first. 0 answers at once.
 	InformerWait time.Duration
+	// Keys returns the allocation keys in force (internal/allocsig) and the
+	// error of their last reload, if it failed; with Keys set, only
+	// allocations signed by one of them are served. nil serves unsigned
+	// allocations (Volcano's own scheduler does not sign).
+	Keys func() (*allocsig.Keyring, error)
+	// SchedulerNames, when not empty, are the spec.schedulerName values
+	// whose pods get devices.
+	SchedulerNames []string
 }
 
 // informerPoll is how often Allocate looks again while it waits for the

@@ -102,6 +102,9 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	if node := pod.Annotations[AnnotationNode]; node != a.opts.Node {
 		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, AnnotationNode, node, a.opts.Node, ErrForged)
 	}
+	if err := a.trusted(pod, ref); err != nil {
+		return nil, err
+	}
 	bindTime, err := strconv.ParseInt(pod.Annotations[AnnotationBindTime], 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %s=%q: want Unix seconds: %w", ref, AnnotationBindTime, pod.Annotations[AnnotationBindTime], ErrForged)

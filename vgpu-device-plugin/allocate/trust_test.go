@@ -1,0 +1,142 @@
+package allocate_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/backends/vgpu"
+	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/allocsig"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
+)
+
+const (
+	testKey  = "a-test-allocation-key-of-at-least-32-bytes"
+	otherKey = "another-allocation-key-of-at-least-32-bytes"
+)
+
+func keyring(t *testing.T, key string) *allocsig.Keyring {
+	t.Helper()
+	k, err := allocsig.Parse([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// withKeys makes the allocator demand signatures by key.
+func withKeys(t *testing.T, key string) envOption {
+	k := keyring(t, key)
+	return func(_ *config.Config, o *allocate.Options) {
+		o.Keys = func() (*allocsig.Keyring, error) { return k, nil }
+	}
+}
+
+// sign signs the pod's allocation as the scheduler does: the backend's
+// signed annotations, the pod's UID and the node.
+func sign(t *testing.T, key string, pod *v1.Pod, node string) {
+	t.Helper()
+	pod.Annotations[allocsig.Annotation] = keyring(t, key).Sign(string(pod.UID), node, pod.Annotations, (&vgpu.Backend{}).SignedAnnotations())
+}
+
+// The agent requires exactly what the scheduler's vGPU backend signs.
+func TestSignedAnnotationsMatchTheScheduler(t *testing.T) {
+	if diff := cmp.Diff((&vgpu.Backend{}).SignedAnnotations(), allocate.SignedAnnotations); diff != "" {
+		t.Errorf("agent's signed annotations differ from backends/vgpu's (-scheduler +agent):\n%s", diff)
+	}
+}
+
+// Anyone who can create pods can write allocation annotations and
+// spec.nodeName. With a key, only the scheduler's allocations get devices:
+// not an unsigned one, not a signature made for another pod, node or card,
+// not one made with another key, and not a pod of another scheduler.
+func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
+	tests := []struct {
+		name    string
+		key     string // the agent's key; "" demands no signature
+		names   []string
+		edit    func(t *testing.T, e *env, pod *v1.Pod)
+		wantMsg string // "" means served
+	}{
+		{name: "signed by the scheduler", key: testKey,
+			edit: func(t *testing.T, _ *env, p *v1.Pod) { sign(t, testKey, p, nodeName) }},
+		{name: "unsigned", key: testKey, wantMsg: "allocation-signature is missing",
+			edit: func(*testing.T, *env, *v1.Pod) {}},
+		{name: "signed with another key", key: testKey, wantMsg: "not in this node's key file",
+			edit: func(t *testing.T, _ *env, p *v1.Pod) { sign(t, otherKey, p, nodeName) }},
+		{name: "signature copied from another pod", key: testKey, wantMsg: "does not match the pod's UID",
+			edit: func(t *testing.T, _ *env, p *v1.Pod) {
+				uid := p.UID
+				p.UID = "uid-someone-else"
+				sign(t, testKey, p, nodeName)
+				p.UID = uid
+			}},
+		{name: "signed for another node", key: testKey, wantMsg: "does not match the pod's UID, node",
+			edit: func(t *testing.T, _ *env, p *v1.Pod) { sign(t, testKey, p, "other-node") }},
+		{name: "card changed after signing", key: testKey, wantMsg: "does not match",
+			edit: func(t *testing.T, e *env, p *v1.Pod) {
+				sign(t, testKey, p, nodeName)
+				p.Annotations[allocate.AnnotationIDs] = entry(e.uuids[3], 1000, 0)
+				p.Annotations[allocate.AnnotationToAllocate] = entry(e.uuids[3], 1000, 0)
+			}},
+		{name: "signature that covers less", key: testKey, wantMsg: "does not cover volcano.sh/vgpu-ids-new",
+			edit: func(t *testing.T, _ *env, p *v1.Pod) {
+				p.Annotations[allocsig.Annotation] = keyring(t, testKey).Sign(string(p.UID), nodeName, p.Annotations,
+					[]string{allocate.AnnotationNode, allocate.AnnotationBindTime})
+			}},
+		{name: "another scheduler", names: []string{"volcano"}, wantMsg: `spec.schedulerName "default-scheduler" is not one of`,
+			edit: func(_ *testing.T, _ *env, p *v1.Pod) { p.Spec.SchedulerName = "default-scheduler" }},
+		{name: "allowed scheduler, no key", names: []string{"volcano"},
+			edit: func(_ *testing.T, _ *env, p *v1.Pod) { p.Spec.SchedulerName = "volcano" }},
+		{name: "signed, but by another scheduler", key: testKey, names: []string{"volcano"}, wantMsg: "is not one of the schedulers",
+			edit: func(t *testing.T, _ *env, p *v1.Pod) {
+				p.Spec.SchedulerName = "hami-scheduler"
+				sign(t, testKey, p, nodeName)
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []envOption
+			if tc.key != "" {
+				opts = append(opts, withKeys(t, tc.key))
+			}
+			opts = append(opts, func(_ *config.Config, o *allocate.Options) { o.SchedulerNames = tc.names })
+			e := newEnv(t, opts...)
+			pod := newPod("p").container("c", 1, nil).allocated(entry(e.uuids[0], 1000, 0), 1).build()
+			tc.edit(t, e, pod)
+			e.add(t, pod)
+			resp, err := e.alloc.Allocate(context.Background(), request(1))
+			if tc.wantMsg == "" {
+				if err != nil {
+					t.Fatalf("Allocate refused the scheduler's allocation: %v", err)
+				}
+				if got := resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]; got != e.uuids[0] {
+					t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want %s", got, e.uuids[0])
+				}
+				return
+			}
+			wantCode(t, err, codes.PermissionDenied)
+			if !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Errorf("error %q does not mention %q", err, tc.wantMsg)
+			}
+			if resp != nil {
+				t.Errorf("a refused allocation returned a response: %v", resp)
+			}
+			var failed bool
+			for _, c := range e.rec.Calls() {
+				failed = failed || c.Annotations[allocate.AnnotationBindPhase] == allocate.BindPhaseFailed
+				if c.Annotations[allocate.AnnotationBindPhase] == allocate.BindPhaseSuccess {
+					t.Errorf("untrusted pod marked success")
+				}
+			}
+			if !failed {
+				t.Errorf("untrusted pod not marked bind-phase failed")
+			}
+		})
+	}
+}
