@@ -104,9 +104,9 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		return
 	}
 	sn.inSession++
-	var locks []string
+	var locks *nodeLocks
 	if s.args.NodeLockEnable {
-		locks = lockNames(s.backends, req.backends)
+		locks = &nodeLocks{keys: lockNames(s.backends, req.backends), ttl: s.args.NodeLockExpiry}
 	}
 	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends))
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)

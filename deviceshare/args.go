@@ -1,10 +1,12 @@
 package deviceshare
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -19,6 +21,7 @@ const (
 	ArgGPUSharingEnable            = "deviceshare.GPUSharingEnable"
 	ArgGPUNumberEnable             = "deviceshare.GPUNumberEnable"
 	ArgNodeLockEnable              = "deviceshare.NodeLockEnable"
+	ArgNodeLockExpiry              = "deviceshare.NodeLockExpiry"
 	ArgVGPUEnable                  = "deviceshare.VGPUEnable"
 	ArgAscendMindClusterVNPUEnable = "deviceshare.AscendMindClusterVNPUEnable"
 	ArgAscendHAMiVNPUEnable        = "deviceshare.AscendHAMiVNPUEnable"
@@ -33,6 +36,11 @@ const (
 	DefaultSchedulePolicy = api.PolicyBinpack
 	DefaultScheduleWeight = 1
 	MaxScheduleWeight     = 100
+	// MinNodeLockExpiry and MaxNodeLockExpiry bound deviceshare.NodeLockExpiry:
+	// a lock must outlive a bind and the agent's Allocate, and a node must
+	// not stay locked for longer than an operator would wait.
+	MinNodeLockExpiry = time.Second
+	MaxNodeLockExpiry = time.Hour
 )
 
 // Args are the validated plugin arguments.
@@ -43,6 +51,9 @@ type Args struct {
 	VGPUEnable                  bool
 	AscendMindClusterVNPUEnable bool
 	AscendHAMiVNPUEnable        bool
+	// NodeLockExpiry is how long a node lock holds before it may be taken
+	// over; 0 means nodelock.DefaultTTL (5 minutes, as upstream).
+	NodeLockExpiry time.Duration
 	// SchedulePolicy is binpack, spread or fragment; it decides both the
 	// node score and the card picked inside a node.
 	SchedulePolicy string
@@ -118,7 +129,35 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 			a.ScheduleWeight = w
 		}
 	}
+	if raw, ok := in[ArgNodeLockExpiry]; ok {
+		d, err := parseDuration(raw)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(field.NewPath(ArgNodeLockExpiry), raw, err.Error()))
+		case d == 0:
+			// Zero or empty keeps the default.
+		case d < MinNodeLockExpiry || d > MaxNodeLockExpiry:
+			errs = append(errs, field.Invalid(field.NewPath(ArgNodeLockExpiry), raw,
+				fmt.Sprintf("must be between %s and %s", MinNodeLockExpiry, MaxNodeLockExpiry)))
+		default:
+			a.NodeLockExpiry = d
+		}
+	}
 	errs = append(errs, parseName(in, ArgKnownGeometriesCMName, &a.ConfigMapName, validation.IsDNS1123Subdomain)...)
+	if raw, ok := in[ArgNodeLockExpiry]; ok {
+		d, err := parseDuration(raw)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(field.NewPath(ArgNodeLockExpiry), raw, err.Error()))
+		case d == 0:
+			// Zero or empty keeps the default.
+		case d < MinNodeLockExpiry || d > MaxNodeLockExpiry:
+			errs = append(errs, field.Invalid(field.NewPath(ArgNodeLockExpiry), raw,
+				fmt.Sprintf("must be between %s and %s", MinNodeLockExpiry, MaxNodeLockExpiry)))
+		default:
+			a.NodeLockExpiry = d
+		}
+	}
 	errs = append(errs, parseName(in, ArgKnownGeometriesCMNamespace, &a.ConfigMapNamespace, validation.IsDNS1123Label)...)
 
 	if a.GPUSharingEnable && a.GPUNumberEnable {
@@ -139,7 +178,7 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 // sorted, so a typo is reported instead of silently ignored.
 func UnknownKeys(in framework.Arguments) []string {
 	known := map[string]bool{
-		ArgSchedulePolicy: true, ArgScheduleWeight: true,
+		ArgSchedulePolicy: true, ArgScheduleWeight: true, ArgNodeLockExpiry: true,
 		ArgKnownGeometriesCMName: true, ArgKnownGeometriesCMNamespace: true,
 	}
 	for _, k := range boolArgs {
@@ -190,6 +229,26 @@ func parseBool(raw interface{}) (bool, error) {
 	default:
 		return false, fmt.Errorf("must be true or false")
 	}
+}
+
+// parseDuration accepts a Go duration string ("30s", "5m") or a whole
+// number of seconds.
+func parseDuration(raw interface{}) (time.Duration, error) {
+	const want = `must be a duration such as "30s" or "5m", or a whole number of seconds`
+	if s, ok := raw.(string); ok {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return 0, nil
+		}
+		if d, err := time.ParseDuration(s); err == nil {
+			return d, nil
+		}
+	}
+	secs, err := parseInt(raw)
+	if err != nil {
+		return 0, errors.New(want)
+	}
+	return time.Duration(secs) * time.Second, nil
 }
 
 func parseInt(raw interface{}) (int, error) {

@@ -3,6 +3,7 @@ package deviceshare
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"volcano.sh/volcano/pkg/scheduler/framework"
@@ -40,6 +41,15 @@ func TestParseArgs(t *testing.T) {
 		{name: "weight as float64 from JSON", in: framework.Arguments{ArgScheduleWeight: float64(3)},
 			want: Args{SchedulePolicy: "binpack", ScheduleWeight: 3, ConfigMapName: defaults.ConfigMapName, ConfigMapNamespace: defaults.ConfigMapNamespace}},
 		{name: "empty policy keeps the default", in: framework.Arguments{ArgSchedulePolicy: ""}, want: defaults},
+		{name: "lock expiry as a duration", in: framework.Arguments{ArgNodeLockExpiry: "30s"},
+			want: Args{NodeLockExpiry: 30 * time.Second, SchedulePolicy: "binpack", ScheduleWeight: 1, ConfigMapName: defaults.ConfigMapName, ConfigMapNamespace: defaults.ConfigMapNamespace}},
+		{name: "lock expiry in seconds", in: framework.Arguments{ArgNodeLockExpiry: 90},
+			want: Args{NodeLockExpiry: 90 * time.Second, SchedulePolicy: "binpack", ScheduleWeight: 1, ConfigMapName: defaults.ConfigMapName, ConfigMapNamespace: defaults.ConfigMapNamespace}},
+		{name: "empty lock expiry keeps the default", in: framework.Arguments{ArgNodeLockExpiry: ""}, want: defaults},
+		{name: "lock expiry too short", in: framework.Arguments{ArgNodeLockExpiry: "500ms"},
+			wantErr: []string{ArgNodeLockExpiry, `"500ms"`, "between 1s and 1h0m0s"}},
+		{name: "lock expiry not a duration", in: framework.Arguments{ArgNodeLockExpiry: "soon"},
+			wantErr: []string{ArgNodeLockExpiry, `"soon"`, "must be a duration"}},
 		{name: "bad bool", in: framework.Arguments{ArgGPUNumberEnable: "yes please"},
 			wantErr: []string{ArgGPUNumberEnable, `"yes please"`, "must be true or false"}},
 		{name: "bad policy", in: framework.Arguments{ArgSchedulePolicy: "random"},

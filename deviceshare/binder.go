@@ -57,7 +57,7 @@ type bindNote struct {
 	// annotations record the allocation; they are added to the pod's own
 	// annotations on the v1.Binding.
 	annotations map[string]string
-	locks       []string
+	locks       *nodeLocks
 	// ordered are the allocated device types whose node agent serves one
 	// pending pod per node at a time.
 	ordered []orderedKey
@@ -65,6 +65,13 @@ type bindNote struct {
 }
 
 var _ cache.Binder = (*Binder)(nil)
+
+// nodeLocks are the node locks a bind takes first, and how long a lock
+// found on the node holds (deviceshare.NodeLockExpiry).
+type nodeLocks struct {
+	keys []string
+	ttl  time.Duration
+}
 
 func newBinder(st *State) *Binder {
 	b := &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote), turns: newAgentTurns()}
@@ -86,7 +93,7 @@ func (b *Binder) note(uid vcapi.TaskID) *bindNote {
 // send with the pod's binding to node, the node locks to take first, and
 // the device types whose node agent must have served the node's previous pod
 // first. It clears an earlier refusal of the task.
-func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks []string, ordered []orderedKey) {
+func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks *nodeLocks, ordered []orderedKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.note(uid)
@@ -204,9 +211,9 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	var bound *agentBoundPod
 	defer func() { turns.release(bound) }()
 	var held []string
-	if n != nil {
-		for _, key := range n.locks {
-			if err := nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now()); err != nil {
+	if n != nil && n.locks != nil {
+		for _, key := range n.locks.keys {
+			if err := nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl); err != nil {
 				b.release(ctx, client, task.NodeName, held, podName)
 				if errors.Is(err, nodelock.ErrHeld) {
 					b.st.metrics.nodeLockBusy()

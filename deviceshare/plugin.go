@@ -137,7 +137,7 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 			sn.devices[i] = &sessionDevices{base: v.devices, invErr: v.invErr}
 		}
 		if args.NodeLockEnable {
-			sn.lockedOutside = inflight[name] || lockedByAnnotation(ni.Node, backends, now)
+			sn.lockedOutside = inflight[name] || lockedByAnnotation(ni.Node, backends, now, args.NodeLockExpiry)
 		}
 		s.releaseTerminating(sn, ni)
 		s.nodes[name] = sn
@@ -175,9 +175,9 @@ func (s *sessionState) releaseTerminating(sn *sessionNode, ni *vcapi.NodeInfo) {
 	}
 }
 
-func lockedByAnnotation(node *v1.Node, backends []api.Backend, now time.Time) bool {
+func lockedByAnnotation(node *v1.Node, backends []api.Backend, now time.Time, ttl time.Duration) bool {
 	for _, b := range backends {
-		if l, ok := b.(api.NodeLocker); ok && l.LockName() != "" && nodelock.Held(node, l.LockName(), now) {
+		if l, ok := b.(api.NodeLocker); ok && l.LockName() != "" && nodelock.Held(node, l.LockName(), now, ttl) {
 			return true
 		}
 	}

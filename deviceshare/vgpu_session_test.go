@@ -5,13 +5,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/util"
 
+	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
@@ -296,6 +299,42 @@ func TestVGPUNodeLock(t *testing.T) {
 	c.expectNoBind()
 	if !strings.Contains(msg, ReasonNodeLocked) {
 		t.Errorf("fit error %q does not say the node is locked", msg)
+	}
+}
+
+// A lock left by an allocation nobody served (its pod deleted before the
+// agent's Allocate, or the agent dead) blocks the node only until
+// deviceshare.NodeLockExpiry; at the default expiry the same lock still
+// holds.
+func TestVGPUNodeLockExpiry(t *testing.T) {
+	tests := []struct {
+		name, args string
+		wantBind   bool
+	}{
+		{name: "default expiry: a 40s-old lock holds", wantBind: false},
+		{name: "30s expiry: a 40s-old lock is taken over", args: `
+      deviceshare.NodeLockExpiry: 30s`, wantBind: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			node := vgpuNode("n1", vcard{"GPU-0", "", 16000})
+			node.Annotations[vgpu.Name] = nodelock.Format(testTime.Add(-40*time.Second), types.NamespacedName{Namespace: testNamespace, Name: "gone"})
+			c := newCluster(t, schedulerConf(vgpuArgs+`
+      deviceshare.NodeLockEnable: true`+tc.args), []*v1.Node{node}, nil)
+			a := vgpuPod("a", "pg1", 1, 1000, 10)
+			c.addJob(podGroup("pg1", 1), a)
+			msg := sessionFitMessages(c, a)
+			if !tc.wantBind {
+				c.expectNoBind()
+				if !strings.Contains(msg, ReasonNodeLocked) {
+					t.Errorf("fit error %q does not say the node is locked", msg)
+				}
+				return
+			}
+			if b := c.waitBinds(1); b[testNamespace+"/a"].Node != "n1" {
+				t.Errorf("binds = %v, want a on n1", b)
+			}
+		})
 	}
 }
 

@@ -2,7 +2,8 @@
 // node agents expect while a device allocation is in flight: a node
 // annotation whose key names the device type and whose value is the time the
 // lock was taken (RFC 3339; HAMi appends ",<namespace>,<pod>"). A lock older
-// than TTL is expired and may be taken over. The scheduler takes the lock
+// than its TTL (DefaultTTL, 5 minutes, unless the caller sets another) is
+// expired and may be taken over. The scheduler takes the lock
 // just before it binds the pod; the node agent removes it once its Allocate
 // has served the pod.
 //

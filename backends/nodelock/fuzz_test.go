@@ -32,7 +32,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
 		l, err := Parse(value)
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"lock": value}}}
-		held := Held(node, "lock", now)
+		held := Held(node, "lock", now, 0)
 		if err != nil {
 			if !strings.Contains(err.Error(), "node lock value") || !strings.Contains(err.Error(), "RFC 3339") {
 				t.Errorf("Parse(%q) error %q does not name the lock value and the expected form", value, err)
@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if want := now.Sub(l.Since) < TTL; held != want {
+		if want := now.Sub(l.Since) < DefaultTTL; held != want {
 			t.Errorf("Held(%q) = %v, want %v (since %v)", value, held, want, l.Since)
 		}
 		parts := strings.Split(value, ",")

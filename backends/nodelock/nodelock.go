@@ -14,8 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// TTL is how long a lock holds before it may be taken over, as upstream.
-const TTL = 5 * time.Minute
+// DefaultTTL is how long a lock holds before it may be taken over, as
+// upstream; the scheduler's deviceshare.NodeLockExpiry sets another.
+const DefaultTTL = 5 * time.Minute
 
 // ErrHeld is returned by Acquire when another allocation holds the lock.
 var ErrHeld = errors.New("node lock is held")
@@ -52,10 +53,11 @@ func Format(now time.Time, pod types.NamespacedName) string {
 	return ts + "," + pod.Namespace + "," + pod.Name
 }
 
-// Held reports whether the node carries an unexpired lock under key. A
-// malformed value cannot be dated and is treated as expired: holding a node
-// forever because of garbage would be worse than one racing allocation.
-func Held(node *v1.Node, key string, now time.Time) bool {
+// Held reports whether the node carries a lock under key younger than ttl
+// (DefaultTTL when ttl is not positive). A malformed value cannot be dated
+// and is treated as expired: holding a node forever because of garbage would
+// be worse than one racing allocation.
+func Held(node *v1.Node, key string, now time.Time, ttl time.Duration) bool {
 	if node == nil {
 		return false
 	}
@@ -67,19 +69,22 @@ func Held(node *v1.Node, key string, now time.Time) bool {
 	if err != nil {
 		return false
 	}
-	return now.Sub(l.Since) < TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	return now.Sub(l.Since) < ttl
 }
 
 // Acquire takes the lock on the node for pod. It reads the node, fails with
-// ErrHeld if an unexpired lock is there, and otherwise writes the lock with
-// the read resourceVersion, so a concurrent writer makes it fail with a
-// conflict instead of both succeeding.
-func Acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time) error {
+// ErrHeld if a lock younger than ttl is there (see Held), and otherwise
+// writes the lock with the read resourceVersion, so a concurrent writer makes
+// it fail with a conflict instead of both succeeding.
+func Acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration) error {
 	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get node %s to lock %s: %w", nodeName, key, err)
 	}
-	if Held(node, key, now) {
+	if Held(node, key, now, ttl) {
 		return fmt.Errorf("lock %s on node %s: %w (%s)", key, nodeName, ErrHeld, node.Annotations[key])
 	}
 	updated := node.DeepCopy()

@@ -59,18 +59,22 @@ func TestHeld(t *testing.T) {
 	tests := []struct {
 		name string
 		node *v1.Node
+		ttl  time.Duration
 		want bool
 	}{
 		{name: "no node", node: nil, want: false},
 		{name: "no lock", node: node(""), want: false},
 		{name: "fresh lock", node: node(Format(now.Add(-time.Minute), types.NamespacedName{})), want: true},
-		{name: "just before expiry", node: node(Format(now.Add(-TTL+time.Second), types.NamespacedName{})), want: true},
-		{name: "expired", node: node(Format(now.Add(-TTL), types.NamespacedName{})), want: false},
+		{name: "just before expiry", node: node(Format(now.Add(-DefaultTTL+time.Second), types.NamespacedName{})), want: true},
+		{name: "expired", node: node(Format(now.Add(-DefaultTTL), types.NamespacedName{})), want: false},
 		{name: "malformed counts as expired", node: node("garbage"), want: false},
+		{name: "shorter TTL: fresh", node: node(Format(now.Add(-29*time.Second), types.NamespacedName{})), ttl: 30 * time.Second, want: true},
+		{name: "shorter TTL: expired", node: node(Format(now.Add(-30*time.Second), types.NamespacedName{})), ttl: 30 * time.Second, want: false},
+		{name: "longer TTL outlives the default", node: node(Format(now.Add(-DefaultTTL), types.NamespacedName{})), ttl: time.Hour, want: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Held(tc.node, "gpu", now); got != tc.want {
+			if got := Held(tc.node, "gpu", now, tc.ttl); got != tc.want {
 				t.Errorf("Held = %v, want %v", got, tc.want)
 			}
 		})

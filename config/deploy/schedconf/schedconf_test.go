@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/config/deploy"
 	"github.com/vgpushare/vshare/config/deploy/schedconf"
@@ -30,7 +31,7 @@ func TestPlainSchedulerConfParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := deviceshare.Args{
-		VGPUEnable: true, SchedulePolicy: "binpack", ScheduleWeight: 10,
+		VGPUEnable: true, SchedulePolicy: "binpack", ScheduleWeight: 10, NodeLockExpiry: nodelock.DefaultTTL,
 		ConfigMapName: config.DefaultConfigMapName, ConfigMapNamespace: config.DefaultConfigMapNamespace,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
