@@ -22,11 +22,13 @@ import (
 // the same configuration (deviceshare.VGPUEnable), accepts our node agent's
 // registration and handshake, and our agent admits what it allocates: the
 // Job runs, the agent's Allocate returns the limits and moves bind-phase to
-// success. Clusters can therefore roll our agent out before our scheduler.
+// success. Clusters can therefore roll our agent out before our scheduler
+// (with no allocation key: the stock scheduler signs nothing).
 func TestInteropStockSchedulerWithOurAgent(t *testing.T) {
 	const ns = "interop-stock"
 	ctx := setup(t, ns, 5*time.Minute)
 	useScheduler(ctx, t, framework.SchedulerSpec{Binary: framework.BinStockScheduler})
+	useAgents(ctx, t, framework.AgentSpec{Unsigned: true}) // Volcano's scheduler does not sign
 	job := framework.VGPUJob(ns, "stock", framework.VGPUTask{Name: "w", Replicas: 2, VGPUs: 1, MemoryMiB: 3000, Cores: 40})
 	mustRun(ctx, t, job)
 	pods, err := cluster.JobPods(ctx, ns, job.Name)

@@ -52,3 +52,30 @@ func useScheduler(ctx context.Context, t *testing.T, spec framework.SchedulerSpe
 		t.Fatal(err)
 	}
 }
+
+// useAgents restarts every GPU node's agent as spec says for the rest of
+// the test, and with the default spec again when the test ends.
+func useAgents(ctx context.Context, t *testing.T, spec framework.AgentSpec) {
+	t.Helper()
+	restart := func(ctx context.Context, spec framework.AgentSpec) error {
+		for _, n := range cluster.Nodes() {
+			if !n.VGPU() {
+				continue
+			}
+			if err := cluster.StartAgent(ctx, n, spec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := restart(ctx, framework.AgentSpec{}); err != nil {
+			t.Errorf("restart the agents with the default spec: %v", err)
+		}
+	})
+	if err := restart(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+}

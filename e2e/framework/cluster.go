@@ -54,16 +54,16 @@ type Cluster struct {
 	Kube       kubernetes.Interface
 	Volcano    vcclient.Interface
 
-	bins        Binaries
-	log         io.Writer
-	token       string
-	apiPort     int
-	schedConf   string
-	audit       bool
+	bins      Binaries
+	log       io.Writer
+	token     string
+	apiPort   int
+	schedConf string
+	audit     bool
 	// schedMetrics is the running scheduler's /metrics URL.
 	schedMetrics string
-	etcdURL     string
-	etcd, apisv *Process
+	etcdURL      string
+	etcd, apisv  *Process
 
 	mu        sync.Mutex
 	procs     []*Process // control-plane children, in start order
@@ -103,6 +103,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		name string
 		f    func(context.Context) error
 	}{
+		{"allocation key", c.writeAllocationKey},
 		{"etcd", c.startEtcd},
 		{"kube-apiserver", c.startAPIServer},
 		{"Volcano CRDs", c.installCRDs},

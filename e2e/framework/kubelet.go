@@ -75,6 +75,8 @@ type FakeKubelet struct {
 	used       map[string]types.UID // device ID -> pod holding it
 	results    map[types.UID]*PodAllocation
 	registered chan struct{}
+	// registrations counts the plugin registrations served.
+	registrations int
 }
 
 // StartFakeKubelet serves kubelet.sock in socketDir and watches the pods
@@ -147,6 +149,14 @@ func (k *FakeKubelet) Resource() string {
 	return k.resource
 }
 
+// Registrations counts the plugin registrations so far (an agent that
+// restarts registers again).
+func (k *FakeKubelet) Registrations() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.registrations
+}
+
 // Registered is closed once a plugin has registered.
 func (k *FakeKubelet) Registered() <-chan struct{} { return k.registered }
 
@@ -198,6 +208,7 @@ func (k *FakeKubelet) connect(resource, endpoint string) {
 		k.conn.Close()
 	}
 	k.resource, k.conn, k.stopStream = resource, conn, cancel
+	k.registrations++
 	select {
 	case <-k.registered:
 	default:

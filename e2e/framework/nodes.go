@@ -32,6 +32,9 @@ type GPUNode struct {
 	Dir     string
 	Agent   *Process
 	Kubelet *FakeKubelet
+
+	machine string // the mock NVML machine
+	starts  int    // agent starts, to name each one's log
 }
 
 func (n *GPUNode) stop() {
@@ -44,10 +47,15 @@ func (n *GPUNode) stop() {
 }
 
 // AddGPUNode creates node name (kwok-managed, 64 CPUs, 512 GiB), starts its
-// fake kubelet and its agent with --nvml=mock:<machine> (e.g. dgxa100), and
-// waits until the node is Ready, registers its cards and advertises
+// fake kubelet and its agent with --nvml=mock:<machine> (e.g. dgxa100) and
+// the cluster's allocation key (StartAgent), and waits until the node is Ready, registers its cards and advertises
 // volcano.sh/vgpu-number.
 func (c *Cluster) AddGPUNode(ctx context.Context, name, machine string) (*GPUNode, error) {
+	return c.AddGPUNodeWith(ctx, name, machine, AgentSpec{})
+}
+
+// AddGPUNodeWith is AddGPUNode with the agent started as spec says.
+func (c *Cluster) AddGPUNodeWith(ctx context.Context, name, machine string, spec AgentSpec) (*GPUNode, error) {
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
@@ -63,7 +71,7 @@ func (c *Cluster) AddGPUNode(ctx context.Context, name, machine string) (*GPUNod
 	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create node %s: %w", name, err)
 	}
-	n := &GPUNode{Name: name, Dir: filepath.Join(c.WorkDir, "nodes", name)}
+	n := &GPUNode{Name: name, Dir: filepath.Join(c.WorkDir, "nodes", name), machine: machine}
 	sockets := filepath.Join(n.Dir, "dp")
 	for _, d := range []string{sockets, filepath.Join(n.Dir, "cache")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -77,29 +85,7 @@ func (c *Cluster) AddGPUNode(ctx context.Context, name, machine string) (*GPUNod
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
-	n.Agent, err = startProcess(c.LogDir(), "agent-"+name, c.bins.Path(BinDevicePlugin), []string{
-		"--node-name=" + name,
-		"--nvml=mock:" + machine,
-		"--kubeconfig=" + c.Kubeconfig,
-		"--kubelet-socket-dir=" + sockets,
-		"--cache-dir=" + filepath.Join(n.Dir, "cache"),
-		"--libvgpu-host-path=" + filepath.Join(n.Dir, "libvgpu.so"),
-		"--metrics-address=",
-		"--handshake-interval=5s",
-		"-v=4",
-	}, nil)
-	if err != nil {
-		return nil, err
-	}
-	err = c.poll(ctx, time.Minute, "node "+name+" Ready with registered vGPUs", func(ctx context.Context) (bool, error) {
-		got, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		q := got.Status.Allocatable[VGPUNumber]
-		return nodeReady(got) && got.Annotations[AnnotationNodeRegister] != "" && q.Value() > 0, nil
-	}, n.Agent)
-	if err != nil {
+	if err := c.StartAgent(ctx, n, spec); err != nil {
 		return nil, err
 	}
 	return n, nil

@@ -82,7 +82,7 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) er
 	if err := os.WriteFile(conf, []byte(spec.Conf), 0o644); err != nil {
 		return fmt.Errorf("write scheduler configuration: %w", err)
 	}
-	p, err := c.start(name, spec.Binary, []string{
+	args := []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--leader-elect=false",
 		"--scheduler-conf=" + conf,
@@ -92,7 +92,11 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) er
 		"--enable-metrics=true",
 		fmt.Sprintf("--healthz-address=127.0.0.1:%d", ports[1]),
 		"--logtostderr", "-v=3",
-	}, []string{"KUBECONFIG=" + c.Kubeconfig}) // Volcano's vGPU code builds its own client from it
+	}
+	if spec.Binary == BinScheduler {
+		args = append(args, "--allocation-key-file="+c.AllocationKeyFile())
+	}
+	p, err := c.start(name, spec.Binary, args, []string{"KUBECONFIG=" + c.Kubeconfig}) // Volcano's vGPU code builds its own client from it
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ type Result struct {
 	IdleNodePatches map[string]float64
 	// Incomplete is set when the burst did not finish within the timeout;
 	// the times are then those of the pods that did.
-	Incomplete                            bool
+	Incomplete                           bool
 	BoundPods, RunningPods, AdmittedPods int
 }
 
@@ -104,7 +104,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	start := time.Now()
-	if err = addNodes(ctx, c, o.Nodes); err != nil {
+	// Volcano's stock scheduler does not sign its allocations.
+	if err = addNodes(ctx, c, o.Nodes, framework.AgentSpec{Unsigned: o.Stock}); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(o.Log, "throughput: %d nodes up in %s\n", o.Nodes, time.Since(start).Round(time.Second))
@@ -170,7 +171,7 @@ func task(j, pods int) framework.VGPUTask {
 }
 
 // addNodes adds the GPU nodes eight at a time.
-func addNodes(ctx context.Context, c *framework.Cluster, n int) error {
+func addNodes(ctx context.Context, c *framework.Cluster, n int, spec framework.AgentSpec) error {
 	sem := make(chan struct{}, 8)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -180,7 +181,7 @@ func addNodes(ctx context.Context, c *framework.Cluster, n int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := c.AddGPUNode(ctx, fmt.Sprintf("gpu-%03d", i), "dgxa100"); err != nil {
+			if _, err := c.AddGPUNodeWith(ctx, fmt.Sprintf("gpu-%03d", i), "dgxa100", spec); err != nil {
 				errs <- err
 			}
 		}()
@@ -359,4 +360,3 @@ func Details(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(w, "  idle node PATCHes per minute by client: %v\n", r.IdleNodePatches)
 }
-

@@ -9,8 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -101,7 +104,7 @@ func Run(ctx context.Context, o *Options) error {
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: patcher,
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
-		SchedulerNames: o.SchedulerNames,
+		SchedulerNames: o.SchedulerNames, Events: eventRecorder(client, o.NodeName),
 	}
 	if o.AllocationKeyFile != "" {
 		keys, err := allocsig.OpenFile(o.AllocationKeyFile)
@@ -223,4 +226,11 @@ func configSource(ctx context.Context, o *Options, client kubernetes.Interface) 
 		return nil, err
 	}
 	return loader.Snapshot, nil
+}
+
+// eventRecorder records events on behalf of the agent on node.
+func eventRecorder(client kubernetes.Interface, node string) record.EventRecorder {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vgpu-device-plugin", Host: node})
 }

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
@@ -67,7 +68,16 @@ type Options struct {
 	// SchedulerNames, when not empty, are the spec.schedulerName values
 	// whose pods get devices.
 	SchedulerNames []string
+	// Events, when set, records a Warning event EventAllocationFailed on
+	// every pod whose allocation fails, naming why: the kubelet's Allocate
+	// does not say which pod it is for, so its error may reach another
+	// pod's admission.
+	Events record.EventRecorder
 }
+
+// EventAllocationFailed is the reason of the Warning event recorded on a pod
+// whose allocation was refused or failed.
+const EventAllocationFailed = "VGPUAllocationFailed"
 
 // informerPoll is how often Allocate looks again while it waits for the
 // informer.
@@ -207,6 +217,9 @@ func nextPendingOf(value string) int {
 // allocation was written for this node.
 func (a *Allocator) fail(ctx context.Context, pod *v1.Pod, cause error) {
 	klog.ErrorS(cause, "vGPU allocation failed", "pod", klog.KObj(pod))
+	if a.opts.Events != nil {
+		a.opts.Events.Eventf(pod, v1.EventTypeWarning, EventAllocationFailed, "node %s gives no devices: %v", a.opts.Node, cause)
+	}
 	if err := a.opts.Patcher.PatchPodAnnotations(ctx, pod, map[string]string{AnnotationBindPhase: BindPhaseFailed}); err != nil {
 		klog.ErrorS(err, "Cannot mark the pod's allocation failed", "pod", klog.KObj(pod))
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
@@ -105,7 +106,8 @@ func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
 			if tc.key != "" {
 				opts = append(opts, withKeys(t, tc.key))
 			}
-			opts = append(opts, func(_ *config.Config, o *allocate.Options) { o.SchedulerNames = tc.names })
+			events := record.NewFakeRecorder(10)
+			opts = append(opts, func(_ *config.Config, o *allocate.Options) { o.SchedulerNames, o.Events = tc.names, events })
 			e := newEnv(t, opts...)
 			pod := newPod("p").container("c", 1, nil).allocated(entry(e.uuids[0], 1000, 0), 1).build()
 			tc.edit(t, e, pod)
@@ -136,6 +138,14 @@ func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
 			}
 			if !failed {
 				t.Errorf("untrusted pod not marked bind-phase failed")
+			}
+			select {
+			case ev := <-events.Events:
+				if !strings.HasPrefix(ev, "Warning "+allocate.EventAllocationFailed+" ") || !strings.Contains(ev, tc.wantMsg) {
+					t.Errorf("event %q: want a Warning %s naming %q", ev, allocate.EventAllocationFailed, tc.wantMsg)
+				}
+			default:
+				t.Errorf("no event recorded for the refused pod")
 			}
 		})
 	}
