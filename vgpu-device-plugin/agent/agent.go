@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,10 @@ import (
 	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/register"
 )
+
+// mockEventsPoll is how often the mock NVML looks for new lines in
+// Options.MockEventsFile.
+const mockEventsPoll = 200 * time.Millisecond
 
 // Run runs the agent until ctx ends or a part fails.
 func Run(ctx context.Context, o *Options) error {
@@ -83,6 +88,10 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	g.Start("health", func() error { return mon.Run(ctx) })
+	if srv, ok := lib.(*nvmlmock.Server); ok && o.MockEventsFile != "" {
+		klog.InfoS("Injecting the NVML events written to a file", "env", nvmlmock.EnvEvents, "file", o.MockEventsFile)
+		g.Start("mock NVML events", func() error { return srv.FollowEvents(ctx, o.MockEventsFile, mockEventsPoll) })
+	}
 
 	podInf := kube.NewPodInformer(ctx, client, o.NodeName)
 	nodeInf := kube.NewNodeInformer(ctx, client, o.NodeName)

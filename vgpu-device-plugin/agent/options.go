@@ -69,6 +69,10 @@ type Options struct {
 	// DisableHealthChecks and EnableHealthChecks are the values of
 	// DP_DISABLE_HEALTHCHECKS and DP_ENABLE_HEALTHCHECKS.
 	DisableHealthChecks, EnableHealthChecks string
+	// MockEventsFile is the value of VGPU_MOCK_NVML_EVENTS: with
+	// --nvml=mock:<machine>, a file of NVML events to inject (tests only;
+	// see nvmlmock.FollowEvents). Ignored with the real library.
+	MockEventsFile string
 }
 
 // NewOptions returns the defaults, reading NODE_NAME and the health-check
@@ -94,6 +98,7 @@ func NewOptions() *Options {
 		SchedulerNames:      []string{DefaultSchedulerName},
 		DisableHealthChecks: os.Getenv(health.EnvDisableHealthChecks),
 		EnableHealthChecks:  os.Getenv(health.EnvEnableHealthChecks),
+		MockEventsFile:      os.Getenv(nvmlmock.EnvEvents),
 	}
 }
 

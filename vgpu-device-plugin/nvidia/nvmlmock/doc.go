@@ -9,5 +9,7 @@
 // instances. GPU UUIDs are made deterministic (derived from the machine name
 // and index) so that demo and test annotations can name them. InjectEvent,
 // SetUtilization and SetMemoryUsed let a test or the demo drive the hardware
-// state. Nothing in this package is used with the real library.
+// state; FollowEvents injects events written to a file (EnvEvents), so a
+// test can drive the agent's mock from outside its process. Nothing in this
+// package is used with the real library.
 package nvmlmock
