@@ -41,6 +41,11 @@ type AgentSpec struct {
 	// Unsigned serves allocations without a signature (no
 	// --allocation-key-file), as needed under Volcano's stock scheduler.
 	Unsigned bool
+	// Args are further agent flags (for example --health-recovery).
+	Args []string
+	// Env is added to the agent's environment (for example
+	// VGPU_MOCK_NVML_EVENTS).
+	Env []string
 }
 
 // StartAgent (re)starts the node's vgpu-device-plugin, after stopping the
@@ -68,12 +73,13 @@ func (c *Cluster) StartAgent(ctx context.Context, n *GPUNode, spec AgentSpec) er
 	if !spec.Unsigned {
 		args = append(args, "--allocation-key-file="+c.AllocationKeyFile())
 	}
+	args = append(args, spec.Args...)
 	n.starts++
 	name := "agent-" + n.Name
 	if n.starts > 1 {
 		name = fmt.Sprintf("%s-%d", name, n.starts)
 	}
-	p, err := startProcess(c.LogDir(), name, c.bins.Path(BinDevicePlugin), args, nil)
+	p, err := startProcess(c.LogDir(), name, c.bins.Path(BinDevicePlugin), args, spec.Env)
 	if err != nil {
 		return err
 	}

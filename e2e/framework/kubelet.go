@@ -77,6 +77,9 @@ type FakeKubelet struct {
 	registered chan struct{}
 	// registrations counts the plugin registrations served.
 	registrations int
+	// faults are the fault campaign's hooks (faults_kubelet.go); the zero
+	// value changes nothing.
+	faults kubeletFaults
 }
 
 // StartFakeKubelet serves kubelet.sock in socketDir and watches the pods
@@ -129,7 +132,10 @@ func StartFakeKubelet(ctx context.Context, node, socketDir string, client kubern
 func (k *FakeKubelet) Stop() {
 	k.cancel()
 	k.queue.ShutDown()
-	k.server.Stop()
+	k.mu.Lock()
+	server := k.server // RecreateSocket replaces it
+	k.mu.Unlock()
+	server.Stop()
 	k.mu.Lock()
 	if k.stopStream != nil {
 		k.stopStream()
@@ -318,7 +324,7 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 		if err != nil {
 			ca.Err = err.Error()
 			ca.Errors = append(slices.Clip(ca.Errors), ca.Err)
-			retry = true
+			retry = !k.admissionFailed(ctx, pod, err, ca.Attempts)
 		}
 		k.mu.Lock()
 		rec.Containers[i] = ca
@@ -346,6 +352,7 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 	if len(ids) < n {
 		return nil, nil, nil, fmt.Errorf("%d free devices, want %d", len(ids), n)
 	}
+	k.faults.beforeAllocate(uid)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := pluginapi.NewDevicePluginClient(conn).Allocate(ctx, &pluginapi.AllocateRequest{

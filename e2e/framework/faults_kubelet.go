@@ -1,0 +1,149 @@
+//go:build e2e
+
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// ReasonUnexpectedAdmissionError is the pod status reason the kubelet sets
+// when a device plugin's Allocate fails while it admits the pod.
+const ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
+
+// kubeletFaults are a FakeKubelet's fault-campaign hooks. The zero value
+// injects nothing and keeps the harness's lenient retries.
+type kubeletFaults struct {
+	mu sync.Mutex
+	// before runs right before each Allocate call, on the admitting
+	// goroutine.
+	before func(types.UID)
+	// failPods makes admission failures final, as in the real kubelet.
+	failPods bool
+}
+
+// SetBeforeAllocate installs f to run right before each Allocate call the
+// kubelet makes, with the UID of the pod being admitted; nil removes it. The
+// fault campaign kills the node agent from it.
+func (k *FakeKubelet) SetBeforeAllocate(f func(pod types.UID)) {
+	k.faults.mu.Lock()
+	defer k.faults.mu.Unlock()
+	k.faults.before = f
+}
+
+// SetFailPodsOnAdmissionError makes the kubelet behave like the real one
+// when Allocate fails: the pod is marked Failed with reason
+// UnexpectedAdmissionError instead of retried. "No pending pod matches"
+// (NotFound) is still retried up to the usual attempts, since it is the
+// agent's informer catching up (see the package README).
+func (k *FakeKubelet) SetFailPodsOnAdmissionError(on bool) {
+	k.faults.mu.Lock()
+	defer k.faults.mu.Unlock()
+	k.faults.failPods = on
+}
+
+func (f *kubeletFaults) beforeAllocate(uid types.UID) {
+	f.mu.Lock()
+	hook := f.before
+	f.mu.Unlock()
+	if hook != nil {
+		hook(uid)
+	}
+}
+
+// admissionFailed reports whether an Allocate error ends the pod's
+// admission; if so, the pod is marked Failed in the background.
+func (k *FakeKubelet) admissionFailed(ctx context.Context, pod *v1.Pod, err error, attempts int) bool {
+	k.faults.mu.Lock()
+	on := k.faults.failPods
+	k.faults.mu.Unlock()
+	if !on || (grpcCode(err) == codes.NotFound && attempts < maxAllocateAttempts) {
+		return false
+	}
+	k.wg.Add(1) // the pod worker holds the group, so it is not waited on yet
+	go func() {
+		defer k.wg.Done()
+		k.failPod(ctx, pod.Namespace, pod.Name, pod.UID, err)
+	}()
+	return true
+}
+
+// failPod sets the pod's phase to Failed as the kubelet does on an admission
+// error. It waits until kwok has started the pod: kwok's ready stage would
+// otherwise set it Running again.
+func (k *FakeKubelet) failPod(ctx context.Context, namespace, name string, uid types.UID, cause error) {
+	msg := fmt.Sprintf("Allocate failed due to %v, which is unexpected", cause)
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pod, err := k.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			return apierrors.IsNotFound(err), nil
+		case pod.UID != uid || pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodFailed || pod.Status.Phase == v1.PodSucceeded:
+			return true, nil
+		case pod.Status.PodIP == "":
+			return false, nil
+		}
+		pod.Status.Phase = v1.PodFailed
+		pod.Status.Reason = ReasonUnexpectedAdmissionError
+		pod.Status.Message = msg
+		_, err = k.client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err == nil || !apierrors.IsConflict(err), nil
+	})
+}
+
+// grpcCode is the gRPC status code in err's chain (Unknown if none).
+func grpcCode(err error) codes.Code {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Code()
+	}
+	return codes.Unknown
+}
+
+// RecreateSocket does what a kubelet restart does to the device-plugin
+// directory: it stops serving kubelet.sock, drops the plugin's connection,
+// and serves a new kubelet.sock at the same path. The agent must notice and
+// register again (Registrations grows).
+func (k *FakeKubelet) RecreateSocket() error {
+	k.mu.Lock()
+	old := k.server
+	if k.stopStream != nil {
+		k.stopStream()
+		k.conn.Close()
+	}
+	k.conn, k.stopStream = nil, nil
+	k.mu.Unlock()
+	old.Stop() // closes the listener, which removes the socket file
+	path := filepath.Join(k.dir, "kubelet.sock")
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("listen on %s again: %w", path, err)
+	}
+	srv := grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(srv, registration{k})
+	k.mu.Lock()
+	k.server = srv
+	k.mu.Unlock()
+	k.wg.Add(1)
+	go func() { defer k.wg.Done(); _ = srv.Serve(lis) }()
+	return nil
+}
