@@ -92,6 +92,9 @@ type Allocator struct {
 	// written remembers annotations this agent wrote that the informer may
 	// not reflect yet, by pod UID.
 	written map[types.UID]written
+	// warned remembers when an event was last recorded on a pod that
+	// asks for vGPUs without an allocation (see unambiguous).
+	warned map[types.UID]time.Time
 }
 
 // written is what the agent last wrote on a pod.
@@ -123,7 +126,7 @@ func New(opts Options) (*Allocator, error) {
 	if opts.NewID == nil {
 		opts.NewID = func() string { return string(uuid.NewUUID()) }
 	}
-	return &Allocator{opts: opts, written: map[types.UID]written{}}, nil
+	return &Allocator{opts: opts, written: map[types.UID]written{}, warned: map[types.UID]time.Time{}}, nil
 }
 
 // Allocate serves the kubelet's request, one container request at a time.

@@ -50,6 +50,10 @@ func (l listAllLookup) Assigned() ([]*v1.Pod, error) {
 	})
 }
 
+func (l listAllLookup) Active() ([]*v1.Pod, error) {
+	return l.list(func(p *v1.Pod) bool { return p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed })
+}
+
 // benchCluster fills the node's indexer with benchNodePods pods (99 running
 // vGPU pods) and a cluster store with benchClusterPods pods in all.
 func benchCluster(b *testing.B, e *env) cache.Store {

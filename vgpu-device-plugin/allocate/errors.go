@@ -26,6 +26,10 @@ var (
 	ErrUnhealthy = errors.New("card unhealthy")
 	// ErrMIG: the MIG instance could not be provided (codes.FailedPrecondition).
 	ErrMIG = errors.New("MIG instance unavailable")
+	// ErrAmbiguous: a pod the scheduler did not place asks for as many
+	// cards on the node, so the request may be its admission and not the
+	// pending allocation's (codes.FailedPrecondition).
+	ErrAmbiguous = errors.New("request may be for a pod the scheduler did not place")
 )
 
 // toStatus wraps err in a gRPC status with the code of its class.
@@ -34,7 +38,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, ErrForged), errors.Is(err, ErrOverCommit):
 		code = codes.PermissionDenied
-	case errors.Is(err, ErrStale), errors.Is(err, ErrUnhealthy), errors.Is(err, ErrMIG):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrUnhealthy), errors.Is(err, ErrMIG), errors.Is(err, ErrAmbiguous):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrNoPendingPod):
 		code = codes.NotFound

@@ -27,6 +27,8 @@ type PodLookup interface {
 	Allocating() ([]*v1.Pod, error)
 	// Assigned returns the non-terminal pods holding a vGPU allocation.
 	Assigned() ([]*v1.Pod, error)
+	// Active returns the node's non-terminal pods.
+	Active() ([]*v1.Pod, error)
 }
 
 // Patcher writes the protocol's annotations.
@@ -90,6 +92,18 @@ func (l IndexerLookup) Allocating() ([]*v1.Pod, error) {
 // Assigned implements PodLookup.
 func (l IndexerLookup) Assigned() ([]*v1.Pod, error) {
 	return l.byIndex(IndexAssigned, assigned)
+}
+
+// Active implements PodLookup: a node has at most a few hundred pods.
+func (l IndexerLookup) Active() ([]*v1.Pod, error) {
+	objs := l.Indexer.List()
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok && !terminal(p) {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
 }
 
 func (l IndexerLookup) byIndex(index, key string) ([]*v1.Pod, error) {

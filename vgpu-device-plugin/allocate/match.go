@@ -45,6 +45,11 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 			delete(a.written, uid)
 		}
 	}
+	for uid, at := range a.warned {
+		if now.Sub(at) > a.opts.StaleAfter {
+			delete(a.warned, uid)
+		}
+	}
 	pods, err := a.opts.Lookup.Allocating()
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
@@ -71,6 +76,9 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 		}
 	}
 	if best != nil {
+		if err := a.unambiguous(best, inv, n, now); err != nil {
+			return nil, true, err
+		}
 		return best, false, nil
 	}
 	msg := fmt.Sprintf("node %s: no pending vGPU pod matches a request for %d devices", a.opts.Node, n)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
@@ -146,6 +148,91 @@ func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
 				}
 			default:
 				t.Errorf("no event recorded for the refused pod")
+			}
+		})
+	}
+}
+
+// A pod the scheduler did not place (a user set spec.nodeName) that asks for
+// as many cards while another pod's allocation is pending could be the pod
+// the kubelet is admitting: the agent refuses rather than hand it the
+// pending pod's cards, and serves again once that pod cannot be in
+// admission any more.
+func TestAllocateRefusesWhileAnUnplacedPodMayBeInAdmission(t *testing.T) {
+	tests := []struct {
+		name      string
+		intruder  func(*podBuilder) *podBuilder
+		wantServe bool
+	}{
+		{name: "asks for the same number of cards, just created",
+			intruder: func(b *podBuilder) *podBuilder { return b }},
+		{name: "asks for another number of cards", wantServe: true,
+			intruder: func(b *podBuilder) *podBuilder {
+				b.pod.Spec.Containers[0].Resources.Limits["volcano.sh/vgpu-number"] = qty(2)
+				return b
+			}},
+		{name: "created longer ago than an admission can take", wantServe: true,
+			intruder: func(b *podBuilder) *podBuilder {
+				b.pod.CreationTimestamp.Time = now.Add(-time.Hour)
+				return b
+			}},
+		{name: "served by the agent before (bind-phase success)", wantServe: true,
+			intruder: func(b *podBuilder) *podBuilder {
+				return b.annotate(allocate.AnnotationBindPhase, allocate.BindPhaseSuccess)
+			}},
+		{name: "being deleted", wantServe: true,
+			intruder: func(b *podBuilder) *podBuilder {
+				b.pod.DeletionTimestamp = &metav1.Time{Time: now}
+				return b
+			}},
+		{name: "finished", wantServe: true,
+			intruder: func(b *podBuilder) *podBuilder { return b.phase(v1.PodFailed) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			events := record.NewFakeRecorder(10)
+			e := newEnv(t, func(_ *config.Config, o *allocate.Options) { o.Events = events })
+			intruder := newPod("intruder").container("c", 1, nil)
+			intruder.pod.CreationTimestamp.Time = now.Add(-5 * time.Second)
+			pending := newPod("pending").container("c", 1, nil).allocated(entry(e.uuids[0], 1000, 0), 1).build()
+			e.add(t, tc.intruder(intruder).build(), pending)
+
+			resp, err := e.alloc.Allocate(context.Background(), request(1))
+			if tc.wantServe {
+				if err != nil {
+					t.Fatalf("Allocate refused: %v", err)
+				}
+				if got := resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]; got != e.uuids[0] {
+					t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want the pending pod's card %s", got, e.uuids[0])
+				}
+				return
+			}
+			wantCode(t, err, codes.FailedPrecondition)
+			for _, want := range []string{"ns/intruder", "pod ns/pending's pending allocation"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+			if calls := e.rec.Calls(); len(calls) != 0 {
+				t.Errorf("the pending pod's allocation was touched: %+v", calls)
+			}
+			// Asked again: still refused, the event is not repeated.
+			if _, err := e.alloc.Allocate(context.Background(), request(1)); err == nil {
+				t.Fatalf("second Allocate served while the intruder may be in admission")
+			}
+			if got := len(events.Events); got != 1 {
+				t.Errorf("%d events recorded, want one on the intruder", got)
+			} else if ev := <-events.Events; !strings.Contains(ev, "has no allocation by the scheduler") {
+				t.Errorf("event %q does not say why", ev)
+			}
+			// Once the kubelet failed its admission, the pending pod is served.
+			e.add(t, intruder.phase(v1.PodFailed).build())
+			resp, err = e.alloc.Allocate(context.Background(), request(1))
+			if err != nil {
+				t.Fatalf("Allocate after the intruder failed: %v", err)
+			}
+			if got := resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]; got != e.uuids[0] {
+				t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want %s", got, e.uuids[0])
 			}
 		})
 	}
