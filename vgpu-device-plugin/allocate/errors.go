@@ -38,7 +38,8 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, ErrForged), errors.Is(err, ErrOverCommit):
 		code = codes.PermissionDenied
-	case errors.Is(err, ErrStale), errors.Is(err, ErrUnhealthy), errors.Is(err, ErrMIG), errors.Is(err, ErrAmbiguous):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrUnhealthy), errors.Is(err, ErrMIG), errors.Is(err, ErrUnsafeCacheDir),
+		errors.Is(err, ErrAmbiguous):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrNoPendingPod):
 		code = codes.NotFound

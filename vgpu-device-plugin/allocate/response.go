@@ -2,7 +2,6 @@ package allocate
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,25 +18,6 @@ const PreloadFileName = "ld.so.preload"
 // ContainersDir is the subdirectory of CacheHostDir holding one directory
 // per container, named "<pod UID>_<container name>".
 const ContainersDir = "containers"
-
-// WritePreload writes cacheHostDir/ld.so.preload naming libvgpu's path in the
-// container, creating the directory. The file is mounted as the container's
-// /etc/ld.so.preload.
-func WritePreload(cacheHostDir string) error {
-	if err := os.MkdirAll(filepath.Join(cacheHostDir, ContainersDir), 0o755); err != nil {
-		return fmt.Errorf("create cache directory: %w", err)
-	}
-	path := filepath.Join(cacheHostDir, PreloadFileName)
-	if err := os.WriteFile(path, []byte(ContainerLibPath+"\n"), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// ContainerDir is the host directory of one container's shared region.
-func ContainerDir(cacheHostDir, podUID, container string) string {
-	return filepath.Join(cacheHostDir, ContainersDir, podUID+"_"+container)
-}
 
 // respond builds the container's response for the candidate's entry.
 func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string]*cardUse) (*pluginapi.ContainerAllocateResponse, error) {
@@ -103,7 +83,8 @@ func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candid
 	if !nv.DisableCoreLimit {
 		resp.Envs[EnvSMLimit] = strconv.Itoa(int(entry[0].Cores))
 	}
-	resp.Envs[EnvSharedCache] = ContainerCacheDir + "/" + a.opts.NewID() + ".cache"
+	region := a.opts.NewID() + ".cache"
+	resp.Envs[EnvSharedCache] = ContainerCacheDir + "/" + region
 	if p, ok := limit(c.ctr, nv.ResourcePriorityName); ok {
 		resp.Envs[EnvTaskPriority] = strconv.FormatInt(p, 10)
 	}
@@ -116,13 +97,11 @@ func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candid
 	if inv.OverCommitted() {
 		resp.Envs[EnvOversubscribe] = "true"
 	}
-	dir := ContainerDir(a.opts.CacheHostDir, string(c.pod.UID), c.ctr.Name)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return fmt.Errorf("create the container's cache directory: %w", err)
-	}
-	// MkdirAll applies the umask; containers run as any user.
-	if err := os.Chmod(dir, 0o777); err != nil {
-		return fmt.Errorf("open up the container's cache directory: %w", err)
+	// The agent creates the region itself, in a directory the container
+	// cannot write to (see cachedir.go).
+	dir, err := createRegion(a.opts.CacheHostDir, string(c.pod.UID), c.ctr.Name, region, ownerOf(c.pod, c.ctr))
+	if err != nil {
+		return fmt.Errorf("pod %s container %s: shared region: %w", c.pod.Name, c.ctr.Name, err)
 	}
 	resp.Mounts = append(resp.Mounts,
 		&pluginapi.Mount{ContainerPath: ContainerLibPath, HostPath: a.opts.LibvgpuHostPath, ReadOnly: true},

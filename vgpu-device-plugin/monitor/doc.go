@@ -6,8 +6,11 @@
 //
 // Allocate gives each container the host directory
 // <cache-dir>/containers/<pod UID>_<container> mounted at /tmp/vgpu, and
-// CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/vgpu/<id>.cache. libvgpu creates that
-// file; its layout is libvgpu/include/vgpu_region.h (the single definition,
+// CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/vgpu/<id>.cache. The agent creates
+// that file empty, in a directory the container cannot write to, and
+// libvgpu sizes and formats it (allocate/cachedir.go has the modes); the
+// exporter opens regions without following symlinks and only if they are
+// regular files. Its layout is libvgpu/include/vgpu_region.h (the single definition,
 // repeated in libvgpu/REGION.md), mirrored here in region.go. The tests
 // compile a C program against the header and compare every offset and
 // constant with the Go mirror, so a layout change cannot go unnoticed. A

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // The layout of libvgpu/include/vgpu_region.h. region_test.go checks every
@@ -71,9 +72,9 @@ type Region struct {
 
 // ReadRegion reads a shared region's header.
 func ReadRegion(path string) (*Region, error) {
-	f, err := os.Open(path)
+	f, err := openRegion(path, os.O_RDONLY)
 	if err != nil {
-		return nil, fmt.Errorf("open shared region: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	buf := make([]byte, HeaderSize)
@@ -119,4 +120,25 @@ func parseRegion(path string, buf []byte) (*Region, error) {
 		r.UUID[i] = string(raw)
 	}
 	return r, nil
+}
+
+// openRegion opens a region file, never through a symlink and only if it is
+// a regular file: the agent reads and writes regions as root, and a
+// container whose directory was writable (an older agent made it so) may
+// have planted a symlink to a host file or a FIFO that would block the
+// exporter. O_NONBLOCK only matters for such a FIFO.
+func openRegion(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open shared region: %w", err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file: %w", path, ErrNotRegion)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

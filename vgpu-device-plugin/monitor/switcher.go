@@ -119,9 +119,9 @@ func setSwitch(path string, i int, want uint32) (bool, error) {
 	if i < 0 || i >= MaxDevices {
 		return false, fmt.Errorf("device index %d outside [0, %d)", i, MaxDevices)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openRegion(path, os.O_RDWR)
 	if err != nil {
-		return false, fmt.Errorf("open shared region: %w", err)
+		return false, err
 	}
 	defer f.Close()
 	off := int64(offUtilSwitch + 4*i)
