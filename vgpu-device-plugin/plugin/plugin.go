@@ -23,6 +23,9 @@ import (
 const (
 	DefaultSocketName    = "volcano-vgpu.sock"
 	DefaultKubeletSocket = "kubelet.sock"
+	// SocketMode is the plugin socket's mode: the kubelet runs as root, and
+	// connecting to a unix socket needs write permission on it.
+	SocketMode = os.FileMode(0o600)
 	dialTimeout          = 5 * time.Second
 	stopTimeout          = 5 * time.Second
 	maxRetryDelay        = 10 * time.Second
@@ -127,6 +130,14 @@ func (p *Plugin) serve() (*grpc.Server, error) {
 	lis, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	// Only the kubelet (root) connects: no one else may call Allocate.
+	// The socket is created with the process umask; the kubelet's
+	// directory is itself root-only on a node, so the moment before the
+	// chmod exposes nothing.
+	if err := os.Chmod(path, SocketMode); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("restrict %s to its owner: %w", path, err)
 	}
 	srv := grpc.NewServer()
 	pluginapi.RegisterDevicePluginServer(srv, p)
