@@ -25,10 +25,10 @@ const (
 	DefaultKubeletSocket = "kubelet.sock"
 	// SocketMode is the plugin socket's mode: the kubelet runs as root, and
 	// connecting to a unix socket needs write permission on it.
-	SocketMode = os.FileMode(0o600)
-	dialTimeout          = 5 * time.Second
-	stopTimeout          = 5 * time.Second
-	maxRetryDelay        = 10 * time.Second
+	SocketMode    = os.FileMode(0o600)
+	dialTimeout   = 5 * time.Second
+	stopTimeout   = 5 * time.Second
+	maxRetryDelay = 10 * time.Second
 )
 
 // Allocator serves the kubelet's Allocate calls.
