@@ -108,10 +108,15 @@ func (p *Plugin) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// The identities of the sockets this round serves and registered
+		// with: a queued directory event about an older socket (the removal
+		// of this plugin's previous socket, which it does itself, or a
+		// kubelet socket it already registered with) is not a restart.
+		served := inode(p.SocketPath())
 		watcher.Resync()
-		restart := p.register(ctx, watcher)
+		kubelet, restart := p.register(ctx, watcher)
 		if restart {
-			restart = p.waitForRestart(ctx, watcher)
+			restart = p.waitForRestart(ctx, watcher, served, kubelet)
 		}
 		p.stop(srv)
 		if !restart {
@@ -175,21 +180,23 @@ func (p *Plugin) stop(srv *grpc.Server) {
 }
 
 // register registers with the kubelet, retrying with backoff. It returns
-// false when ctx ended.
-func (p *Plugin) register(ctx context.Context, watcher *dirWatch) bool {
+// the identity of the kubelet socket it registered through, and false when
+// ctx ended.
+func (p *Plugin) register(ctx context.Context, watcher *dirWatch) (fileID, bool) {
 	delay := 100 * time.Millisecond
 	for {
+		kubelet := inode(p.kubeletPath())
 		err := p.registerOnce(ctx)
 		if err == nil {
 			klog.InfoS("Registered with the kubelet", "resource", p.opts.ResourceName, "endpoint", p.opts.SocketName)
-			return true
+			return kubelet, true
 		}
 		klog.ErrorS(err, "Cannot register with the kubelet; retrying", "delay", delay)
 		t := p.opts.Clock.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return fileID{}, false
 		case <-t.C():
 		case ev := <-watcher.Events: // the kubelet socket appearing is worth an early retry
 			t.Stop()
@@ -219,9 +226,14 @@ func (p *Plugin) registerOnce(ctx context.Context) error {
 	return nil
 }
 
-// waitForRestart waits until the kubelet socket is created again or the
-// plugin socket is removed (true) or ctx ends (false).
-func (p *Plugin) waitForRestart(ctx context.Context, watcher *dirWatch) bool {
+// waitForRestart waits until a kubelet socket other than the one the plugin
+// registered through appears, or the plugin socket it serves is removed
+// (true), or ctx ends (false). Each event is checked against the sockets
+// as they are now: inotify queues the events of the previous round, among
+// them the removal of the previous plugin socket by stop, and taking that
+// for a kubelet restart restarted the plugin again, in a loop, after every
+// real kubelet restart.
+func (p *Plugin) waitForRestart(ctx context.Context, watcher *dirWatch, served, kubelet fileID) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -230,11 +242,22 @@ func (p *Plugin) waitForRestart(ctx context.Context, watcher *dirWatch) bool {
 			if !ok {
 				return false
 			}
+			var stale bool
 			switch {
 			case ev.Name == p.kubeletPath() && ev.Has(fsnotify.Create):
-				return true
+				now := inode(p.kubeletPath())
+				if now != (fileID{}) && now != kubelet {
+					return true
+				}
+				stale = true
 			case ev.Name == p.SocketPath() && ev.Has(fsnotify.Remove):
-				return true
+				if inode(p.SocketPath()) != served {
+					return true
+				}
+				stale = true
+			}
+			if stale {
+				klog.V(4).InfoS("Ignoring a directory event about a socket already handled", "event", ev)
 			}
 		case err, ok := <-watcher.Errors:
 			if !ok {

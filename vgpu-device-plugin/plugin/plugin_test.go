@@ -189,6 +189,25 @@ func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
+	// Then it stays registered until the kubelet restarts again. The
+	// events of its own restart (the removal of its previous socket) are
+	// not a kubelet restart: taking them for one restarted the plugin in a
+	// loop, every few milliseconds, dropping the kubelet's connection and
+	// every Allocate in flight (found by the e2e fault campaign).
+	quiet := time.After(time.Second)
+	extra := 0
+	for waiting := true; waiting; {
+		select {
+		case <-kubelet2.reqs:
+			extra++
+		case <-quiet:
+			waiting = false
+		}
+	}
+	if extra > 1 {
+		t.Errorf("the plugin registered %d more times within a second of re-registering, want at most 1: it keeps restarting", extra)
+	}
+
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
