@@ -61,6 +61,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	p.ssn = ssn
 	p.sess = p.st.newSessionState(p.args, backends, ssn)
 	p.sess.queues = p.openQueues(ssn)
+	p.explainInvalidRequests(ssn)
 	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
 	p.register(ssn)
 	p.st.metrics.observeSync(res, p.st.clock.Since(start))

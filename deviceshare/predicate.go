@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/conf"
+	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
@@ -105,6 +106,37 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 			"reasons", reasons(statuses))
 	}
 	return vcapi.NewFitErrWithStatus(task, node, statuses...)
+}
+
+// explainInvalidRequests records the reason of every pending task whose
+// device request is invalid or asks for an unserved resource as its fit
+// error, before any action runs. Volcano may skip such a task before a
+// predicate sees it (an absurd request exceeds its queue's share), and the
+// PodGroup's Unschedulable condition would then not say what is wrong; the
+// predicates replace it with the per-node errors when they run.
+func (p *plugin) explainInvalidRequests(ssn *framework.Session) {
+	for _, job := range ssn.Jobs {
+		for _, task := range job.TaskStatusIndex[vcapi.Pending] {
+			req := p.sess.requests[task.UID]
+			var reason string
+			switch {
+			case req == nil:
+				continue
+			case req.unserved != "":
+				reason = ReasonUnservedPrefix + req.unserved
+			case req.invalid != nil:
+				reason = ReasonInvalidRequest + req.invalid.Error()
+			default:
+				continue
+			}
+			if job.NodesFitErrors == nil {
+				job.NodesFitErrors = make(map[vcapi.TaskID]*vcapi.FitErrors)
+			}
+			fe := vcapi.NewFitErrors()
+			fe.SetError(reason)
+			job.NodesFitErrors[task.UID] = fe
+		}
+	}
 }
 
 // willBind reports whether Volcano's allocate action would bind the task

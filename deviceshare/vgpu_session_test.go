@@ -398,3 +398,17 @@ func TestVGPUFragmentPolicyPlacesAndLearns(t *testing.T) {
 		t.Error("the vGPU backend never published a learned workload: the plugin did not show it the pending pods")
 	}
 }
+
+// A request far beyond the queue's share is skipped by proportion before
+// any predicate runs; its fit error must still say what is wrong with it.
+func TestVGPUAbsurdRequestIsExplained(t *testing.T) {
+	c := newCluster(t, schedulerConf(vgpuArgs), []*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000})}, nil)
+	absurd := vgpuPod("absurd", "pg1", 1000000, 1000, 10)
+	c.addJob(podGroup("pg1", 1), absurd)
+	var msg string
+	c.session(func(ssn *framework.Session) { msg = fitMessage(ssn, absurd) })
+	c.expectNoBind()
+	if want := ReasonInvalidRequest; !strings.Contains(msg, want) || !strings.Contains(msg, "volcano.sh/vgpu-number=1M") {
+		t.Errorf("fit error %q does not say the request volcano.sh/vgpu-number=1M is invalid", msg)
+	}
+}

@@ -186,3 +186,10 @@ func Labels(m *dto.Metric) map[string]string {
 	}
 	return out
 }
+
+// SchedulerProcess returns the running scheduler's process (nil if none).
+func (c *Cluster) SchedulerProcess() *Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.scheduler
+}
