@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,8 +43,13 @@ struct vgpu_region *t_region(void)
 	if (r != NULL || path == NULL)
 		return r;
 	int fd = open(path, O_RDWR);
-	if (fd < 0)
+	struct stat st;
+	/* Mapping a file shorter than the region would fault on access. */
+	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < (off_t)VGPU_REGION_SIZE) {
+		if (fd >= 0)
+			close(fd);
 		return NULL;
+	}
 	void *m = mmap(NULL, VGPU_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	r = m == MAP_FAILED ? NULL : m;
@@ -110,7 +116,8 @@ const char *t_dir(void)
 int main(int argc, char **argv)
 {
 	static char self[PATH_MAX];
-	const struct t_case *groups[] = {t_memory_cases, t_api_cases, t_region_cases, t_sm_cases};
+	const struct t_case *groups[] = {t_memory_cases, t_api_cases, t_region_cases, t_sm_cases,
+					 t_stress_cases};
 	if (realpath(argv[0], self) == NULL)
 		snprintf(self, sizeof(self), "%s", argv[0]);
 	t_self = self;

@@ -59,6 +59,7 @@ const char *t_dir(void);        /* per-test scratch directory (VGPU_TEST_DIR) */
 
 typedef int (*t_fn)(void);
 struct t_case { const char *name; t_fn fn; };
-extern const struct t_case t_memory_cases[], t_api_cases[], t_region_cases[], t_sm_cases[];
+extern const struct t_case t_memory_cases[], t_api_cases[], t_region_cases[], t_sm_cases[],
+	t_stress_cases[];
 
 #endif

@@ -110,6 +110,7 @@ __attribute__((constructor)) static void stub_load(void)
 		format(g);
 	}
 	parse_visible();
+	stub_obs_attach();
 }
 
 int stub_phys(CUdevice dev)
@@ -126,11 +127,13 @@ int stub_dev_charge(int phys, uint64_t bytes)
 	} while (!__atomic_compare_exchange_n(&g->dev[phys].used, &cur, cur + bytes, 1,
 					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
 	__atomic_fetch_add(&stats.held[phys], bytes, __ATOMIC_RELAXED);
+	stub_obs_charge(phys, bytes);
 	return 0;
 }
 
 void stub_dev_release(int phys, uint64_t bytes)
 {
+	stub_obs_release(phys, bytes);
 	__atomic_fetch_sub(&g->dev[phys].used, bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
 }

@@ -11,10 +11,13 @@
  *   VGPU_STUB_SM        SMs per device (default 16)
  *   VGPU_STUB_WAVE_NS   time one full wave of blocks occupies a device (default 250 us)
  *   VGPU_STUB_CTX_MEM   device memory a context takes (default 64 MiB)
+ *   VGPU_STUB_OBSERVER  file of the observer below (default: none)
+ *   VGPU_STUB_OBSERVER_LIMIT  bytes; live bytes above it count as violations
  */
 #ifndef VGPU_STUB_H
 #define VGPU_STUB_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #define STUB_MAX_DEV 8
@@ -57,7 +60,54 @@ struct stub_stats {
 	uint64_t held[STUB_MAX_DEV];    /* device bytes this process holds */
 };
 
+/*
+ * The observer: ground truth for "the limit holds", kept by the stub driver
+ * and not by libvgpu. Every process that loads the stub with
+ * VGPU_STUB_OBSERVER set adds the device bytes it hands out to one shared
+ * record and takes back what is freed, so `live` is the bytes the simulated
+ * devices really have allocated across all processes and `hwm` its maximum.
+ *
+ * A dead process's memory is freed by a real driver, so it stops counting
+ * here too: each process owns an entry whose robust mutex a stub thread holds
+ * for the process's lifetime. The kernel marks it "owner died" while the
+ * dying process's memory is torn down, before its file descriptors are closed,
+ * that is before libvgpu (which watches a file lock) can see the death and
+ * give the memory to someone else. Dead entries are reaped whenever `live`
+ * would raise `hwm`, so `hwm` never counts memory of the dead.
+ */
+#define STUB_OBS_PROCS 512
+#define STUB_OBS_MAGIC UINT64_C(0x5354554f42534552)
+
+union stub_lock {
+	pthread_mutex_t m;
+	char bytes[64];
+};
+
+struct stub_obs_proc {
+	union stub_lock alive;      /* held by the owner's stub thread while it lives */
+	int32_t pid;                /* 0 = free */
+	int32_t pad;
+	uint64_t bytes[STUB_MAX_DEV];
+};
+
+struct stub_observer {
+	uint64_t magic;
+	union stub_lock mu;         /* robust, guards everything below */
+	uint64_t live[STUB_MAX_DEV];
+	uint64_t hwm[STUB_MAX_DEV];
+	uint64_t limit;             /* VGPU_STUB_OBSERVER_LIMIT at creation, 0 = none */
+	uint64_t violations;        /* charges after which the living held more than limit */
+	uint64_t procs;             /* processes that registered */
+	uint64_t reaped;            /* processes found dead */
+	uint64_t reaped_bytes;      /* device bytes they still held */
+	struct stub_obs_proc proc[STUB_OBS_PROCS];
+};
+
 struct stub_shared *vgpuStubShared(void);
+/* The observer mapped by this process, NULL without VGPU_STUB_OBSERVER. */
+struct stub_observer *vgpuStubObserver(void);
+/* Drops dead processes' bytes now; returns how many processes it reaped. */
+int vgpuStubObserverReap(void);
 struct stub_stats *vgpuStubStats(void);
 uint64_t vgpuStubBusyNs(int dev, int pid);
 uint64_t vgpuStubNowNs(void);

@@ -23,6 +23,10 @@ void stub_dev_release(int phys, uint64_t bytes);
 struct stub_ctx *stub_current(void);
 void stub_free_owned(struct stub_ctx *ctx);
 void stub_pools_sync(void);
+/* cuda_observer.c: no-ops unless VGPU_STUB_OBSERVER is set. */
+void stub_obs_attach(void);
+void stub_obs_charge(int phys, uint64_t bytes);
+void stub_obs_release(int phys, uint64_t bytes);
 
 
 
