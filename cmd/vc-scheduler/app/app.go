@@ -89,6 +89,7 @@ func Main(args []string) int {
 	klog.StartFlushDaemon(*logFlushFreq)
 	defer klog.Flush()
 
+	emptyDefaultServeMux() // the metrics port serves /metrics only (endpoints.go)
 	// Run returns only when the scheduler stops, always with the reason.
 	fmt.Fprintf(os.Stderr, "%v\n", vcapp.Run(s))
 	return 1
