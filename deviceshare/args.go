@@ -144,20 +144,6 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 		}
 	}
 	errs = append(errs, parseName(in, ArgKnownGeometriesCMName, &a.ConfigMapName, validation.IsDNS1123Subdomain)...)
-	if raw, ok := in[ArgNodeLockExpiry]; ok {
-		d, err := parseDuration(raw)
-		switch {
-		case err != nil:
-			errs = append(errs, field.Invalid(field.NewPath(ArgNodeLockExpiry), raw, err.Error()))
-		case d == 0:
-			// Zero or empty keeps the default.
-		case d < MinNodeLockExpiry || d > MaxNodeLockExpiry:
-			errs = append(errs, field.Invalid(field.NewPath(ArgNodeLockExpiry), raw,
-				fmt.Sprintf("must be between %s and %s", MinNodeLockExpiry, MaxNodeLockExpiry)))
-		default:
-			a.NodeLockExpiry = d
-		}
-	}
 	errs = append(errs, parseName(in, ArgKnownGeometriesCMNamespace, &a.ConfigMapNamespace, validation.IsDNS1123Label)...)
 
 	if a.GPUSharingEnable && a.GPUNumberEnable {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/config/deploy/schedconf"
 	"github.com/vgpushare/vshare/deviceshare"
@@ -88,11 +89,11 @@ func deployVariants() []deployVariant {
 			check: func(t *testing.T, r rendered) {
 				if diff := cmp.Diff(map[string]int{
 					"ServiceAccount": 2, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
-					"ConfigMap": 2, "Deployment": 1, "DaemonSet": 1, "Service": 2,
+					"ConfigMap": 2, "Deployment": 1, "DaemonSet": 1, "Service": 2, "Secret": 1,
 				}, r.kinds()); diff != "" {
 					t.Errorf("object kinds (-want +got):\n%s", diff)
 				}
-				want := deviceshare.Args{VGPUEnable: true, SchedulePolicy: "binpack", ScheduleWeight: 10,
+				want := deviceshare.Args{VGPUEnable: true, SchedulePolicy: "binpack", ScheduleWeight: 10, NodeLockExpiry: nodelock.DefaultTTL,
 					ConfigMapName: config.DefaultConfigMapName, ConfigMapNamespace: config.DefaultConfigMapNamespace}
 				if diff := cmp.Diff(want, *r.args); diff != "" {
 					t.Errorf("deviceshare arguments (-want +got):\n%s", diff)
@@ -175,8 +176,9 @@ func deployVariants() []deployVariant {
 			},
 		},
 		{
+			// Under Volcano's own scheduler, which signs nothing.
 			name: "agent-only",
-			set:  []string{"scheduler.enabled=false", "deviceConfig.create=false"},
+			set:  []string{"scheduler.enabled=false", "deviceConfig.create=false", "allocationKey.secretName="},
 			check: func(t *testing.T, r rendered) {
 				if r.deployment != nil || r.args != nil {
 					t.Error("scheduler rendered with scheduler.enabled=false")
@@ -186,6 +188,9 @@ func deployVariants() []deployVariant {
 				}
 				if n := r.kinds()["ConfigMap"]; n != 0 {
 					t.Errorf("ConfigMaps = %d, want none with deviceConfig.create=false", n)
+				}
+				if n := r.kinds()["Secret"]; n != 0 {
+					t.Errorf("Secrets = %d, want no allocation key without signing", n)
 				}
 			},
 		},
@@ -235,6 +240,7 @@ func TestDeployChartRejectsBadValues(t *testing.T) {
 		{"replicas without leader election", "scheduler: {replicas: 2, leaderElect: false}", "scheduler.leaderElect"},
 		{"no such tier", "scheduler: {deviceshareTier: 5}", "scheduler.deviceshareTier=5"},
 		{"deviceshare in tiers", "scheduler:\n  tiers:\n  - plugins: [{name: gang}]\n  - plugins: [{name: deviceshare}]\n", "leave deviceshare out"},
+		{"signing without our scheduler", "scheduler: {enabled: false}", "allocationKey.secretName is set but scheduler.enabled is false"},
 		// values.schema.json
 		{"misspelt argument", "deviceshare: {VGPUEnabled: true}", "VGPUEnabled"},
 		{"argument out of range", "deviceshare: {ScheduleWeight: 101}", "ScheduleWeight"},
@@ -266,7 +272,7 @@ func TestDeployPlainManifests(t *testing.T) {
 		file string
 		set  []string
 	}{
-		{"vshare.yaml", nil},
+		{"vshare.yaml", []string{"--set", "allocationKey.create=false"}}, // see PLAIN_SET in the Makefile
 		{"servicemonitors.yaml", []string{"--set", "metrics.serviceMonitor.enabled=true", "--show-only", "templates/servicemonitors.yaml"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

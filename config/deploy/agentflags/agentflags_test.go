@@ -87,6 +87,8 @@ func TestChartValuesListEveryAgentFlag(t *testing.T) {
 		"node-name":           "NODE_NAME from spec.nodeName",
 		"kubeconfig":          "in-cluster configuration",
 		"config-file":         "the ConfigMap is watched instead",
+		"allocation-key-file": "allocationKey.secretName",
+		"scheduler-names":     "scheduler.schedulerNames",
 	}
 	flags, err := deploy.Values(filepath.Join("..", deploy.ChartValues), "devicePlugin", "flags")
 	if err != nil {

@@ -68,3 +68,8 @@ tiers:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* Where the allocation key Secret is mounted in the scheduler and the agents. */}}
+{{- define "vshare.allocationKey.dir" -}}
+/etc/vshare/allocation-key
+{{- end -}}
