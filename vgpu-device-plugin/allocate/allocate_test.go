@@ -131,6 +131,30 @@ func TestAllocateUpstreamFormatAndOrder(t *testing.T) {
 	}
 }
 
+// A pod the kubelet failed before its allocation was served keeps
+// bind-phase allocating; the next request is the next pod's, whose entry it
+// must get, not the dead pod's (found by the e2e fault campaign: a pod
+// failed by an admission error handed its cards to the next pod admitted).
+func TestAllocateSkipsTerminatedPods(t *testing.T) {
+	e := newEnv(t)
+	u := e.uuids
+	failed := newPod("failed").container("a", 1, nil).allocated(entry(u[0], 20000, 0), 100).phase(v1.PodFailed).build()
+	next := newPod("next").container("a", 1, nil).allocated(entry(u[1], 20000, 0), 200).build()
+	e.add(t, failed, next)
+	resp, err := e.alloc.Allocate(context.Background(), request(1))
+	if err != nil {
+		t.Fatalf("Allocate: %v", err)
+	}
+	if got := resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]; got != u[1] {
+		t.Errorf("served %s, want %s (the failed pod's card is not the pending pod's)", got, u[1])
+	}
+	for _, c := range e.rec.Calls() {
+		if c.Pod == "failed" {
+			t.Errorf("the failed pod was written to: %+v", c)
+		}
+	}
+}
+
 func TestAllocateMIG(t *testing.T) {
 	e := newEnv(t, func(c *config.Config, _ *allocate.Options) {
 		c.NodeConfigs = []config.NodeConfig{{Name: nodeName, OperatingMode: config.OperatingModeMIG}}

@@ -107,6 +107,13 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	if pod.DeletionTimestamp != nil || phase != BindPhaseAllocating {
 		return nil, fmt.Errorf("pod %s: being deleted or no longer allocating: %w", ref, errSkip)
 	}
+	// A pod the kubelet failed (an admission error: another device
+	// plugin, the node's resources) keeps bind-phase allocating; the
+	// kubelet never asks for it again, and its cards are free again for
+	// the scheduler. Serving its entry would give a live pod those cards.
+	if terminal(pod) {
+		return nil, fmt.Errorf("pod %s: terminated (%s) before its allocation was served: %w", ref, pod.Status.Phase, errSkip)
+	}
 	if node := pod.Annotations[AnnotationNode]; node != a.opts.Node {
 		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, AnnotationNode, node, a.opts.Node, ErrForged)
 	}
