@@ -131,8 +131,8 @@ func (h heldTurns) release(bound *agentBoundPod) {
 	}
 }
 
-// waitServed waits until p is no longer pending with the node agent, or is
-// gone or replaced, for at most the turns' wait.
+// waitServed waits until p is no longer pending with the node agent (see
+// served), or is gone, for at most the turns' wait.
 func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface, node string, p *agentBoundPod) error {
 	ctx, cancel := context.WithTimeout(ctx, a.wait)
 	defer cancel()
@@ -183,7 +183,13 @@ func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface
 }
 
 // served reports whether cur no longer needs the node agent: replaced by
-// another pod of the same name, being deleted, or served.
+// another pod of the same name, terminated (the kubelet failed it and will
+// not ask for it again), or served. A pod being deleted still counts as
+// pending until it is gone: the kubelet may be admitting it right then, and
+// the agent, which skips pods being deleted, would answer that admission
+// with the next pod's allocation if the next pod were already bound (found
+// by the e2e fault campaign, deleting pods right after their bind).
 func (p *agentBoundPod) served(cur *v1.Pod) bool {
-	return cur.UID != p.uid || cur.DeletionTimestamp != nil || !p.pending(cur)
+	terminated := cur.Status.Phase == v1.PodSucceeded || cur.Status.Phase == v1.PodFailed
+	return cur.UID != p.uid || terminated || !p.pending(cur)
 }

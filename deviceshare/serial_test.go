@@ -152,6 +152,35 @@ func TestAgentTurnRefusesAfterTheWait(t *testing.T) {
 	}
 }
 
+// Which states of the pod bound before let the next bind to its node go
+// ahead.
+func TestAgentBoundPodServed(t *testing.T) {
+	now := metav1.Now()
+	tests := []struct {
+		name string
+		edit func(*v1.Pod)
+		want bool
+	}{
+		{name: "still allocating", edit: func(*v1.Pod) {}, want: false},
+		{name: "served by the agent", edit: func(p *v1.Pod) { p.Annotations[testPhaseKey] = "success" }, want: true},
+		{name: "refused by the agent", edit: func(p *v1.Pod) { p.Annotations[testPhaseKey] = "failed" }, want: true},
+		{name: "replaced by a pod of the same name", edit: func(p *v1.Pod) { p.UID = "uid-other" }, want: true},
+		{name: "failed by the kubelet", edit: func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }, want: true},
+		// The kubelet may be admitting it: wait until it is gone.
+		{name: "being deleted, still allocating", edit: func(p *v1.Pod) { p.DeletionTimestamp = &now }, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := phasePod("first", "allocating")
+			bound := boundAs(p)
+			tc.edit(p)
+			if got := bound.served(p); got != tc.want {
+				t.Errorf("served = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // Binder.Bind binds a node's pods in order, the second only once the node
 // agent has served the first; a pod bound to another node meanwhile is not
 // held up.
