@@ -114,6 +114,7 @@ func Run(ctx context.Context, o *Options) error {
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 		SchedulerNames: o.SchedulerNames, Events: eventRecorder(client, o.NodeName),
+		LivePods: kube.NodePods(client, o.NodeName),
 	}
 	if o.AllocationKeyFile != "" {
 		keys, err := allocsig.OpenFile(o.AllocationKeyFile)

@@ -277,26 +277,46 @@ func wantCode(t *testing.T, err error, code codes.Code) {
 }
 
 // The kubelet may ask before the agent's informer has the just-bound pod:
-// with InformerWait the agent looks again instead of refusing.
+// with InformerWait the agent looks again instead of refusing. With
+// LivePods it waits only if the API server had the pod pending when the
+// kubelet asked: a pod bound after the request has its own request coming,
+// and serving it to this one shifted every later pod of the node onto its
+// successor's allocation (found by the e2e fault campaign: a request for a
+// pod deleted during its admission took the next pod's cards).
 func TestAllocateWaitsForTheInformer(t *testing.T) {
 	tests := []struct {
 		name     string
 		wait     time.Duration
+		live     []string // pods the API server has pending when the request comes; nil: no LivePods
 		wantCode codes.Code
 	}{
 		{name: "waits and finds the pod", wait: 5 * time.Second, wantCode: codes.OK},
 		{name: "no wait refuses at once", wait: 0, wantCode: codes.NotFound},
+		{name: "waits for the pod the API server has", wait: 5 * time.Second, live: []string{"late"}, wantCode: codes.OK},
+		{name: "does not wait for a pod bound after the request", wait: 5 * time.Second, live: []string{}, wantCode: codes.NotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, func(_ *config.Config, o *allocate.Options) { o.InformerWait = tc.wait })
-			pod := newPod("late").container("a", 1, nil).allocated(entry(e.uuids[0], 40960, 0), 100).build()
+			var pod *v1.Pod
+			e := newEnv(t, func(_ *config.Config, o *allocate.Options) {
+				o.InformerWait = tc.wait
+				if tc.live != nil {
+					o.LivePods = func(context.Context) ([]*v1.Pod, error) {
+						if len(tc.live) == 0 {
+							return nil, nil
+						}
+						return []*v1.Pod{pod}, nil
+					}
+				}
+			})
+			pod = newPod("late").container("a", 1, nil).allocated(entry(e.uuids[0], 40960, 0), 100).build()
 			added := make(chan struct{})
 			go func() {
 				defer close(added)
 				time.Sleep(100 * time.Millisecond) // the informer's lag, in real time
 				e.add(t, pod)
 			}()
+			start := time.Now()
 			_, err := e.alloc.Allocate(context.Background(), request(1))
 			<-added
 			if tc.wantCode == codes.OK {
@@ -306,6 +326,14 @@ func TestAllocateWaitsForTheInformer(t *testing.T) {
 				return
 			}
 			wantCode(t, err, tc.wantCode)
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("refused after %s, want at once", d)
+			}
+			for _, c := range e.rec.Calls() {
+				if c.Pod == "late" {
+					t.Errorf("the pod bound after the request was written to: %+v", c)
+				}
+			}
 		})
 	}
 }

@@ -60,6 +60,12 @@ type Options struct {
 	// matches yet: the kubelet learns of a bound pod at about the same time
 	// as this agent's informer, and may ask first. 0 answers at once.
 	InformerWait time.Duration
+	// LivePods, when set, lists the node's pods from the API server (not
+	// the informer). Allocate calls it when no pod in the informer matches,
+	// and then waits only for pods pending there at that moment: the pod
+	// the kubelet asks for was bound before the kubelet asked, while a pod
+	// bound later has its own Allocate coming. nil waits for any pod.
+	LivePods func(ctx context.Context) ([]*v1.Pod, error)
 	// Keys returns the allocation keys in force (internal/allocsig) and the
 	// error of their last reload, if it failed; with Keys set, only
 	// allocations signed by one of them are served. nil serves unsigned
@@ -148,15 +154,27 @@ func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 
 // chooseWaiting is choose, looking again for up to InformerWait while no
 // pod matches and none was refused: the pod may not have reached the
-// informer yet. The wait is measured in real time (the kubelet's deadline
-// is), whatever clock stamps the allocation.
+// informer yet. With LivePods it waits only for the pods pending on the API
+// server when the request came: a request for a pod that is no longer
+// pending (deleted during its admission, or asked for twice) must not take
+// the allocation of a pod bound after it, which would leave that pod's own
+// request with the next pod's, and so on down the node's queue. The wait
+// is measured in real time (the kubelet's deadline is), whatever clock
+// stamps the allocation.
 func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int) (*candidate, error) {
 	start := time.Now()
+	c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now(), nil)
+	if err == nil || refused || a.opts.InformerWait <= 0 {
+		return c, err
+	}
+	allow, lerr := a.livePending(ctx, inv, n)
+	switch {
+	case lerr != nil:
+		klog.ErrorS(lerr, "Cannot list the node's pods; waiting for any pending pod", "node", a.opts.Node)
+	case allow != nil && len(allow) == 0:
+		return nil, err // nothing was pending when the kubelet asked
+	}
 	for {
-		c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now())
-		if err == nil || refused || time.Since(start) >= a.opts.InformerWait {
-			return c, err
-		}
 		t := time.NewTimer(informerPoll)
 		select {
 		case <-ctx.Done():
@@ -164,7 +182,31 @@ func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n 
 			return nil, err
 		case <-t.C:
 		}
+		c, refused, err = a.choose(ctx, inv, n, a.opts.Clock.Now(), allow)
+		if err == nil || refused || time.Since(start) >= a.opts.InformerWait {
+			return c, err
+		}
 	}
+}
+
+// livePending returns the pods pending on the API server now that could
+// serve a request for n cards, or nil (any pod) without LivePods.
+func (a *Allocator) livePending(ctx context.Context, inv *nvidia.Inventory, n int) (map[types.UID]bool, error) {
+	if a.opts.LivePods == nil {
+		return nil, nil
+	}
+	pods, err := a.opts.LivePods(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the node's pods: %w", err)
+	}
+	now := a.opts.Clock.Now()
+	out := map[types.UID]bool{}
+	for _, p := range pods {
+		if _, err := a.match(p, inv, n, now); !errors.Is(err, errSkip) {
+			out[p.UID] = true // a match, or a refusal choose will report
+		}
+	}
+	return out, nil
 }
 
 // allocateOne serves one container request for n virtual devices.

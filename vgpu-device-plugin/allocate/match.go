@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
@@ -36,10 +37,10 @@ var errSkip = errors.New("not for this request")
 const maxReported = 5
 
 // choose finds the pod the kubelet is allocating for: the oldest (by
-// vgpu-time) allocating pod whose next pending entry has n cards. Pods whose
-// annotations are refused are marked failed on the way; refused reports
-// whether any was.
-func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, now time.Time) (c *candidate, refused bool, err error) {
+// vgpu-time) allocating pod whose next pending entry has n cards, among the
+// pods in allow when it is not nil. Pods whose annotations are refused are
+// marked failed on the way; refused reports whether any was.
+func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, now time.Time, allow map[types.UID]bool) (c *candidate, refused bool, err error) {
 	for uid, w := range a.written {
 		if now.Sub(w.at) > a.opts.StaleAfter {
 			delete(a.written, uid)
@@ -58,6 +59,9 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 	var skipped []string
 	var refusal error
 	for _, pod := range pods {
+		if allow != nil && !allow[pod.UID] {
+			continue // bound after the request came: its own request follows
+		}
 		c, err := a.match(pod, inv, n, now)
 		switch {
 		case err == nil:

@@ -36,6 +36,23 @@ func NewPodInformer(ctx context.Context, client kubernetes.Interface, node strin
 	return cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, allocate.Indexers())
 }
 
+// NodePods returns a function listing the pods bound to node from the API
+// server (a quorum read, not a cache), for allocate.Options.LivePods.
+func NodePods(client kubernetes.Interface, node string) func(context.Context) ([]*v1.Pod, error) {
+	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	return func(ctx context.Context) ([]*v1.Pod, error) {
+		list, err := client.CoreV1().Pods(v1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return nil, fmt.Errorf("list the pods of node %s: %w", node, err)
+		}
+		out := make([]*v1.Pod, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out, nil
+	}
+}
+
 // NewNodeInformer watches only the named node; ctx bounds its API calls.
 func NewNodeInformer(ctx context.Context, client kubernetes.Interface, node string) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", node).String()
