@@ -2,6 +2,7 @@ package vgpu
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -35,6 +36,8 @@ type Backend struct {
 	ignored                                   []string
 	// frag is the workload mix the fragment policy learns (its own lock).
 	frag *workload
+	// last is parse's last result (see parse).
+	last atomic.Pointer[parsed]
 }
 
 var (

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/backends/podres"
 	"github.com/vgpushare/vshare/deviceshare/api"
@@ -96,10 +97,35 @@ func (b *Backend) asks(pod *v1.Pod) bool {
 	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
 }
 
+// parsed is the last request parse returned, for the pod object it read.
+type parsed struct {
+	pod        *v1.Pod
+	uid        types.UID
+	rv, policy string
+	req        podRequest
+	err        error
+}
+
 // parse reads the pod's request and annotations into r. policy is the
 // global policy (deviceshare.SchedulePolicy). Pods without a request give
 // an empty request and no error.
+//
+// Volcano filters and scores one task on every node in turn, on several
+// goroutines, with the same pod object: the last result is kept (keyed by
+// the object, its UID and resourceVersion, and the policy) and copied out,
+// which takes the parse off the per-node path. A podRequest is read-only
+// once parsed, so sharing its extra slice is safe.
 func (b *Backend) parse(pod *v1.Pod, policy string, r *podRequest) error {
+	if e := b.last.Load(); e != nil && e.pod == pod && e.uid == pod.UID && e.rv == pod.ResourceVersion && e.policy == policy {
+		*r = e.req
+		return e.err
+	}
+	err := b.parseUncached(pod, policy, r)
+	b.last.Store(&parsed{pod: pod, uid: pod.UID, rv: pod.ResourceVersion, policy: policy, req: *r, err: err})
+	return err
+}
+
+func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error {
 	*r = podRequest{containers: len(pod.Spec.Containers)}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]

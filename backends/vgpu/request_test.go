@@ -162,3 +162,32 @@ func TestRenamedResources(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// parse keeps its last result for the same pod object; a new
+// resourceVersion, another object or another policy parses again.
+func TestParseCacheFollowsThePod(t *testing.T) {
+	b := newBackend(t)
+	pod := one("p", 1, 1000, 10)
+	pod.ResourceVersion = "1"
+	var r podRequest
+	if err := b.parse(pod, api.PolicyBinpack, &r); err != nil || r.cardPolicy != api.PolicyBinpack {
+		t.Fatalf("parse: %v, card policy %q", err, r.cardPolicy)
+	}
+	if err := b.parse(pod, api.PolicySpread, &r); err != nil || r.cardPolicy != api.PolicySpread {
+		t.Fatalf("another policy: %v, card policy %q", err, r.cardPolicy)
+	}
+	updated := pod.DeepCopy()
+	updated.ResourceVersion = "2"
+	updated.Annotations[AnnotationMode] = "turbo"
+	if err := b.parse(updated, api.PolicySpread, &r); err == nil {
+		t.Fatalf("the updated pod's bad mode was not seen")
+	}
+	if err := b.parse(pod, api.PolicySpread, &r); err != nil || r.ctrs()[0].memMiB != 1000 {
+		t.Fatalf("the first object again: %v, %+v", err, r.ctrs())
+	}
+	pod.ResourceVersion = "3"
+	pod.Annotations[AnnotationMode] = "turbo"
+	if err := b.parse(pod, api.PolicySpread, &r); err == nil {
+		t.Fatalf("a new resourceVersion of the same object was not parsed again")
+	}
+}
