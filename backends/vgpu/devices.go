@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -87,6 +88,20 @@ type Devices struct {
 	pods  map[types.UID]*holding
 	// host is the node's free CPU for the fragment policy (SetHostIdle).
 	host hostIdle
+	// gen counts changes to cards; memo is the score FilterNode computed
+	// for the last pod that fit, at generation gen (see ScoreNode).
+	gen  uint64
+	memo atomic.Pointer[scoreMemo]
+}
+
+// scoreMemo is a node score computed while filtering, for one pod object
+// and policy at one generation of the cards.
+type scoreMemo struct {
+	pod        *v1.Pod
+	uid        types.UID
+	rv, policy string
+	gen        uint64
+	score      float64
 }
 
 var (
@@ -138,6 +153,7 @@ func podKey(pod *v1.Pod) types.UID {
 
 // apply adds (sign 1) or removes (sign -1) a holding.
 func (d *Devices) apply(h *holding, sign int32) {
+	d.gen++
 	for _, u := range h.uses {
 		c := &d.cards[u.card]
 		c.usedMiB += int64(sign) * u.mem
@@ -318,7 +334,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods)}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods), gen: d.gen}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -20,26 +20,33 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 	if req.empty() {
 		return nil
 	}
-	st := d.fit(&req)
+	sc, st := d.fit(&req)
 	if st != nil {
 		if v := klog.V(5); v.Enabled() {
 			v.InfoS("vGPU filter rejected node", "pod", klog.KObj(pod), "node", d.node, "reasons", st.Message())
 		}
+		return st
 	}
-	return st
+	// Volcano scores the nodes a task fits right after filtering them all:
+	// keep the score of the cards just chosen, so ScoreNode need not choose
+	// them again.
+	d.memo.Store(&scoreMemo{pod: pod, uid: pod.UID, rv: pod.ResourceVersion, policy: policy, gen: d.gen,
+		score: sc})
+	return nil
 }
 
-// fit is FilterNode for a parsed, non-empty request.
-func (d *Devices) fit(req *podRequest) *api.Status {
+// fit is FilterNode for a parsed, non-empty request: the node's score for
+// the cards chosen when it fits, else why not.
+func (d *Devices) fit(req *podRequest) (float64, *api.Status) {
 	if d.tooFewCards(req) {
-		return api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)
+		return 0, api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)
 	}
 	var s scratch
-	_, work, failed := d.choose(req, &s)
+	picks, work, failed := d.choose(req, &s)
 	if failed < 0 {
-		return nil
+		return score(picks, req.nodePolicy), nil
 	}
-	return d.explain(req, failed, work)
+	return 0, d.explain(req, failed, work)
 }
 
 // ScoreNode scores the node in [0, api.MaxScore] from the cards Allocate
@@ -50,6 +57,10 @@ func (d *Devices) fit(req *podRequest) *api.Status {
 func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 	if policy == PolicyFragment {
 		return d.fragScoreNode(pod)
+	}
+	if m := d.memo.Load(); m != nil && m.pod == pod && m.uid == pod.UID && m.rv == pod.ResourceVersion &&
+		m.policy == policy && m.gen == d.gen {
+		return m.score
 	}
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)

@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -89,5 +90,29 @@ func TestFilterInvalidRequest(t *testing.T) {
 	}
 	if d.FilterNode(vpod("p", []ctr{{-1, -1, -1, -1}}), "") != nil || d.ScoreNode(vpod("p", nil), "") != 0 {
 		t.Error("a pod without a request must fit and score 0")
+	}
+}
+
+// ScoreNode after FilterNode returns the score FilterNode computed for the
+// same cards; once the node's cards change (an allocation), it is computed
+// again, so both paths always agree with a node that never filtered.
+func TestScoreAfterFilterMatchesAFreshScore(t *testing.T) {
+	b := newBackend(t)
+	for _, policy := range []string{api.PolicyBinpack, api.PolicySpread} {
+		d := devicesOf(t, b, fourCards(), placed(one("held", 1, 8000, 20), "GPU-1,NVIDIA,8000,20:"))
+		pod := one("p", 1, 4000, 10)
+		for step := 0; step < 3; step++ {
+			if st := d.FilterNode(pod, policy); st != nil {
+				t.Fatalf("%s step %d: FilterNode: %v", policy, step, st.Message())
+			}
+			fresh := d.DeepCopy().(*Devices) // no memo
+			if got, want := d.ScoreNode(pod, policy), fresh.ScoreNode(pod, policy); got != want {
+				t.Errorf("%s step %d: score after filter %v, fresh %v", policy, step, got, want)
+			}
+			allocated(t, d, one("filler-"+strconv.Itoa(step), 1, 4000, 10), policy) // the cards change
+			if got, want := d.ScoreNode(pod, policy), d.DeepCopy().ScoreNode(pod, policy); got != want {
+				t.Errorf("%s step %d: score after an allocation %v, fresh %v (stale memo)", policy, step, got, want)
+			}
+		}
 	}
 }
