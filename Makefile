@@ -5,7 +5,10 @@
 #                and the end-to-end suite
 #   make build   binaries into bin/
 #   make bench   in-process benchmarks, ours against Volcano's built-in
-#   make e2e     end-to-end tests on a local control plane (e2e/README.md)
+#   make e2e     end-to-end tests on a local control plane (e2e/README.md),
+#                a short fault campaign included
+#   make faults  the long fault campaign (docs/reliability.md): FAULT_SEEDS
+#                seeds of FAULT_DURATION each (default 1-10 x 4m, about an hour)
 #   make demo    the local end-to-end demo: 3 simulated DGX A100 nodes,
 #                sample Volcano Jobs sharing GPUs, a table of who holds what
 #                (DEMO_FLAGS=--keep leaves the cluster up until Ctrl-C)
@@ -21,7 +24,7 @@ BENCH_COUNT   ?= 6
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e demo clean quality fuzz
+.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e faults demo clean quality fuzz
 
 all: build test
 
@@ -106,6 +109,15 @@ e2e:
 
 demo:
 	$(GO) run -tags e2e ./e2e/cmd/demo $(DEMO_FLAGS)
+
+# The randomized fault campaign alone, long: even seeds run with the node
+# lock. `make e2e` runs TestFaultCampaign with seeds 1,2 of 40s each.
+FAULT_SEEDS    ?= 1-10
+FAULT_DURATION ?= 4m
+
+faults:
+	FAULT_SEEDS=$(FAULT_SEEDS) FAULT_DURATION=$(FAULT_DURATION) \
+		$(GO) test -tags e2e ./e2e/ -run '^TestFaultCampaign$$' -v -timeout 0 -count=1 $(E2E_FLAGS)
 
 clean:
 	rm -rf $(BIN)

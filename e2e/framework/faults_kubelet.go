@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,11 +45,11 @@ func (k *FakeKubelet) SetBeforeAllocate(f func(pod types.UID)) {
 	k.faults.before = f
 }
 
-// SetFailPodsOnAdmissionError makes the kubelet behave like the real one
-// when Allocate fails: the pod is marked Failed with reason
-// UnexpectedAdmissionError instead of retried. "No pending pod matches"
-// (NotFound) is still retried up to the usual attempts, since it is the
-// agent's informer catching up (see the package README).
+// SetFailPodsOnAdmissionError makes the kubelet admit pods like the real
+// one: it reads the pod from the API server first and does not admit a pod
+// being deleted or gone (kwok deletes pods at once, where a kubelet would
+// first finish the admission it is in), and when Allocate fails the pod is
+// marked Failed with reason UnexpectedAdmissionError instead of retried.
 func (k *FakeKubelet) SetFailPodsOnAdmissionError(on bool) {
 	k.faults.mu.Lock()
 	defer k.faults.mu.Unlock()
@@ -69,11 +67,11 @@ func (f *kubeletFaults) beforeAllocate(uid types.UID) {
 
 // admissionFailed reports whether an Allocate error ends the pod's
 // admission; if so, the pod is marked Failed in the background.
-func (k *FakeKubelet) admissionFailed(ctx context.Context, pod *v1.Pod, err error, attempts int) bool {
+func (k *FakeKubelet) admissionFailed(ctx context.Context, pod *v1.Pod, err error) bool {
 	k.faults.mu.Lock()
 	on := k.faults.failPods
 	k.faults.mu.Unlock()
-	if !on || (grpcCode(err) == codes.NotFound && attempts < maxAllocateAttempts) {
+	if !on {
 		return false
 	}
 	k.wg.Add(1) // the pod worker holds the group, so it is not waited on yet
@@ -82,6 +80,23 @@ func (k *FakeKubelet) admissionFailed(ctx context.Context, pod *v1.Pod, err erro
 		k.failPod(ctx, pod.Namespace, pod.Name, pod.UID, err)
 	}()
 	return true
+}
+
+// admissible reports whether the kubelet still admits the pod: always,
+// unless SetFailPodsOnAdmissionError is on; then only if the API server has
+// it, not being deleted and not terminated.
+func (k *FakeKubelet) admissible(ctx context.Context, pod *v1.Pod) bool {
+	k.faults.mu.Lock()
+	on := k.faults.failPods
+	k.faults.mu.Unlock()
+	if !on {
+		return true
+	}
+	cur, err := k.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return !apierrors.IsNotFound(err) // on another error, admit as before
+	}
+	return cur.UID == pod.UID && cur.DeletionTimestamp == nil && cur.Status.Phase != v1.PodFailed && cur.Status.Phase != v1.PodSucceeded
 }
 
 // failPod sets the pod's phase to Failed as the kubelet does on an admission
@@ -105,15 +120,6 @@ func (k *FakeKubelet) failPod(ctx context.Context, namespace, name string, uid t
 		_, err = k.client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return err == nil || !apierrors.IsConflict(err), nil
 	})
-}
-
-// grpcCode is the gRPC status code in err's chain (Unknown if none).
-func grpcCode(err error) codes.Code {
-	var se interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &se) {
-		return se.GRPCStatus().Code()
-	}
-	return codes.Unknown
 }
 
 // RecreateSocket does what a kubelet restart does to the device-plugin

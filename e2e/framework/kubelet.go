@@ -292,6 +292,9 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 	if resource == "" || client == nil {
 		return true // no plugin yet
 	}
+	if !k.admissible(ctx, pod) {
+		return false
+	}
 	if !seen {
 		rec = &PodAllocation{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 		for _, c := range pod.Spec.Containers {
@@ -324,7 +327,7 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 		if err != nil {
 			ca.Err = err.Error()
 			ca.Errors = append(slices.Clip(ca.Errors), ca.Err)
-			retry = !k.admissionFailed(ctx, pod, err, ca.Attempts)
+			retry = !k.admissionFailed(ctx, pod, err)
 		}
 		k.mu.Lock()
 		rec.Containers[i] = ca

@@ -22,8 +22,10 @@ import (
 // agent process, as a real Xid would.
 const EnvEvents = "VGPU_MOCK_NVML_EVENTS"
 
-// FollowEvents injects an event for every line appended to path until ctx
-// ends, looking for new lines every interval. A missing file is waited for.
+// FollowEvents injects an event for every line of path, and every line
+// appended to it, until ctx ends, looking for new lines every interval. A
+// missing file is waited for. The file is read from its start: a test
+// empties it before it starts an agent that should not see old events.
 // Lines are "<GPU UUID> xid <n>" (an Xid critical error) or "<GPU UUID>
 // ecc" (a double-bit ECC error); a line that does not parse, or names no
 // card of this machine, is logged and skipped. An event whose card has no
