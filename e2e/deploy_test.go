@@ -18,13 +18,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -570,31 +567,7 @@ func TestDeployRBACGrantsWhatTheCodeCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		var gvr schema.GroupVersionResource
-		switch o.GetKind() {
-		case "ServiceAccount":
-			gvr = v1.SchemeGroupVersion.WithResource("serviceaccounts")
-		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			gvr = rbacv1.SchemeGroupVersion.WithResource(strings.ToLower(o.GetKind()) + "s")
-		case "ConfigMap":
-			gvr = v1.SchemeGroupVersion.WithResource("configmaps")
-			if o.GetNamespace() != ns {
-				continue // the scheduler's own conf; not needed here
-			}
-		default:
-			continue
-		}
-		ri := dyn.Resource(gvr).Namespace(o.GetNamespace())
-		if _, err := ri.Create(ctx, o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("create %s: %v", framework.ObjectRef(o), err)
-		}
-		t.Cleanup(func() { _ = ri.Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}) })
-	}
+	createRBAC(t, ctx, objs, ns)
 
 	scheduler := "system:serviceaccount:" + ns + ":rbac-scheduler"
 	agent := "system:serviceaccount:" + ns + ":rbac-agent"
@@ -611,6 +584,8 @@ func TestDeployRBACGrantsWhatTheCodeCalls(t *testing.T) {
 		{scheduler, "update", "nodes", "", "", "gpu-node-0", true},
 		{scheduler, "create", "events", "", "kube-system", "", true},
 		{scheduler, "patch", "events", "", "default", "e", true},
+		{scheduler, "get", "pods", "", "default", "p", true},
+		{scheduler, "watch", "pods", "", "default", "", true},
 		{scheduler, "watch", "configmaps", "", ns, "rbac-device-config", true},
 		{scheduler, "list", "configmaps", "", "kube-system", "", true},
 		{scheduler, "watch", "configmaps", "", "kube-system", "", true},
@@ -621,12 +596,15 @@ func TestDeployRBACGrantsWhatTheCodeCalls(t *testing.T) {
 		{agent, "patch", "pods", "", "default", "p", true},
 		{agent, "patch", "nodes", "", "", "gpu-node-0", true},
 		{agent, "update", "nodes", "", "", "gpu-node-0", true},
+		{agent, "create", "events", "", "default", "", true},
+		{agent, "patch", "events", "", "default", "e", false},
 		{agent, "watch", "configmaps", "", ns, "rbac-device-config", true},
 		{agent, "watch", "configmaps", "", ns, "", false},
 		{agent, "list", "configmaps", "", "kube-system", "", false},
 		{agent, "create", "pods", "binding", "default", "p", false},
 		{agent, "patch", "nodes", "status", "", "gpu-node-0", false},
 		{agent, "delete", "pods", "", "default", "p", false},
+		{agent, "get", "secrets", "", ns, "", false},
 	} {
 		sar, err := cluster.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{

@@ -61,7 +61,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	start := time.Now()
-	c, err := framework.Start(ctx, framework.Options{Binaries: bins, Log: os.Stderr})
+	// The audit log lets tests see what each component asked the API server
+	// (TestSecurityRBACAudit).
+	c, err := framework.Start(ctx, framework.Options{Binaries: bins, Log: os.Stderr, Audit: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start control plane:", err)
 		return 1

@@ -22,11 +22,17 @@ type component struct {
 	// check: Volcano's scheduler ClusterRole, copied verbatim from its chart
 	// for Volcano's own code in the same binary.
 	skipRoles map[string]bool
+	// notGranted are calls the source can reach that are deliberately not
+	// granted, each with the reason the code never makes them.
+	notGranted map[deploy.APICall]string
 }
 
 var components = []component{
 	{pkg: "./cmd/vc-scheduler", serviceAccount: "volcano-scheduler", skipRoles: map[string]bool{"ClusterRole/volcano-scheduler": true}},
-	{pkg: "./cmd/vgpu-device-plugin", serviceAccount: "vgpu-device-plugin"},
+	{pkg: "./cmd/vgpu-device-plugin", serviceAccount: "vgpu-device-plugin", notGranted: map[deploy.APICall]string{
+		{Resource: "events", Verb: "patch"}: "client-go's recorder patches only an event recorded twice; the agent records " +
+			"at most one per pod and message (allocate.Allocator.fail marks the pod failed, warn records once per pod)",
+	}},
 }
 
 // TestRBACGrantsExactlyTheCallsInTheSource reads every Kubernetes API call
@@ -50,7 +56,13 @@ func TestRBACGrantsExactlyTheCallsInTheSource(t *testing.T) {
 			}
 			granted := grantsTo(t, ms, c)
 			for call, sites := range calls {
-				if _, ok := granted[call]; !ok {
+				_, ok := granted[call]
+				switch why, exempt := c.notGranted[call]; {
+				case exempt && ok:
+					t.Errorf("%s is granted to %s, although the code never makes it (%s)", call, c.serviceAccount, why)
+				case exempt:
+					t.Logf("%s (%s) is not granted: %s", call, strings.Join(sites, ", "), why)
+				case !ok:
 					t.Errorf("%s (%s) is not granted to %s", call, strings.Join(sites, ", "), c.serviceAccount)
 				}
 			}
