@@ -173,6 +173,23 @@ func deployVariants() []deployVariant {
 			},
 		},
 		{
+			// A MIG node: the agent creates MIG instances, which needs a
+			// privileged container; the defaults' restrictions that a
+			// privileged container cannot have are dropped.
+			name: "mig",
+			set: []string{"deviceConfig.config.nodeconfig[0].name=gpu-1", "deviceConfig.config.nodeconfig[0].operatingmode=mig",
+				"devicePlugin.securityContext.privileged=true"},
+			check: func(t *testing.T, r rendered) {
+				sc := r.daemonSet.Spec.Template.Spec.Containers[0].SecurityContext
+				if sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.AllowPrivilegeEscalation != nil || sc.Capabilities != nil {
+					t.Errorf("agent securityContext = %+v, want privileged without allowPrivilegeEscalation or capabilities", sc)
+				}
+				if got := r.devices.NodeConfigs; len(got) != 1 || got[0].OperatingMode != "mig" {
+					t.Errorf("nodeconfig = %+v, want gpu-1 in mig mode", got)
+				}
+			},
+		},
+		{
 			// Under Volcano's own scheduler, which signs nothing.
 			name: "agent-only",
 			set:  []string{"scheduler.enabled=false", "deviceConfig.create=false", "allocationKey.secretName="},
@@ -243,6 +260,8 @@ func TestDeployChartRejectsBadValues(t *testing.T) {
 		{"argument out of range", "deviceshare: {ScheduleWeight: 101}", "ScheduleWeight"},
 		{"unknown agent flag", "devicePlugin: {flags: {no-such-flag: 1}}", "no-such-flag"},
 		{"relative host path", "devicePlugin: {hostPaths: {cacheDir: vgpu}}", "cacheDir"},
+		{"MIG node without privilege", "deviceConfig:\n  config:\n    nodeconfig:\n    - {name: gpu-1, operatingmode: mig}\n",
+			"devicePlugin.securityContext.privileged=true"},
 	} {
 		file := filepath.Join(t.TempDir(), "values.yaml")
 		if err := os.WriteFile(file, []byte(tc.values), 0o644); err != nil {

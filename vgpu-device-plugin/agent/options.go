@@ -86,7 +86,7 @@ func NewOptions() *Options {
 		ConfigMapNamespace:  config.DefaultConfigMapNamespace,
 		ConfigMapName:       config.DefaultConfigMapName,
 		LibvgpuHostPath:     "/usr/local/vgpu/libvgpu.so",
-		CacheDir:            "/tmp/vgpu",
+		CacheDir:            "/var/lib/vgpu",
 		MetricsAddress:      ":9394",
 		MemoryUnit:          string(nvidia.UnitMiB),
 		NodeLockName:        DefaultNodeLockName,

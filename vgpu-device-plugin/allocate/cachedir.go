@@ -29,12 +29,12 @@ const (
 	// the container's user is not known: whatever uid the image runs as may
 	// open it read-write, as libvgpu must.
 	RegionFileMode os.FileMode = 0o666
-	// RegionOwnerMode is the region's mode when the pod names the
-	// container's user (runAsUser): the file is given to that user.
-	RegionOwnerMode os.FileMode = 0o600
-	// RegionGroupMode is the region's mode when the pod names only the
-	// container's group (runAsGroup): the file is given to that group.
-	RegionGroupMode os.FileMode = 0o660
+	// RegionSharedMode is the region's mode when the pod names the
+	// container's user (runAsUser) or group (runAsGroup): the file is given
+	// to that user (keeping the agent's group) or that group (keeping the
+	// agent as owner), so the container and the agent reach it, the agent
+	// without overriding file permissions, and nobody else does.
+	RegionSharedMode os.FileMode = 0o660
 	// PreloadFileMode is ld.so.preload, mounted read-only as every vGPU
 	// container's /etc/ld.so.preload.
 	PreloadFileMode os.FileMode = 0o644
@@ -97,10 +97,10 @@ type regionOwner struct {
 }
 
 // ownerOf returns the region's owner and mode for the container: its
-// runAsUser and runAsGroup (the container's own, else the pod's) when the
-// pod names them, every user otherwise. Pods in a user namespace
-// (hostUsers: false) name ids inside it, which are not the host's, so they
-// get the open mode too.
+// runAsUser (the container's own, else the pod's) as owner, or failing
+// that its runAsGroup as group, when the pod names them; every user
+// otherwise. Pods in a user namespace (hostUsers: false) name ids inside
+// it, which are not the host's, so they get the open mode too.
 func ownerOf(pod *v1.Pod, ctr *v1.Container) regionOwner {
 	open := regionOwner{uid: -1, gid: -1, mode: RegionFileMode}
 	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
@@ -120,13 +120,9 @@ func ownerOf(pod *v1.Pod, ctr *v1.Container) regionOwner {
 	}
 	switch {
 	case uid != nil:
-		o := regionOwner{uid: int(*uid), gid: -1, mode: RegionOwnerMode}
-		if gid != nil {
-			o.gid = int(*gid)
-		}
-		return o
+		return regionOwner{uid: int(*uid), gid: -1, mode: RegionSharedMode}
 	case gid != nil:
-		return regionOwner{uid: -1, gid: int(*gid), mode: RegionGroupMode}
+		return regionOwner{uid: -1, gid: int(*gid), mode: RegionSharedMode}
 	}
 	return open
 }

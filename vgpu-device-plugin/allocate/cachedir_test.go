@@ -56,8 +56,8 @@ func boolp(v bool) *bool    { return &v }
 
 // Allocate leaves, whatever the umask, containers/ closed to other host
 // users, the container's directory read-only to the container, and an empty
-// region file in it that the container's user (any user when the pod does
-// not name it) can open read-write, and nothing more.
+// region file in it that the container's user or group and the agent (any
+// user when the pod names neither) can open read-write, and nothing more.
 func TestAllocateCreatesRegionWithNarrowModes(t *testing.T) {
 	root := os.Geteuid() == 0
 	tests := []struct {
@@ -70,11 +70,11 @@ func TestAllocateCreatesRegionWithNarrowModes(t *testing.T) {
 		uid, gid int
 	}{
 		{name: "user unknown", mode: 0o666, uid: -1, gid: -1},
-		{name: "pod runAsUser", pod: &v1.PodSecurityContext{RunAsUser: int64p(1000)}, mode: 0o600, uid: 1000, gid: -1},
+		{name: "pod runAsUser", pod: &v1.PodSecurityContext{RunAsUser: int64p(1000)}, mode: 0o660, uid: 1000, gid: -1},
 		{name: "pod runAsUser and runAsGroup", pod: &v1.PodSecurityContext{RunAsUser: int64p(1000), RunAsGroup: int64p(3000)},
-			mode: 0o600, uid: 1000, gid: 3000},
+			mode: 0o660, uid: 1000, gid: -1},
 		{name: "container overrides pod", pod: &v1.PodSecurityContext{RunAsUser: int64p(1000)},
-			ctr: &v1.SecurityContext{RunAsUser: int64p(2000)}, mode: 0o600, uid: 2000, gid: -1},
+			ctr: &v1.SecurityContext{RunAsUser: int64p(2000)}, mode: 0o660, uid: 2000, gid: -1},
 		{name: "runAsGroup only", ctr: &v1.SecurityContext{RunAsGroup: int64p(3000)}, mode: 0o660, uid: -1, gid: 3000},
 		{name: "user namespace", pod: &v1.PodSecurityContext{RunAsUser: int64p(1000)}, hostUser: boolp(false),
 			mode: 0o666, uid: -1, gid: -1},
