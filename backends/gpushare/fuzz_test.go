@@ -159,6 +159,7 @@ func FuzzAddResource(f *testing.F) {
 		{"4", "1", false},
 		{"", "1", false},
 		{"01", "1", false},
+		{"00", "1", true},
 		{"+1", "1", false},
 		{" 1", "1", false},
 		{"0,1,2,3,4", "5", false},

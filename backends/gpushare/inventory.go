@@ -93,10 +93,12 @@ func parseUnhealthy(value string, cards int) ([]bool, error) {
 	return out, nil
 }
 
-// parseCardIndex parses a non-negative decimal index made of digits only
-// (no sign, no spaces).
+// parseCardIndex parses a non-negative decimal index in the form
+// strconv.Itoa writes it (digits only, no sign, spaces or leading zeros), so
+// that one card has one spelling and an accounted value reads back as
+// written.
 func parseCardIndex(s string) (int, bool) {
-	if s == "" || len(s) > 9 {
+	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
 		return 0, false
 	}
 	for i := 0; i < len(s); i++ {
