@@ -150,13 +150,14 @@ func Run(ctx context.Context, o *Options) error {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(monitor.NewCollector(lib, st.inventory, lookup, o.CacheDir))
 		g.Start("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
-		cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
-		g.Start("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
-		// Containers alone on their card run unthrottled (libvgpu's
-		// utilisation switch).
-		switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
-		g.Start("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
 	}
+	// Deleted pods' regions are removed, and containers alone on their card
+	// run unthrottled (libvgpu's utilisation switch), with or without the
+	// exporter.
+	cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
+	g.Start("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
+	switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
+	g.Start("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
 	klog.InfoS("vGPU node agent running", "node", o.NodeName, "resource", resource, "gpus", len(gpus), "nvml", o.NVML)
 	<-ctx.Done()
 	klog.InfoS("vGPU node agent stopping", "node", o.NodeName)
