@@ -61,10 +61,11 @@ type Options struct {
 	// as this agent's informer, and may ask first. 0 answers at once.
 	InformerWait time.Duration
 	// LivePods, when set, lists the node's pods from the API server (not
-	// the informer). Allocate calls it when no pod in the informer matches,
-	// and then waits only for pods pending there at that moment: the pod
-	// the kubelet asks for was bound before the kubelet asked, while a pod
-	// bound later has its own Allocate coming. nil waits for any pod.
+	// the informer). Allocate calls it when a request comes and the
+	// informer has no pending pod, and then waits only for the pods pending
+	// there at that moment: the pod the kubelet asks for was bound before
+	// the kubelet asked, while a pod bound later has its own Allocate
+	// coming. nil waits for any pod.
 	LivePods func(ctx context.Context) ([]*v1.Pod, error)
 	// Keys returns the allocation keys in force (internal/allocsig) and the
 	// error of their last reload, if it failed; with Keys set, only
@@ -138,11 +139,12 @@ func New(opts Options) (*Allocator, error) {
 // Allocate serves the kubelet's request, one container request at a time.
 // Errors are gRPC statuses (see the sentinel errors for the codes).
 func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	arrived := a.pendingAtArrival(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.GetContainerRequests() {
-		r, err := a.allocateOne(ctx, len(cr.GetDevicesIDs()))
+		r, err := a.allocateOne(ctx, len(cr.GetDevicesIDs()), arrived)
 		if err != nil {
 			klog.ErrorS(err, "Refused vGPU allocation", "node", a.opts.Node, "devices", len(cr.GetDevicesIDs()))
 			return nil, toStatus(err)
@@ -152,29 +154,57 @@ func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 	return resp, nil
 }
 
-// chooseWaiting is choose, looking again for up to InformerWait while no
-// pod matches and none was refused: the pod may not have reached the
-// informer yet. With LivePods it waits only for the pods pending on the API
-// server when the request came: a request for a pod that is no longer
-// pending (deleted during its admission, or asked for twice) must not take
-// the allocation of a pod bound after it, which would leave that pod's own
-// request with the next pod's, and so on down the node's queue. The wait
-// is measured in real time (the kubelet's deadline is), whatever clock
-// stamps the allocation.
-func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int) (*candidate, error) {
+// pendingAtArrival returns the pods pending with this agent when a request
+// comes in, before it waits for the requests ahead of it: the kubelet asks
+// only for a pod already bound here, so that pod is among them. A pod bound
+// later has its own request coming; serving it to this request (one for a
+// pod deleted meanwhile, say) would give this admission its cards, and that
+// pod's own request the next pod's, and so on down the node's queue (found
+// by the e2e fault campaign). The informer is read first; when it has none
+// (it may lag the kubelet's), the API server (LivePods). An empty result
+// means nothing was pending; nil, that this cannot be known (no LivePods,
+// or the list failed), and any pending pod may serve the request.
+func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	if pods, err := a.opts.Lookup.Allocating(); err == nil {
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil && !terminal(p) {
+				out[p.UID] = true
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	if a.opts.LivePods == nil {
+		return nil
+	}
+	pods, err := a.opts.LivePods(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the node's pods; any pending pod may serve the request", "node", a.opts.Node)
+		return nil
+	}
+	for _, p := range pods {
+		if p.Annotations[AnnotationBindPhase] == BindPhaseAllocating && p.DeletionTimestamp == nil && !terminal(p) {
+			out[p.UID] = true
+		}
+	}
+	return out
+}
+
+// chooseWaiting is choose among the pods in allow (any pod when allow is
+// nil), looking again for up to InformerWait while none matches and none
+// was refused: a pod the API server had pending may not have reached the
+// informer yet. With nothing pending at all it answers at once. The wait is
+// measured in real time (the kubelet's deadline is), whatever clock stamps
+// the allocation.
+func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int, allow map[types.UID]bool) (*candidate, error) {
 	start := time.Now()
-	c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now(), nil)
-	if err == nil || refused || a.opts.InformerWait <= 0 {
-		return c, err
-	}
-	allow, lerr := a.livePending(ctx, inv, n)
-	switch {
-	case lerr != nil:
-		klog.ErrorS(lerr, "Cannot list the node's pods; waiting for any pending pod", "node", a.opts.Node)
-	case allow != nil && len(allow) == 0:
-		return nil, err // nothing was pending when the kubelet asked
-	}
 	for {
+		c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now(), allow)
+		if err == nil || refused || (allow != nil && len(allow) == 0) || time.Since(start) >= a.opts.InformerWait {
+			return c, err
+		}
 		t := time.NewTimer(informerPoll)
 		select {
 		case <-ctx.Done():
@@ -182,37 +212,13 @@ func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n 
 			return nil, err
 		case <-t.C:
 		}
-		c, refused, err = a.choose(ctx, inv, n, a.opts.Clock.Now(), allow)
-		if err == nil || refused || time.Since(start) >= a.opts.InformerWait {
-			return c, err
-		}
 	}
-}
-
-// livePending returns the pods pending on the API server now that could
-// serve a request for n cards, or nil (any pod) without LivePods.
-func (a *Allocator) livePending(ctx context.Context, inv *nvidia.Inventory, n int) (map[types.UID]bool, error) {
-	if a.opts.LivePods == nil {
-		return nil, nil
-	}
-	pods, err := a.opts.LivePods(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list the node's pods: %w", err)
-	}
-	now := a.opts.Clock.Now()
-	out := map[types.UID]bool{}
-	for _, p := range pods {
-		if _, err := a.match(p, inv, n, now); !errors.Is(err, errSkip) {
-			out[p.UID] = true // a match, or a refusal choose will report
-		}
-	}
-	return out, nil
 }
 
 // allocateOne serves one container request for n virtual devices.
-func (a *Allocator) allocateOne(ctx context.Context, n int) (*pluginapi.ContainerAllocateResponse, error) {
+func (a *Allocator) allocateOne(ctx context.Context, n int, allow map[types.UID]bool) (*pluginapi.ContainerAllocateResponse, error) {
 	inv := a.opts.Inventory()
-	c, err := a.chooseWaiting(ctx, inv, n)
+	c, err := a.chooseWaiting(ctx, inv, n, allow)
 	if err != nil {
 		return nil, err
 	}

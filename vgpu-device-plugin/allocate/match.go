@@ -60,7 +60,7 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 	var refusal error
 	for _, pod := range pods {
 		if allow != nil && !allow[pod.UID] {
-			continue // bound after the request came: its own request follows
+			continue // not pending when the request came: its own request follows
 		}
 		c, err := a.match(pod, inv, n, now)
 		switch {
