@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -170,10 +171,11 @@ func (r *CampaignReport) Summary() string {
 }
 
 // PrepareFaults restarts every vGPU node's agent as the campaign needs it
-// (FaultAgentSpec) and makes the fake kubelets fail pods on admission
-// errors. The returned function undoes the kubelet changes and starts the
+// (FaultAgentSpec), makes the fake kubelets fail pods on admission errors
+// and log every Allocate to logs/kubelet-<node>.log. The returned function undoes the kubelet changes and starts the
 // cluster's default scheduler again.
 func (c *Cluster) PrepareFaults(ctx context.Context) (restore func(context.Context) error, err error) {
+	var logs []*os.File
 	for _, n := range c.Nodes() {
 		if !n.VGPU() {
 			continue
@@ -182,13 +184,23 @@ func (c *Cluster) PrepareFaults(ctx context.Context) (restore func(context.Conte
 			return nil, err
 		}
 		n.Kubelet.SetFailPodsOnAdmissionError(true)
+		f, err := os.OpenFile(filepath.Join(c.LogDir(), "kubelet-"+n.Name+".log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("kubelet log of %s: %w", n.Name, err)
+		}
+		n.Kubelet.SetLog(f)
+		logs = append(logs, f)
 	}
 	return func(ctx context.Context) error {
 		for _, n := range c.Nodes() {
 			if n.VGPU() {
 				n.Kubelet.SetBeforeAllocate(nil)
 				n.Kubelet.SetFailPodsOnAdmissionError(false)
+				n.Kubelet.SetLog(nil)
 			}
+		}
+		for _, f := range logs {
+			f.Close()
 		}
 		c.StopScheduler()
 		return c.StartScheduler(ctx)

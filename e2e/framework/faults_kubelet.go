@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -34,6 +35,44 @@ type kubeletFaults struct {
 	before func(types.UID)
 	// failPods makes admission failures final, as in the real kubelet.
 	failPods bool
+	// log, when set, gets a line per Allocate call and per pod failed.
+	log io.Writer
+}
+
+// SetLog makes the kubelet write a line for every Allocate call (the pod
+// it admitted and the answer) and every pod it fails, to w; nil stops it.
+// The kubelet's Allocate names no pod, so this is the only record of which
+// admission got which answer.
+func (k *FakeKubelet) SetLog(w io.Writer) {
+	k.faults.mu.Lock()
+	defer k.faults.mu.Unlock()
+	k.faults.log = w
+}
+
+func (f *kubeletFaults) logf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.log != nil {
+		fmt.Fprintf(f.log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000000")}, args...)...)
+	}
+}
+
+// logAllocate records one Allocate call for the pod's container.
+func (f *kubeletFaults) logAllocate(pod *v1.Pod, ca ContainerAllocation, err error) {
+	if err != nil {
+		f.logf("allocate %s/%s uid=%s container=%s ids=%v: %v", pod.Namespace, pod.Name, pod.UID, ca.Container, ca.DeviceIDs, err)
+		return
+	}
+	var limits []string
+	for i := 0; ; i++ {
+		v, ok := ca.Envs[fmt.Sprintf("CUDA_DEVICE_MEMORY_LIMIT_%d", i)]
+		if !ok {
+			break
+		}
+		limits = append(limits, v)
+	}
+	f.logf("allocate %s/%s uid=%s container=%s ids=%v: visible=%s memory=%v sm=%s", pod.Namespace, pod.Name, pod.UID, ca.Container,
+		ca.DeviceIDs, ca.Envs["NVIDIA_VISIBLE_DEVICES"], limits, ca.Envs["CUDA_DEVICE_SM_LIMIT"])
 }
 
 // SetBeforeAllocate installs f to run right before each Allocate call the
@@ -96,7 +135,11 @@ func (k *FakeKubelet) admissible(ctx context.Context, pod *v1.Pod) bool {
 	if err != nil {
 		return !apierrors.IsNotFound(err) // on another error, admit as before
 	}
-	return cur.UID == pod.UID && cur.DeletionTimestamp == nil && cur.Status.Phase != v1.PodFailed && cur.Status.Phase != v1.PodSucceeded
+	ok := cur.UID == pod.UID && cur.DeletionTimestamp == nil && cur.Status.Phase != v1.PodFailed && cur.Status.Phase != v1.PodSucceeded
+	if !ok {
+		k.faults.logf("not admitting %s/%s uid=%s: now uid=%s deleting=%t phase=%s", pod.Namespace, pod.Name, pod.UID, cur.UID, cur.DeletionTimestamp != nil, cur.Status.Phase)
+	}
+	return ok
 }
 
 // failPod sets the pod's phase to Failed as the kubelet does on an admission
@@ -118,6 +161,9 @@ func (k *FakeKubelet) failPod(ctx context.Context, namespace, name string, uid t
 		pod.Status.Reason = ReasonUnexpectedAdmissionError
 		pod.Status.Message = msg
 		_, err = k.client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		if err == nil {
+			k.faults.logf("failed %s/%s uid=%s: %s", namespace, name, uid, msg)
+		}
 		return err == nil || !apierrors.IsConflict(err), nil
 	})
 }

@@ -323,6 +323,7 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 		}
 		ca.Attempts++
 		ca.DeviceIDs, ca.Envs, ca.Mounts, err = k.allocate(ctx, client, pod.UID, requested(*c, resource))
+		k.faults.logAllocate(pod, ca, err)
 		ca.Err = ""
 		if err != nil {
 			ca.Err = err.Error()
