@@ -17,11 +17,16 @@
  * Compatibility rule: a reader must check magic and version and refuse the
  * file when either differs. Any layout change increments VGPU_REGION_VERSION.
  * A writer that finds another version re-initialises the file in place.
+ *
+ * Writers (libvgpu) also rely on kernel locks on the file itself, which no
+ * write to the file can damage: flock(2) serialises formatting and
+ * registration, and the process owning slot i holds an open-file-description
+ * lock (F_OFD_SETLK) on the slot's first byte for its lifetime. The kernel
+ * drops both when the process dies, however it dies. See region.c.
  */
 #ifndef VGPU_REGION_H
 #define VGPU_REGION_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,7 +36,7 @@
 
 #define VGPU_MAX_DEVICES 16     /* per-device arrays are indexed by container device index */
 #define VGPU_MAX_PROCS 1024     /* process slots */
-#define VGPU_LOCK_BYTES 64      /* room reserved for a pthread_mutex_t on any ABI */
+#define VGPU_LOCK_BYTES 64      /* room reserved for the region lock */
 #define VGPU_UUID_BYTES 64
 #define VGPU_BOOT_ID_BYTES 40
 
@@ -39,17 +44,31 @@
 #define VGPU_SLOT_SIZE 512u
 #define VGPU_REGION_SIZE (VGPU_HEADER_SIZE + VGPU_MAX_PROCS * VGPU_SLOT_SIZE)
 
+/* vgpu_region_header.flags */
+#define VGPU_REGION_RECOVERING 1u   /* rebuilt under live processes: charges wait until they re-register */
+
+/*
+ * Integrity check of every usage counter: mem_used_check[i] == mem_used[i] ^
+ * VGPU_CHECK_KEY, so zeroed or scribbled counters are told from real ones.
+ */
+#define VGPU_CHECK_KEY UINT64_C(0x9e3779b97f4a7c15)
+
 /* vgpu_proc_slot.status */
 #define VGPU_SLOT_FREE 0u
 #define VGPU_SLOT_ACTIVE 1u
+#define VGPU_SLOT_TRANSIT 2u    /* being claimed or released: not live, counts nothing */
 
 /* vgpu_region_header.util_switch[] (written by the exporter). */
 #define VGPU_UTIL_SWITCH_LIMIT 0u   /* enforce CUDA_DEVICE_SM_LIMIT (initial value) */
 #define VGPU_UTIL_SWITCH_FREE 1u    /* container is alone on the GPU: do not throttle */
 
-/* An opaque, fixed-size home for a process-shared robust mutex. */
+/*
+ * The region lock: a 32-bit futex word holding the lock owner's slot index + 1
+ * (0 = free, bit 31 = waiters). An owner's death is detected through its
+ * slot's file lock (region.c). Opaque to readers.
+ */
 union vgpu_lock {
-	pthread_mutex_t mutex;
+	uint32_t word;
 	uint8_t bytes[VGPU_LOCK_BYTES];
 };
 
@@ -68,29 +87,33 @@ struct vgpu_region_header {
 	uint32_t live_procs;            /*   92  slots currently ACTIVE */
 	uint64_t generation;            /*   96  incremented on every slot claim and release */
 	int32_t priority;               /*  104  CUDA_TASK_PRIORITY of the creating process */
-	uint8_t pad0[20];               /*  108 */
-	union vgpu_lock lock;           /*  128  robust process-shared mutex guarding slots and mem_used */
+	uint32_t flags;                 /*  108  VGPU_REGION_RECOVERING */
+	uint64_t epoch;                 /*  112  changes every time the region is formatted */
+	uint8_t pad0[8];                /*  120 */
+	union vgpu_lock lock;           /*  128  region lock guarding slots and mem_used */
 	uint64_t mem_limit[VGPU_MAX_DEVICES];  /* 192  bytes, 0 = no limit (creator's environment) */
 	uint64_t mem_used[VGPU_MAX_DEVICES];   /* 320  bytes, sum of ACTIVE slots' mem_used */
 	uint32_t sm_limit[VGPU_MAX_DEVICES];   /* 448  percent of SMs, 0 = no limit */
 	uint32_t util_switch[VGPU_MAX_DEVICES];/* 512  VGPU_UTIL_SWITCH_*, written by the exporter */
 	uint32_t sm_util[VGPU_MAX_DEVICES];    /* 576  container SM utilisation, percent, last sample */
-	uint8_t pad1[128];              /*  640 */
+	uint64_t mem_used_check[VGPU_MAX_DEVICES]; /* 640  mem_used[i] ^ VGPU_CHECK_KEY */
 	char uuid[VGPU_MAX_DEVICES][VGPU_UUID_BYTES]; /* 768  NVML UUID per device, "" if unknown */
 	uint8_t reserved[VGPU_HEADER_SIZE - 1792];    /* 1792 zero */
 };
 
 struct vgpu_proc_slot {
-	union vgpu_lock alive;          /*    0  held by the process's watcher thread for its lifetime */
+	uint8_t pad_lock[64];           /*    0  zero; the owner holds a file lock on byte 0 of the slot */
 	uint32_t status;                /*   64  VGPU_SLOT_FREE / VGPU_SLOT_ACTIVE */
 	int32_t pid;                    /*   68  pid in the container's pid namespace */
 	int32_t hostpid;                /*   72  pid as NVML reports it (0 = unknown; the agent may set it) */
 	int32_t priority;               /*   76  CUDA_TASK_PRIORITY */
 	uint64_t start_unix_ns;         /*   80  CLOCK_REALTIME when the slot was claimed, ns */
-	uint8_t pad0[40];               /*   88 */
+	uint64_t epoch;                 /*   88  header epoch the process registered under */
+	uint8_t pad0[32];               /*   96 */
 	uint64_t mem_used[VGPU_MAX_DEVICES];  /* 128  bytes counted for this process per device */
 	uint32_t sm_util[VGPU_MAX_DEVICES];   /* 256  this process's SM utilisation, percent */
-	uint8_t reserved[VGPU_SLOT_SIZE - 320];/* 320 zero */
+	uint64_t mem_used_check[VGPU_MAX_DEVICES]; /* 320  mem_used[i] ^ VGPU_CHECK_KEY */
+	uint8_t reserved[VGPU_SLOT_SIZE - 448];/* 448 zero */
 };
 
 struct vgpu_region {
@@ -98,7 +121,6 @@ struct vgpu_region {
 	struct vgpu_proc_slot slots[VGPU_MAX_PROCS];
 };
 
-_Static_assert(sizeof(pthread_mutex_t) <= VGPU_LOCK_BYTES, "mutex does not fit its slot");
 _Static_assert(sizeof(union vgpu_lock) == VGPU_LOCK_BYTES, "lock size");
 _Static_assert(offsetof(struct vgpu_region_header, version) == 8, "header.version");
 _Static_assert(offsetof(struct vgpu_region_header, total_size) == 32, "header.total_size");
@@ -106,19 +128,24 @@ _Static_assert(offsetof(struct vgpu_region_header, boot_id) == 48, "header.boot_
 _Static_assert(offsetof(struct vgpu_region_header, slot_hwm) == 88, "header.slot_hwm");
 _Static_assert(offsetof(struct vgpu_region_header, generation) == 96, "header.generation");
 _Static_assert(offsetof(struct vgpu_region_header, priority) == 104, "header.priority");
+_Static_assert(offsetof(struct vgpu_region_header, flags) == 108, "header.flags");
+_Static_assert(offsetof(struct vgpu_region_header, epoch) == 112, "header.epoch");
 _Static_assert(offsetof(struct vgpu_region_header, lock) == 128, "header.lock");
 _Static_assert(offsetof(struct vgpu_region_header, mem_limit) == 192, "header.mem_limit");
 _Static_assert(offsetof(struct vgpu_region_header, mem_used) == 320, "header.mem_used");
 _Static_assert(offsetof(struct vgpu_region_header, sm_limit) == 448, "header.sm_limit");
 _Static_assert(offsetof(struct vgpu_region_header, util_switch) == 512, "header.util_switch");
 _Static_assert(offsetof(struct vgpu_region_header, sm_util) == 576, "header.sm_util");
+_Static_assert(offsetof(struct vgpu_region_header, mem_used_check) == 640, "header.mem_used_check");
 _Static_assert(offsetof(struct vgpu_region_header, uuid) == 768, "header.uuid");
 _Static_assert(sizeof(struct vgpu_region_header) == VGPU_HEADER_SIZE, "header size");
 _Static_assert(offsetof(struct vgpu_proc_slot, status) == 64, "slot.status");
 _Static_assert(offsetof(struct vgpu_proc_slot, hostpid) == 72, "slot.hostpid");
 _Static_assert(offsetof(struct vgpu_proc_slot, start_unix_ns) == 80, "slot.start_unix_ns");
+_Static_assert(offsetof(struct vgpu_proc_slot, epoch) == 88, "slot.epoch");
 _Static_assert(offsetof(struct vgpu_proc_slot, mem_used) == 128, "slot.mem_used");
 _Static_assert(offsetof(struct vgpu_proc_slot, sm_util) == 256, "slot.sm_util");
+_Static_assert(offsetof(struct vgpu_proc_slot, mem_used_check) == 320, "slot.mem_used_check");
 _Static_assert(sizeof(struct vgpu_proc_slot) == VGPU_SLOT_SIZE, "slot size");
 _Static_assert(offsetof(struct vgpu_region, slots) == VGPU_HEADER_SIZE, "slots offset");
 _Static_assert(sizeof(struct vgpu_region) == VGPU_REGION_SIZE, "region size");

@@ -210,6 +210,27 @@ static void parse_visible(struct vgpu_config *cfg)
 	}
 }
 
+/*
+ * LIBVGPU_TEST_DIE_IN_LOCK=N makes the process SIGKILL itself inside its N-th
+ * successful charge, holding the region lock with the update half done. It
+ * exists so that the tests can kill a process exactly there; a process can
+ * always kill itself, so it gives nobody anything new.
+ */
+static void parse_test_hooks(struct vgpu_config *cfg)
+{
+	const char *v = getenv("LIBVGPU_TEST_DIE_IN_LOCK");
+	if (v == NULL || v[0] == '\0')
+		return;
+	char *end = NULL;
+	errno = 0;
+	unsigned long n = strtoul(v, &end, 10);
+	if (end == v || *end != '\0' || errno != 0 || n == 0 || n > UINT32_MAX) {
+		VGPU_LOG(VGPU_LOG_WARN, "LIBVGPU_TEST_DIE_IN_LOCK=\"%s\" ignored: want a count >= 1", v);
+		return;
+	}
+	cfg->test_die_in_lock = (uint32_t)n;
+}
+
 void vgpu_env_parse(struct vgpu_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -217,6 +238,7 @@ void vgpu_env_parse(struct vgpu_config *cfg)
 	parse_policy(cfg);
 	parse_priority(cfg);
 	parse_visible(cfg);
+	parse_test_hooks(cfg);
 
 	const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
 	if (path != NULL && path[0] != '\0') {

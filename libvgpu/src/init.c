@@ -38,35 +38,35 @@ uint64_t vgpu_wall_ns(void)
 }
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reg_cv = PTHREAD_COND_INITIALIZER;
 static int reg_done;            /* registration attempted in this process image */
-static int reg_claimed;         /* watcher finished its slot claim */
 
+/*
+ * The watcher keeps the shared region honest (re-registers after a rebuild,
+ * reclaims dead processes' slots, every VGPU_WATCH_NS) and drives the SM
+ * limiter (every 10 ms when it is on).
+ */
 static void *watcher_main(void *arg)
 {
-	int shared = arg != NULL;
+	(void)arg;
 	pthread_setname_np(pthread_self(), "vgpu-watch");
 	__atomic_store_n(&vgpu_watcher_running, 1, __ATOMIC_RELEASE);
-	if (shared) {
-		/* This thread owns the slot's liveness lock until the process dies. */
-		vgpu_region_claim_slot();
-		pthread_mutex_lock(&reg_mu);
-		reg_claimed = 1;
-		pthread_cond_broadcast(&reg_cv);
-		pthread_mutex_unlock(&reg_mu);
-	}
+	uint64_t next_watch = 0;
 	for (;;) {
-		struct timespec pause = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
-		if (__atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED))
+		uint64_t now = vgpu_now_ns();
+		if (now >= next_watch) {
+			vgpu_region_watch();
+			next_watch = now + VGPU_WATCH_NS;
+		}
+		bool limiter = __atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED);
+		if (limiter)
 			vgpu_limiter_tick();
-		else
-			pause.tv_sec = 1, pause.tv_nsec = 0;
+		struct timespec pause = {.tv_sec = 0, .tv_nsec = limiter ? 10 * 1000 * 1000 : VGPU_WATCH_NS};
 		nanosleep(&pause, NULL);
 	}
 	return NULL;
 }
 
-static int start_watcher(int shared)
+static int start_watcher(void)
 {
 	pthread_attr_t attr;
 	pthread_t tid;
@@ -78,7 +78,7 @@ static int start_watcher(int shared)
 	/* The application's signals must never be delivered to our thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&tid, &attr, watcher_main, shared ? (void *)1 : NULL);
+	int rc = pthread_create(&tid, &attr, watcher_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc != 0)
@@ -86,28 +86,17 @@ static int start_watcher(int shared)
 	return rc;
 }
 
+/*
+ * Claims the slot in the calling thread: the slot's liveness is a file lock
+ * of the process, not of a thread, and charging must not start before it.
+ */
 static void do_register(void)
 {
-	struct vgpu_region *r = vgpu_region();
-	int shared = vgpu_cfg.region_path[0] != '\0' && r != NULL;
-	int limiter = __atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED);
-
-	if (r == NULL)
+	if (vgpu_region() == NULL)
 		return;
-	if (shared) {
-		if (start_watcher(1) != 0)
-			return;     /* counted locally (orphan) */
-		struct timespec deadline;
-		clock_gettime(CLOCK_REALTIME, &deadline);
-		deadline.tv_sec += 5;
-		while (!reg_claimed)
-			if (pthread_cond_timedwait(&reg_cv, &reg_mu, &deadline) == ETIMEDOUT)
-				break;
-		return;
-	}
-	vgpu_region_claim_slot();
-	if (limiter)
-		start_watcher(0);
+	int claimed = vgpu_region_claim_slot() == 0;
+	if ((claimed && vgpu_region_shared()) || __atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED))
+		start_watcher();
 }
 
 void vgpu_register(void)
@@ -127,9 +116,7 @@ static void fork_child(void)
 {
 	/* Only the forking thread survives: rebuild process-local state. */
 	pthread_mutex_init(&reg_mu, NULL);
-	pthread_cond_init(&reg_cv, NULL);
 	reg_done = 0;
-	reg_claimed = 0;
 	vgpu_region_after_fork();
 	vgpu_ledger_reset();
 	vgpu_pool_reset();

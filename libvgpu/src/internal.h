@@ -4,7 +4,8 @@
  * Ownership and locking:
  *  - vgpu_cfg is written once by vgpu_init() (under pthread_once) and is
  *    read-only afterwards.
- *  - The shared region has its own robust mutex (region.c).
+ *  - The shared region has its own locks (region.c); only region.c touches
+ *    its memory.
  *  - The allocation ledger (ledger.c), the pool table (pool.c) and the
  *    context table (context.c) each have one process-local mutex; none of them
  *    is held while calling into the driver or while taking the region lock,
@@ -22,11 +23,11 @@
 
 #define VGPU_EXPORT __attribute__((visibility("default")))
 /*
- * Code that can run inside a sanitizer runtime's own start-up (ASan resolves
- * its interceptors through dlsym before its shadow memory exists) must not be
- * instrumented. Only the dlsym path carries this attribute.
+ * Code that can run inside a sanitizer runtime's own start-up (ASan and TSan
+ * resolve their interceptors through dlsym before their shadow memory exists)
+ * must not be instrumented. Only the dlsym path carries this attribute.
  */
-#define VGPU_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+#define VGPU_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
 #define VGPU_LIKELY(x) __builtin_expect(!!(x), 1)
 #define VGPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -47,6 +48,7 @@ struct vgpu_config {
 	bool any_mem_limit;
 	bool any_sm_limit;
 	bool accounting;                        /* count allocations at all */
+	uint32_t test_die_in_lock;              /* LIBVGPU_TEST_DIE_IN_LOCK (tests only) */
 	char region_path[4096];                 /* "" = process-private region */
 	int cvd_count;                          /* -1: CUDA_VISIBLE_DEVICES unset */
 	char cvd[VGPU_MAX_DEVICES][VGPU_CVD_LEN];
@@ -67,17 +69,21 @@ int vgpu_dev_index(CUdevice dev);
 int vgpu_current_dev(CUdevice *dev, int *idx);   /* 0 on success */
 nvmlDevice_t vgpu_nvml_device(int idx);          /* NULL if NVML is unavailable */
 
-/* region.c */
+/* region.c: every access to the region's memory goes through these. */
 struct vgpu_region *vgpu_region(void);
+bool vgpu_region_shared(void);     /* file-backed (else per process) */
 int vgpu_region_attach(void);
-int vgpu_region_claim_slot(void);   /* called by the watcher thread */
+int vgpu_region_claim_slot(void);   /* once per process image, any thread */
 struct vgpu_proc_slot *vgpu_region_slot(void);
 void vgpu_region_after_fork(void);
 void vgpu_region_release_slot(void);
-int vgpu_region_charge(int idx, uint64_t bytes, uint64_t limit);  /* 0 ok, -1 over */
+int vgpu_region_charge(int idx, uint64_t bytes, uint64_t limit);  /* 0 ok, -1 refused */
 void vgpu_region_force(int idx, int64_t delta);
 uint64_t vgpu_region_used(int idx);
-int vgpu_region_reclaim_dead(void);
+void vgpu_region_watch(void);       /* watcher thread, every VGPU_WATCH_NS */
+int vgpu_region_pids(unsigned int *pids, int max, unsigned int *self);
+void vgpu_region_set_util(int idx, uint32_t mine, uint32_t total);
+#define VGPU_WATCH_NS (100 * 1000 * 1000ull)
 
 /* memory.c: charge with pool trimming on pressure. */
 CUresult vgpu_charge(int idx, uint64_t bytes);

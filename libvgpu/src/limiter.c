@@ -150,24 +150,6 @@ static void refill(struct lim *l, uint64_t dt_ns)
 					      __ATOMIC_RELAXED));
 }
 
-/* Collects the pids NVML may report for this container's processes. */
-static int container_pids(unsigned int pids[MAX_PIDS])
-{
-	struct vgpu_region *r = vgpu_region();
-	int n = 0;
-	if (r == NULL)
-		return 0;
-	uint32_t hwm = __atomic_load_n(&r->hdr.slot_hwm, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < hwm && i < VGPU_MAX_PROCS && n < MAX_PIDS; i++) {
-		const struct vgpu_proc_slot *s = &r->slots[i];
-		if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
-			continue;
-		int32_t hp = __atomic_load_n(&s->hostpid, __ATOMIC_RELAXED);
-		pids[n++] = (unsigned int)(hp > 0 ? hp : s->pid);
-	}
-	return n;
-}
-
 /* Container utilisation (percent) from one NVML query; -1 on error. */
 static int measure(int idx, struct lim *l, unsigned int *mine)
 {
@@ -182,9 +164,8 @@ static int measure(int idx, struct lim *l, unsigned int *mine)
 		n = 0;  /* no new samples: nothing ran */
 	else if (rc != NVML_SUCCESS)
 		return -1;
-	int np = container_pids(pids);
-	struct vgpu_proc_slot *self = vgpu_region_slot();
-	unsigned int self_pid = self != NULL ? (unsigned int)self->hostpid : 0;
+	unsigned int self_pid;
+	int np = vgpu_region_pids(pids, MAX_PIDS, &self_pid);
 	for (unsigned int i = 0; i < n && i < MAX_SAMPLES; i++) {
 		if (buf[i].timeStamp > l->last_seen_us)
 			l->last_seen_us = buf[i].timeStamp;
@@ -225,8 +206,6 @@ void vgpu_limiter_tick(void)
 	uint64_t now = vgpu_now_ns();
 	uint64_t dt = last_tick_ns ? now - last_tick_ns : 0;
 	bool sample = now - last_sample_ns >= SAMPLE_NS;
-	struct vgpu_region *r = vgpu_region();
-	struct vgpu_proc_slot *self = vgpu_region_slot();
 
 	last_tick_ns = now;
 	if (sample)
@@ -242,10 +221,7 @@ void vgpu_limiter_tick(void)
 		int used = measure(d, l, &mine);
 		if (used < 0)
 			continue;
-		if (self != NULL)
-			__atomic_store_n(&self->sm_util[d], mine, __ATOMIC_RELAXED);
-		if (r != NULL)
-			__atomic_store_n(&r->hdr.sm_util[d], (uint32_t)used, __ATOMIC_RELAXED);
+		vgpu_region_set_util(d, mine, (uint32_t)used);
 		adapt(l, used);
 		VGPU_LOG(VGPU_LOG_TRACE, "device %d: sm util %d%% (limit %u%%), rate %.0f", d, used,
 			 l->limit, l->rate);

@@ -44,7 +44,6 @@ static void *const hook_fn[] = {
 _Static_assert(sizeof(hook_fn) / sizeof(hook_fn[0]) == SYM_COUNT,
 	       "hook_fn must have one entry per enum vgpu_sym");
 
-static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
 static vgpu_dlsym_fn real_dlsym_fn;
 
 /*
@@ -67,11 +66,17 @@ VGPU_NO_SANITIZE static void bind_dlsym(void)
 	VGPU_LOG(VGPU_LOG_ERROR, "cannot find the C library's dlsym; dlsym lookups will fail");
 }
 
+/*
+ * No pthread_once here: a sanitizer runtime resolves its own interceptors
+ * through dlsym while it initialises, and TSan intercepts pthread_once, which
+ * crashes before the runtime exists. bind_dlsym is idempotent (every racing
+ * first caller stores the same pointer), so a plain atomic check is enough.
+ */
 VGPU_NO_SANITIZE vgpu_dlsym_fn vgpu_real_dlsym(void)
 {
 	vgpu_dlsym_fn fn = __atomic_load_n(&real_dlsym_fn, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(fn == NULL, 0)) {
-		pthread_once(&dlsym_once, bind_dlsym);
+		bind_dlsym();
 		fn = __atomic_load_n(&real_dlsym_fn, __ATOMIC_ACQUIRE);
 	}
 	return fn;

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -107,6 +108,21 @@ char *t_read_file(const char *path)
 	return buf;
 }
 
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL watchdog: the case did not finish in time (hang?)\n";
+	(void)sig;
+	ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+	(void)ignored;
+	_exit(124);
+}
+
+void t_watchdog(unsigned seconds)
+{
+	signal(SIGALRM, on_alarm);
+	alarm(seconds);
+}
+
 const char *t_dir(void)
 {
 	const char *d = getenv("VGPU_TEST_DIR");
@@ -117,7 +133,7 @@ int main(int argc, char **argv)
 {
 	static char self[PATH_MAX];
 	const struct t_case *groups[] = {t_memory_cases, t_api_cases, t_region_cases, t_sm_cases,
-					 t_stress_cases};
+					 t_stress_cases, t_corrupt_cases};
 	if (realpath(argv[0], self) == NULL)
 		snprintf(self, sizeof(self), "%s", argv[0]);
 	t_self = self;

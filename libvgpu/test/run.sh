@@ -3,11 +3,17 @@
 # one line per case and a final "N passed, N failed" line (read by CI).
 #
 # Modes: normal (libvgpu.so), asan (ASan+UBSan build of library and tests),
-# valgrind (memcheck, children traced). Timing-based cases (sm_*) and the
-# 256-process case are skipped under valgrind: its 20-50x slowdown makes
+# tsan (ThreadSanitizer build; only the cases flagged tsan: the concurrent
+# ones; the sm_* cases assert no races there, not utilisation), valgrind (memcheck, children traced). Timing-based cases (sm_*) and
+# the 256-process case are skipped under valgrind: its 20-50x slowdown makes
 # simulated-time control loops and 256 concurrent valgrind processes
 # meaningless on a 2-core machine. Under ASan the scale case starts 64
-# processes instead of 256 (each ASan process reserves large shadow mappings).
+# processes instead of 256 (each ASan process reserves large shadow mappings),
+# under TSan 32.
+#
+# Stress cases (flag stress) run 8 processes for 3 s (6 under TSan, 4 under
+# valgrind). RUN_ONLY=stress runs only them, with STRESS_PROCS processes for
+# STRESS_SECS seconds (STRESS_PROCS_VALGRIND under valgrind): `make stress`.
 set -u
 B=$(cd "$1" && pwd); shift
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +22,9 @@ fail=0
 failed=""
 
 # label|sub-command|environment|flags (region: give it a region file;
-# minstub: use the stub without optional entry points; novg: skip under valgrind)
+# observer: the stub records device bytes across processes (stub.h);
+# minstub: use the stub without optional entry points; novg: skip under
+# valgrind; tsan: also run under ThreadSanitizer; stress: a stress campaign)
 CASES='
 passthrough|passthrough||
 limit_basic|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|
@@ -24,7 +32,7 @@ limit_per_device|limit_per_device|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_MEMORY
 clamped_queries|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region
 families|families|CUDA_DEVICE_MEMORY_LIMIT=8g|region
 pools|pools|CUDA_DEVICE_MEMORY_LIMIT=1g|region
-stress|stress|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0|region
+stress|stress|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0|region tsan
 cvd_index|cvd_index|CUDA_VISIBLE_DEVICES=1 CUDA_DEVICE_MEMORY_LIMIT_1=128m|
 cvd_uuid|cvd_uuid|CUDA_VISIBLE_DEVICES=GPU-5ab0e000-0000-4000-8000-000000000002 CUDA_DEVICE_MEMORY_LIMIT_2=96m|
 no_nvml|no_nvml|CUDA_DEVICE_MEMORY_LIMIT=1g LIBVGPU_NVML_PATH=/nonexistent/libnvidia-ml.so.1|
@@ -32,19 +40,24 @@ dlsym_paths|dlsym_paths|CUDA_DEVICE_MEMORY_LIMIT=1g|
 procaddr|procaddr|CUDA_DEVICE_MEMORY_LIMIT=1g|
 env_invalid|env_invalid||
 minimal_driver|minimal_driver|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_SM_LIMIT=30|minstub
-multiproc|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region
-reclaim_sigkill|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region
-lock_owner_death|lock_owner_death|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+multiproc|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region tsan
+reclaim_sigkill|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
+lock_owner_death|lock_owner_death|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
 region_corrupt|region_corrupt|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+corrupt_live|corrupt_live|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer tsan
+region_ro_dir|region_ro_dir|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region
+stress_mp|stress_mp|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress
+stress_kill|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress
+stress_corrupt|stress_corrupt|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress
 layout|layout|CUDA_DEVICE_MEMORY_LIMIT_0=1g CUDA_DEVICE_MEMORY_LIMIT_1=512m CUDA_TASK_PRIORITY=1|region
 fork_child|fork_child|CUDA_DEVICE_MEMORY_LIMIT=1g|region
-init_256|init_256|CUDA_DEVICE_MEMORY_LIMIT=1g|region novg
-sm_limit_30|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30|novg
-sm_limit_30_132sm|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_SM=132|novg
+init_256|init_256|CUDA_DEVICE_MEMORY_LIMIT=1g|region novg tsan
+sm_limit_30|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30|novg tsan
+sm_limit_30_132sm|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_SM=132|novg tsan
 sm_no_limit|sm_unlimited||novg
 sm_policy_disable|sm_unlimited|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=disable|novg
-sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg
-sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force|region novg
+sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
+sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force|region novg tsan
 '
 
 report() { # mode label rc seconds logfile
@@ -85,32 +98,53 @@ run_shell() { # mode label function args...
 
 run_mode() {
 	mode=$1
+	sprocs=8; ssecs=3; timing=1; slow=1
 	case $mode in
 	normal) pre="$ROOT/libvgpu.so"; bin="$B/vgpu_test"; wrap=""; procs=256 ;;
 	asan) pre="$(${CC:-gcc} -print-file-name=libasan.so) $B/libvgpu-asan.so"
 	      bin="$B/vgpu_test-asan"; wrap=""; procs=64 ;;
-	valgrind) pre="$ROOT/libvgpu.so"; bin="$B/vgpu_test"; procs=256
-	      wrap="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --trace-children=yes" ;;
+	# The TSan runtime must be the first library initialised: preload it
+	# ahead of the TSan build of libvgpu (the test binary links it too).
+	tsan) pre="$(${CC:-gcc} -print-file-name=libtsan.so) $B/libvgpu-tsan.so"
+	      bin="$B/vgpu_test-tsan"; wrap=""; procs=32; sprocs=6; timing=0 ;;
+	valgrind) pre="$ROOT/libvgpu.so"; bin="$B/vgpu_test"; procs=256; sprocs=4; slow=10
+	      wrap="valgrind -q --vgdb=no --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --trace-children=yes" ;;
 	esac
-	[ "$mode" = normal ] && run_shell "$mode" exports shell_exports
-	[ "$mode" != valgrind ] && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
+	if [ "${RUN_ONLY:-}" = stress ]; then
+		sprocs=${STRESS_PROCS:-32}; ssecs=${STRESS_SECS:-60}
+		[ "$mode" = valgrind ] && sprocs=${STRESS_PROCS_VALGRIND:-8}
+	else
+		[ "$mode" = normal ] && run_shell "$mode" exports shell_exports
+		[ "$mode" != valgrind ] && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
+	fi
 	echo "$CASES" | while IFS='|' read -r label cmd envs flags; do
 		[ -n "$label" ] || continue
 		case " $flags " in *" novg "*) [ "$mode" = valgrind ] && continue ;; esac
+		case " $flags " in *" tsan "*) ;; *) [ "$mode" = tsan ] && continue ;; esac
+		case " $flags " in *" stress "*) ;; *) [ "${RUN_ONLY:-}" = stress ] && continue ;; esac
 		dir=$(mktemp -d)
 		stub="$B/stub"
 		case " $flags " in *" minstub "*) stub="$B/stub-min" ;; esac
 		region=""
 		case " $flags " in *" region "*) region="CUDA_DEVICE_MEMORY_SHARED_CACHE=$dir/vgpu.cache" ;; esac
+		observer=""
+		case " $flags " in *" observer "*) observer="VGPU_STUB_OBSERVER=$dir/observer" ;; esac
+		limit=240
+		case " $flags " in *" stress "*) limit=$((ssecs * 3 + 240)) ;; esac
 		start=$(date +%s)
 		# shellcheck disable=SC2086
 		(cd "$dir" && env -i PATH="$PATH" HOME="${HOME:-/}" LD_LIBRARY_PATH="$stub" \
 			LD_PRELOAD="$pre" VGPU_TEST_DIR="$dir" VGPU_TEST_PROCS="$procs" \
+			VGPU_TEST_STRESS_PROCS="$sprocs" VGPU_TEST_STRESS_SECS="$ssecs" VGPU_TEST_TIMING="$timing" \
+			VGPU_TEST_SLOW="$slow" \
 			ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
 			UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-			$region $envs timeout 240 $wrap "$bin" "$cmd") >"$dir/log" 2>&1
+			TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$ROOT/test/tsan.supp" \
+			$region $observer $envs timeout $limit $wrap "$bin" "$cmd") >"$dir/log" 2>&1
 		rc=$?
 		report "$mode" "$label" "$rc" $(( $(date +%s) - start )) "$dir/log"
+		# Stress cases print one line of figures (README: Stress and fault tests).
+		grep -h '^\(stress_[a-z]*\|corrupt_live\): ' "$dir/log" | sed "s/^/      $mode /"
 		echo "$rc" >>"$B/.results"
 		rm -rf "$dir"
 	done

@@ -8,11 +8,13 @@
 #include "test.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile int stop;
+/* Set by the measuring thread, read by the launcher: atomic (TSan found the plain int). */
+static int stop;
 
 /* Launches grids of 4 waves through every launch family in turn. */
 static void *launcher(void *arg)
@@ -33,7 +35,7 @@ static void *launcher(void *arg)
 	CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1,
 			      .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1};
 	CU(cuCtxSetCurrent)(*(CUcontext *)arg);
-	for (unsigned i = 0; !stop; i++) {
+	for (unsigned i = 0; !__atomic_load_n(&stop, __ATOMIC_ACQUIRE); i++) {
 		CUresult r;
 		switch (i % 4) {
 		case 0: r = lk((CUfunction)1, grid, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL); break;
@@ -65,24 +67,35 @@ static double run_load(unsigned settle_ms, unsigned total_ms, void (*after_init)
 	uint64_t (*busy)(int, int) = STUB(vgpuStubBusyNs);
 	uint64_t (*now)(void) = STUB(vgpuStubNowNs);
 	pthread_t th;
-	stop = 0;
+	__atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
 	pthread_create(&th, NULL, launcher, &ctx);
 	sleep_ms(settle_ms);
 	uint64_t b0 = busy(0, getpid()), t0 = now();
 	sleep_ms(total_ms - settle_ms);
 	uint64_t b1 = busy(0, getpid()), t1 = now();
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	double util = 100.0 * (double)(b1 - b0) / (double)(t1 - t0);
 	fprintf(stderr, "achieved SM utilisation %.1f%%\n", util);
 	return util;
 }
 
+/*
+ * Under ThreadSanitizer (VGPU_TEST_TIMING=0) these cases look for races
+ * between the watcher's refill and the launch gate; its slowdown makes the
+ * utilisation figures meaningless, so only they are not asserted.
+ */
+static bool timing(void)
+{
+	const char *v = getenv("VGPU_TEST_TIMING");
+	return v == NULL || strcmp(v, "0") != 0;
+}
+
 /* CUDA_DEVICE_SM_LIMIT=30: held within 30 +/- 10 points (16-SM or 132-SM stub). */
 static int sm_limit_30(void)
 {
 	double u = run_load(1500, 4500, NULL);
-	CHECK(u >= 20.0 && u <= 40.0, "utilisation %.1f%% outside 30 +/- 10", u);
+	CHECK(!timing() || (u >= 20.0 && u <= 40.0), "utilisation %.1f%% outside 30 +/- 10", u);
 	return 0;
 }
 
@@ -90,7 +103,7 @@ static int sm_limit_30(void)
 static int sm_unlimited(void)
 {
 	double u = run_load(300, 1300, NULL);
-	CHECK(u >= 85.0, "utilisation %.1f%%: should not be throttled", u);
+	CHECK(!timing() || u >= 85.0, "utilisation %.1f%%: should not be throttled", u);
 	return 0;
 }
 
@@ -104,7 +117,7 @@ static void switch_free(void)
 static int sm_switch_free(void)
 {
 	double u = run_load(300, 1300, switch_free);
-	CHECK(u >= 85.0, "utilisation %.1f%%: the switch should turn limiting off", u);
+	CHECK(!timing() || u >= 85.0, "utilisation %.1f%%: the switch should turn limiting off", u);
 	return 0;
 }
 
@@ -112,7 +125,7 @@ static int sm_switch_free(void)
 static int sm_policy_force(void)
 {
 	double u = run_load(1500, 3500, switch_free);
-	CHECK(u >= 20.0 && u <= 40.0, "utilisation %.1f%%: force must keep limiting", u);
+	CHECK(!timing() || (u >= 20.0 && u <= 40.0), "utilisation %.1f%%: force must keep limiting", u);
 	return 0;
 }
 

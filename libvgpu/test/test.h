@@ -56,10 +56,12 @@ int t_spawn(const char *cmd, const char *const *env, int stderr_fd);
 int t_wait(int pid);            /* exit status, or 128+signal */
 char *t_read_file(const char *path);
 const char *t_dir(void);        /* per-test scratch directory (VGPU_TEST_DIR) */
+/* Fails the case (exit 124) instead of hanging if it is still running after `seconds`. */
+void t_watchdog(unsigned seconds);
 
 typedef int (*t_fn)(void);
 struct t_case { const char *name; t_fn fn; };
 extern const struct t_case t_memory_cases[], t_api_cases[], t_region_cases[], t_sm_cases[],
-	t_stress_cases[];
+	t_stress_cases[], t_corrupt_cases[];
 
 #endif
