@@ -88,20 +88,20 @@ type Devices struct {
 	pods  map[types.UID]*holding
 	// host is the node's free CPU for the fragment policy (SetHostIdle).
 	host hostIdle
-	// gen counts changes to cards; memo is the score FilterNode computed
-	// for the last pod that fit, at generation gen (see ScoreNode).
+	// gen counts changes to cards; memo is FilterNode's last result (see
+	// FilterNode).
 	gen  uint64
-	memo atomic.Pointer[scoreMemo]
+	memo atomic.Pointer[filterMemo]
 }
 
-// scoreMemo is a node score computed while filtering, for one pod object
-// and policy at one generation of the cards.
-type scoreMemo struct {
-	pod        *v1.Pod
-	uid        types.UID
-	rv, policy string
-	gen        uint64
-	score      float64
+// filterMemo is FilterNode's result for one request key at one generation
+// of the cards: the status and, when the request fits, the node score of
+// the cards chosen.
+type filterMemo struct {
+	key   string
+	gen   uint64
+	st    *api.Status
+	score float64
 }
 
 var (

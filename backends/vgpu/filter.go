@@ -11,6 +11,11 @@ import (
 // under the policy, with one reason per rejected card kind when they do
 // not (see the Reason constants). Pods without a vGPU request fit; invalid
 // requests give an Error status.
+//
+// Volcano filters one task on every node, then scores the nodes it fits,
+// and a job's pods usually ask for the same: the last result is kept with
+// the request's key and the cards' generation, and reused (by ScoreNode
+// too) until either changes. Statuses are never modified by their readers.
 func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)
@@ -20,19 +25,22 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 	if req.empty() {
 		return nil
 	}
-	sc, st := d.fit(&req)
-	if st != nil {
-		if v := klog.V(5); v.Enabled() {
-			v.InfoS("vGPU filter rejected node", "pod", klog.KObj(pod), "node", d.node, "reasons", st.Message())
+	m := d.memo.Load()
+	if m == nil || m.key != req.key || m.gen != d.gen || req.cardPolicy == PolicyFragment {
+		// The fragment policy's card choice also follows the host's
+		// free resources and the learned workload: never reused.
+		sc, st := d.fit(&req)
+		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc}
+		if req.cardPolicy != PolicyFragment {
+			d.memo.Store(m)
 		}
-		return st
 	}
-	// Volcano scores the nodes a task fits right after filtering them all:
-	// keep the score of the cards just chosen, so ScoreNode need not choose
-	// them again.
-	d.memo.Store(&scoreMemo{pod: pod, uid: pod.UID, rv: pod.ResourceVersion, policy: policy, gen: d.gen,
-		score: sc})
-	return nil
+	if m.st != nil {
+		if v := klog.V(5); v.Enabled() {
+			v.InfoS("vGPU filter rejected node", "pod", klog.KObj(pod), "node", d.node, "reasons", m.st.Message())
+		}
+	}
+	return m.st
 }
 
 // fit is FilterNode for a parsed, non-empty request: the node's score for
@@ -58,14 +66,13 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 	if policy == PolicyFragment {
 		return d.fragScoreNode(pod)
 	}
-	if m := d.memo.Load(); m != nil && m.pod == pod && m.uid == pod.UID && m.rv == pod.ResourceVersion &&
-		m.policy == policy && m.gen == d.gen {
-		return m.score
-	}
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)
 	if err != nil || req.empty() {
 		return 0
+	}
+	if m := d.memo.Load(); m != nil && m.key == req.key && m.gen == d.gen && m.st == nil {
+		return m.score
 	}
 	var s scratch
 	picks, _, failed := d.choose(&req, &s)

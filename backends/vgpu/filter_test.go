@@ -116,3 +116,32 @@ func TestScoreAfterFilterMatchesAFreshScore(t *testing.T) {
 		}
 	}
 }
+
+// The filter memo is keyed by the whole request: a pod asking the same as
+// the last one gets its result, one that differs in any way (a UUID or type
+// selector, a mode, a PodGroup to spread) is filtered afresh.
+func TestFilterMemoFollowsTheRequest(t *testing.T) {
+	b := newBackend(t)
+	d := devicesOf(t, b, fourCards(), placed(one("held", 1, 16000, 20), "GPU-1,NVIDIA,16000,20:"))
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		fits bool
+	}{
+		{"fits anywhere", one("a", 1, 1000, 10), true},
+		{"same request, another pod", one("b", 1, 1000, 10), true},
+		{"only the full card", one("c", 1, 1000, 10, AnnotationUseUUID, "GPU-1"), false},
+		{"same as the first again", one("d", 1, 1000, 10), true},
+		{"excludes every card", one("e", 1, 1000, 10, AnnotationNoUseUUID, "GPU-0,GPU-1,GPU-2,GPU-3"), false},
+		{"another mode", one("f", 1, 1000, 10, AnnotationMode, ModeMIG), false},
+		{"four cards", one("g", 4, 1000, 10), false},
+		{"three cards", one("h", 3, 1000, 10), true},
+	}
+	for _, tc := range tests {
+		st := d.FilterNode(tc.pod, api.PolicyBinpack)
+		fresh := d.DeepCopy().FilterNode(tc.pod, api.PolicyBinpack)
+		if (st == nil) != tc.fits || st.Message() != fresh.Message() {
+			t.Errorf("%s: FilterNode = %q, fresh %q, want fits=%v", tc.name, st.Message(), fresh.Message(), tc.fits)
+		}
+	}
+}

@@ -55,6 +55,32 @@ type podRequest struct {
 	numaBind               bool
 	// gang is "namespace/podgroup" when the pod asks for PodGroup spread.
 	gang string
+	// key encodes every field above: two requests with one key fit the
+	// same cards the same way (see Devices.memo).
+	key string
+}
+
+// fingerprint encodes the request's fields into key.
+func (r *podRequest) fingerprint() {
+	b := make([]byte, 0, 64)
+	for _, c := range r.ctrs() {
+		b = strconv.AppendInt(b, int64(c.ctr), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(c.nums), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, c.memMiB, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(c.pct), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(c.cores), 10)
+		b = append(b, ';')
+	}
+	b = strconv.AppendInt(b, int64(r.containers), 10)
+	b = strconv.AppendBool(append(b, 0), r.numaBind)
+	for _, f := range [...]string{r.mode, r.useType, r.noUseType, r.useUUID, r.noUseUUID, r.cardPolicy, r.nodePolicy, r.gang} {
+		b = append(append(b, 0), f...)
+	}
+	r.key = string(b)
 }
 
 // empty reports whether the pod asks for no card.
@@ -152,6 +178,7 @@ func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error
 	if err := parseAnnotations(pod, policy, r); err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	r.fingerprint()
 	return nil
 }
 
