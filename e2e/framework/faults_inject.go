@@ -216,19 +216,20 @@ func (inj *injector) killAgentInAllocate(ctx context.Context) {
 func (inj *injector) restartAgent(ctx context.Context, n *GPUNode) {
 	for attempt := 0; attempt < 3; attempt++ {
 		n.KillAgent()
-		if err := inj.c.restartFaultAgent(ctx, n); err == nil {
+		err := inj.c.restartFaultAgent(ctx, n)
+		if err == nil {
 			return
-		} else {
-			fmt.Fprintf(inj.opts.Log, "faults: restart agent of %s: %v\n", n.Name, err)
 		}
+		fmt.Fprintf(inj.opts.Log, "faults: restart agent of %s: %v\n", n.Name, err)
 	}
 	inj.a.flag(ViolationFault, n.Name, "the agent did not start again in three attempts")
 }
 
 // deleteBeforeAllocate arms a node's kubelet to delete the next pod it
-// admits, bound but not yet served by the agent, and to wait until the pod
-// is gone before it calls Allocate: the bind the scheduler assumed fails
-// after the fact, and with NodeLockEnable the pod's node lock is never
+// admits, bound but not yet served by the agent, before it calls Allocate:
+// the bind the scheduler assumed fails after the fact (the kubelet, holding
+// the pod, goes on with the admission, which the agent must refuse, then
+// lets the pod go), and with NodeLockEnable the pod's node lock is never
 // released by an agent and must expire.
 func (inj *injector) deleteBeforeAllocate(ctx context.Context) {
 	n := inj.takeNode()
@@ -262,7 +263,8 @@ func (inj *injector) deleteBeforeAllocate(ctx context.Context) {
 	}()
 }
 
-// deleteAndWait deletes the pod and waits up to 10 s until it is gone.
+// deleteAndWait deletes the pod and waits up to 10 s until the deletion is
+// visible (the kubelet holds the pod until it is done with it).
 func (inj *injector) deleteAndWait(ctx context.Context, pod *v1.Pod) bool {
 	pods := inj.c.Kube.CoreV1().Pods(pod.Namespace)
 	err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
@@ -271,7 +273,7 @@ func (inj *injector) deleteAndWait(ctx context.Context, pod *v1.Pod) bool {
 	}
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err) || (err == nil && cur.UID != pod.UID), nil
+		return apierrors.IsNotFound(err) || (err == nil && (cur.UID != pod.UID || cur.DeletionTimestamp != nil)), nil
 	})
 	return err == nil
 }

@@ -4,12 +4,14 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,8 +35,11 @@ type kubeletFaults struct {
 	// before runs right before each Allocate call, on the admitting
 	// goroutine.
 	before func(types.UID)
-	// failPods makes admission failures final, as in the real kubelet.
+	// failPods makes admission failures final, as in the real kubelet,
+	// and makes the kubelet hold the pods it admits (see admissible).
 	failPods bool
+	// failed are the pods whose admission failed: never admitted again.
+	failed map[types.UID]bool
 	// log, when set, gets a line per Allocate call and per pod failed.
 	log io.Writer
 }
@@ -85,10 +90,13 @@ func (k *FakeKubelet) SetBeforeAllocate(f func(pod types.UID)) {
 }
 
 // SetFailPodsOnAdmissionError makes the kubelet admit pods like the real
-// one: it reads the pod from the API server first and does not admit a pod
-// being deleted or gone (kwok deletes pods at once, where a kubelet would
-// first finish the admission it is in), and when Allocate fails the pod is
-// marked Failed with reason UnexpectedAdmissionError instead of retried.
+// one. It takes a pod for admission with a finalizer (AdmissionFinalizer),
+// so that a deletion waits until the kubelet is done with the pod and the
+// kubelet then deletes it, as a kubelet confirms a graceful deletion (kwok
+// alone would delete it at once, a force deletion in the middle of the
+// admission); a pod already being deleted is not admitted. When Allocate
+// fails, the pod is marked Failed with reason UnexpectedAdmissionError and
+// never asked for again.
 func (k *FakeKubelet) SetFailPodsOnAdmissionError(on bool) {
 	k.faults.mu.Lock()
 	defer k.faults.mu.Unlock()
@@ -113,6 +121,12 @@ func (k *FakeKubelet) admissionFailed(ctx context.Context, pod *v1.Pod, err erro
 	if !on {
 		return false
 	}
+	k.faults.mu.Lock()
+	if k.faults.failed == nil {
+		k.faults.failed = map[types.UID]bool{}
+	}
+	k.faults.failed[pod.UID] = true
+	k.faults.mu.Unlock()
 	k.wg.Add(1) // the pod worker holds the group, so it is not waited on yet
 	go func() {
 		defer k.wg.Done()
@@ -121,25 +135,58 @@ func (k *FakeKubelet) admissionFailed(ctx context.Context, pod *v1.Pod, err erro
 	return true
 }
 
+// AdmissionFinalizer is the finalizer the fault campaign's fake kubelets
+// hold the pods they admit with.
+const AdmissionFinalizer = "e2e.vshare.io/kubelet"
+
 // admissible reports whether the kubelet still admits the pod: always,
-// unless SetFailPodsOnAdmissionError is on; then only if the API server has
-// it, not being deleted and not terminated.
+// unless SetFailPodsOnAdmissionError is on; then only if its admission never
+// failed and the kubelet could take it with AdmissionFinalizer (the API
+// server refuses a new finalizer on a pod being deleted).
 func (k *FakeKubelet) admissible(ctx context.Context, pod *v1.Pod) bool {
 	k.faults.mu.Lock()
-	on := k.faults.failPods
+	on, failed := k.faults.failPods, k.faults.failed[pod.UID]
 	k.faults.mu.Unlock()
 	if !on {
 		return true
 	}
-	cur, err := k.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if failed {
+		return false
+	}
+	if slices.Contains(pod.Finalizers, AdmissionFinalizer) {
+		return true // held since an earlier attempt: a deletion waits for us
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": pod.UID, "finalizers": []string{AdmissionFinalizer}}})
+	cur, err := k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		return !apierrors.IsNotFound(err) // on another error, admit as before
+		k.faults.logf("not admitting %s/%s uid=%s: %v", pod.Namespace, pod.Name, pod.UID, err)
+		return false
 	}
-	ok := cur.UID == pod.UID && cur.DeletionTimestamp == nil && cur.Status.Phase != v1.PodFailed && cur.Status.Phase != v1.PodSucceeded
-	if !ok {
-		k.faults.logf("not admitting %s/%s uid=%s: now uid=%s deleting=%t phase=%s", pod.Namespace, pod.Name, pod.UID, cur.UID, cur.DeletionTimestamp != nil, cur.Status.Phase)
+	if cur.DeletionTimestamp != nil || cur.Status.Phase == v1.PodFailed || cur.Status.Phase == v1.PodSucceeded {
+		k.faults.logf("not admitting %s/%s uid=%s: deleting=%t phase=%s", pod.Namespace, pod.Name, pod.UID, cur.DeletionTimestamp != nil, cur.Status.Phase)
+		return false
 	}
-	return ok
+	return true
+}
+
+// finalize lets a pod being deleted go once the kubelet is done with it:
+// it removes AdmissionFinalizer and deletes the pod at once, as a kubelet
+// does at the end of a graceful deletion. The pod worker calls it for each
+// pod event, after any admission of the pod it was in.
+func (k *FakeKubelet) finalize(ctx context.Context, pod *v1.Pod) {
+	if pod.DeletionTimestamp == nil || !slices.Contains(pod.Finalizers, AdmissionFinalizer) {
+		return
+	}
+	pods := k.client.CoreV1().Pods(pod.Namespace)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": pod.UID, "$deleteFromPrimitiveList/finalizers": []string{AdmissionFinalizer}}})
+	if _, err := pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		k.faults.logf("release %s/%s uid=%s: %v", pod.Namespace, pod.Name, pod.UID, err)
+		return
+	}
+	grace := int64(0)
+	_ = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 }
 
 // failPod sets the pod's phase to Failed as the kubelet does on an admission

@@ -282,6 +282,7 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 		return false
 	}
 	pod := obj.(*v1.Pod)
+	k.finalize(ctx, pod)
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return false
 	}

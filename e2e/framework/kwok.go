@@ -12,7 +12,10 @@ import (
 
 // kwokStages are kwok's "fast" pod-ready and pod-delete stages only: its
 // default pod-complete stage matches pods owned by any kind named Job,
-// Volcano Jobs included, and would complete them at once.
+// Volcano Jobs included, and would complete them at once. A pod with a
+// finalizer is not deleted by kwok: the fault campaign's fake kubelets hold
+// the pods they admit that way and delete them themselves, as a kubelet
+// confirms a pod's deletion only once it is done with it.
 const kwokStages = `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -67,6 +70,8 @@ spec:
     matchExpressions:
     - key: '.metadata.deletionTimestamp'
       operator: 'Exists'
+    - key: '.metadata.finalizers'
+      operator: 'DoesNotExist'
   next:
     finalizers:
       empty: true
