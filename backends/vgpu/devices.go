@@ -88,10 +88,35 @@ type Devices struct {
 	pods  map[types.UID]*holding
 	// host is the node's free CPU for the fragment policy (SetHostIdle).
 	host hostIdle
-	// gen counts changes to cards; memo is FilterNode's last result (see
-	// FilterNode).
+	// gen counts changes to cards; memo holds FilterNode's latest results
+	// (see FilterNode).
 	gen  uint64
-	memo atomic.Pointer[filterMemo]
+	memo filterMemos
+}
+
+// memoSlots is how many request shapes a node remembers: a session
+// usually places a few shapes many times.
+const memoSlots = 8
+
+// filterMemos is a small table of FilterNode results, replaced round-robin.
+type filterMemos struct {
+	slots [memoSlots]atomic.Pointer[filterMemo]
+	next  atomic.Uint32
+}
+
+// get returns the result for the key at generation gen, or nil.
+func (t *filterMemos) get(key string, gen uint64) *filterMemo {
+	for i := range t.slots {
+		if m := t.slots[i].Load(); m != nil && m.gen == gen && m.key == key {
+			return m
+		}
+	}
+	return nil
+}
+
+// put records a result, replacing the oldest.
+func (t *filterMemos) put(m *filterMemo) {
+	t.slots[t.next.Add(1)%memoSlots].Store(m)
 }
 
 // filterMemo is FilterNode's result for one request key at one generation

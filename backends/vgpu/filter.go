@@ -13,9 +13,10 @@ import (
 // requests give an Error status.
 //
 // Volcano filters one task on every node, then scores the nodes it fits,
-// and a job's pods usually ask for the same: the last result is kept with
-// the request's key and the cards' generation, and reused (by ScoreNode
-// too) until either changes. Statuses are never modified by their readers.
+// and a job's pods usually ask for the same: the latest results are kept
+// (memoSlots request shapes) with the request's key and the cards'
+// generation, and reused (by ScoreNode too) while the cards do not change.
+// Statuses are never modified by their readers.
 func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)
@@ -25,14 +26,18 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 	if req.empty() {
 		return nil
 	}
-	m := d.memo.Load()
-	if m == nil || m.key != req.key || m.gen != d.gen || req.cardPolicy == PolicyFragment {
-		// The fragment policy's card choice also follows the host's
-		// free resources and the learned workload: never reused.
+	// The fragment policy's card choice also follows the host's free
+	// resources and the learned workload: never reused.
+	reuse := req.cardPolicy != PolicyFragment
+	var m *filterMemo
+	if reuse {
+		m = d.memo.get(req.key, d.gen)
+	}
+	if m == nil {
 		sc, st := d.fit(&req)
 		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc}
-		if req.cardPolicy != PolicyFragment {
-			d.memo.Store(m)
+		if reuse {
+			d.memo.put(m)
 		}
 	}
 	if m.st != nil {
@@ -71,7 +76,7 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 	if err != nil || req.empty() {
 		return 0
 	}
-	if m := d.memo.Load(); m != nil && m.key == req.key && m.gen == d.gen && m.st == nil {
+	if m := d.memo.get(req.key, d.gen); m != nil && m.st == nil {
 		return m.score
 	}
 	var s scratch
