@@ -99,14 +99,28 @@ type Devices struct {
 const memoSlots = 8
 
 // filterMemos is a small table of FilterNode results, replaced round-robin.
+// tags holds a mix of each slot's request hash and generation inline, so a
+// lookup reads one or two cache lines and follows only a matching slot's
+// pointer; the entry itself is checked in full, so a tag read while its
+// slot is being replaced is harmless.
 type filterMemos struct {
+	tags  [memoSlots]atomic.Uint64
 	slots [memoSlots]atomic.Pointer[filterMemo]
 	next  atomic.Uint32
 }
 
-// get returns the result for the key at generation gen, or nil.
-func (t *filterMemos) get(key string, gen uint64) *filterMemo {
-	for i := range t.slots {
+// memoTag mixes a request hash and a generation; 0 marks an empty slot.
+func memoTag(hash, gen uint64) uint64 {
+	return (hash ^ gen*0x9e3779b97f4a7c15) | 1
+}
+
+// get returns the result for the request at generation gen, or nil.
+func (t *filterMemos) get(key string, hash, gen uint64) *filterMemo {
+	tag := memoTag(hash, gen)
+	for i := range t.tags {
+		if t.tags[i].Load() != tag {
+			continue
+		}
 		if m := t.slots[i].Load(); m != nil && m.gen == gen && m.key == key {
 			return m
 		}
@@ -114,9 +128,11 @@ func (t *filterMemos) get(key string, gen uint64) *filterMemo {
 	return nil
 }
 
-// put records a result, replacing the oldest.
-func (t *filterMemos) put(m *filterMemo) {
-	t.slots[t.next.Add(1)%memoSlots].Store(m)
+// put records a result for the request hash, replacing the oldest.
+func (t *filterMemos) put(m *filterMemo, hash uint64) {
+	i := t.next.Add(1) % memoSlots
+	t.slots[i].Store(m)
+	t.tags[i].Store(memoTag(hash, m.gen))
 }
 
 // filterMemo is FilterNode's result for one request key at one generation

@@ -18,8 +18,7 @@ import (
 // generation, and reused (by ScoreNode too) while the cards do not change.
 // Statuses are never modified by their readers.
 func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
-	var req podRequest
-	err := d.b.parse(pod, policy, &req)
+	req, err := d.b.request(pod, policy)
 	if err != nil {
 		return api.NewStatus(api.Error, "invalid vGPU request: "+err.Error())
 	}
@@ -31,13 +30,13 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 	reuse := req.cardPolicy != PolicyFragment
 	var m *filterMemo
 	if reuse {
-		m = d.memo.get(req.key, d.gen)
+		m = d.memo.get(req.key, req.hash, d.gen)
 	}
 	if m == nil {
-		sc, st := d.fit(&req)
+		sc, st := d.fit(req)
 		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc}
 		if reuse {
-			d.memo.put(m)
+			d.memo.put(m, req.hash)
 		}
 	}
 	if m.st != nil {
@@ -71,16 +70,15 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 	if policy == PolicyFragment {
 		return d.fragScoreNode(pod)
 	}
-	var req podRequest
-	err := d.b.parse(pod, policy, &req)
+	req, err := d.b.request(pod, policy)
 	if err != nil || req.empty() {
 		return 0
 	}
-	if m := d.memo.get(req.key, d.gen); m != nil && m.st == nil {
+	if m := d.memo.get(req.key, req.hash, d.gen); m != nil && m.st == nil {
 		return m.score
 	}
 	var s scratch
-	picks, _, failed := d.choose(&req, &s)
+	picks, _, failed := d.choose(req, &s)
 	if failed >= 0 {
 		return 0
 	}

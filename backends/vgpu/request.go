@@ -56,8 +56,9 @@ type podRequest struct {
 	// gang is "namespace/podgroup" when the pod asks for PodGroup spread.
 	gang string
 	// key encodes every field above: two requests with one key fit the
-	// same cards the same way (see Devices.memo).
-	key string
+	// same cards the same way (see Devices.memo); hash is its FNV-1a.
+	key  string
+	hash uint64
 }
 
 // fingerprint encodes the request's fields into key.
@@ -81,6 +82,11 @@ func (r *podRequest) fingerprint() {
 		b = append(append(b, 0), f...)
 	}
 	r.key = string(b)
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	r.hash = h
 }
 
 // empty reports whether the pod asks for no card.
@@ -142,13 +148,21 @@ type parsed struct {
 // which takes the parse off the per-node path. A podRequest is read-only
 // once parsed, so sharing its extra slice is safe.
 func (b *Backend) parse(pod *v1.Pod, policy string, r *podRequest) error {
-	if e := b.last.Load(); e != nil && e.pod == pod && e.uid == pod.UID && e.rv == pod.ResourceVersion && e.policy == policy {
-		*r = e.req
-		return e.err
-	}
-	err := b.parseUncached(pod, policy, r)
-	b.last.Store(&parsed{pod: pod, uid: pod.UID, rv: pod.ResourceVersion, policy: policy, req: *r, err: err})
+	req, err := b.request(pod, policy)
+	*r = *req
 	return err
+}
+
+// request is parse without the copy: the returned request is shared and
+// must not be modified. The per-node paths (FilterNode, ScoreNode) use it.
+func (b *Backend) request(pod *v1.Pod, policy string) (*podRequest, error) {
+	if e := b.last.Load(); e != nil && e.pod == pod && e.uid == pod.UID && e.rv == pod.ResourceVersion && e.policy == policy {
+		return &e.req, e.err
+	}
+	e := &parsed{pod: pod, uid: pod.UID, rv: pod.ResourceVersion, policy: policy}
+	e.err = b.parseUncached(pod, policy, &e.req)
+	b.last.Store(e)
+	return &e.req, e.err
 }
 
 func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error {
