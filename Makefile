@@ -8,7 +8,7 @@
 #   make e2e     end-to-end tests on a local control plane (e2e/README.md),
 #                a short fault campaign included
 #   make faults  the long fault campaign (docs/reliability.md): FAULT_SEEDS
-#                seeds of FAULT_DURATION each (default 1-10 x 4m, about an hour)
+#                seeds of FAULT_DURATION each (default 1-10 x 4m, about 45 min)
 #   make demo    the local end-to-end demo: 3 simulated DGX A100 nodes,
 #                sample Volcano Jobs sharing GPUs, a table of who holds what
 #                (DEMO_FLAGS=--keep leaves the cluster up until Ctrl-C)
