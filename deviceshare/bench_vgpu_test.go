@@ -64,25 +64,21 @@ func vgpuBenchNode(i int) *v1.Node {
 	return n
 }
 
-// vgpuBenchConf is gang + predicates, with deviceshare (VGPUEnable) when
-// device is true.
-func vgpuBenchConf(device bool) string {
-	conf := `
+// vgpuBenchConf is gang, predicates and deviceshare (VGPUEnable) with the
+// schedule policy.
+func vgpuBenchConf(policy string) string {
+	return `
 actions: "allocate"
 tiers:
 - plugins:
   - name: gang
   - name: predicates
-`
-	if device {
-		conf += `  - name: deviceshare
+  - name: deviceshare
     arguments:
       deviceshare.VGPUEnable: true
-      deviceshare.SchedulePolicy: binpack
+      deviceshare.SchedulePolicy: ` + policy + `
       deviceshare.ScheduleWeight: 10
 `
-	}
-	return conf
 }
 
 // fakeAPIServer answers every request with an empty object: Volcano's
@@ -112,7 +108,9 @@ func fakeAPIServer(b *testing.B) {
 // vGPU pods (1000, or BENCH_PODS; gangs of four, 1 to 8 cards each) on nodes of
 // 8 x 80 GiB cards, with Volcano v1.10.0's built-in vGPU deviceshare and
 // with ours, on identical clusters, pods and plugin sets (gang, predicates,
-// deviceshare). impl=noop registers, as deviceshare, a plugin with the same
+// deviceshare; all binpack but impl=ours-fragment, which is ours with
+// deviceshare.SchedulePolicy: fragment). impl=noop registers, as
+// deviceshare, a plugin with the same
 // extension points that does nothing: the session's cost without any device
 // work (Volcano's built-in vGPU only acts when its own deviceshare plugin
 // set vgpu.VGPUEnable). Per implementation the report gives pods/s and
@@ -148,7 +146,11 @@ func BenchmarkAllocateVGPU(b *testing.B) {
 }
 
 func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int) {
-	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(vgpuBenchConf(true))
+	policy := "binpack"
+	if impl == "ours-fragment" {
+		policy = "fragment" // deviceshare.SchedulePolicy: fragment (docs/quality.md)
+	}
+	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(vgpuBenchConf(policy))
 	if err != nil {
 		b.Fatal(err)
 	}

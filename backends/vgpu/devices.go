@@ -92,6 +92,8 @@ type Devices struct {
 	// (see FilterNode).
 	gen  uint64
 	memo filterMemos
+	// fragMemo is fragNow's last measure of the cards.
+	fragMemo atomic.Pointer[fragNode]
 }
 
 // memoSlots is how many request shapes a node remembers: a session

@@ -94,7 +94,10 @@ func (d *Devices) cardFree(i int, c *cardState) float64 {
 
 // fragNode is a node's cards as the target classes see them.
 type fragNode struct {
-	t    *fragTarget
+	t *fragTarget
+	// gen is the generation of the node's cards it was measured at, for
+	// Devices.fragNow.
+	gen  uint64
 	free []float64
 	idle float64
 	// fit[k*n+i] says whether card i serves class k; count[k] and
@@ -242,32 +245,45 @@ func (d *Devices) sameCard(a, b int, work []cardState) bool {
 		wa.usedMiB == wb.usedMiB && wa.usedCores == wb.usedCores && wa.usedNum == wb.usedNum
 }
 
+// fragNow is fragOf the node's current cards: kept while neither the
+// cards nor the learned target change, since every pod scored on the node
+// in between measures the same "before". Read-only once made.
+func (d *Devices) fragNow(t *fragTarget) *fragNode {
+	if f := d.fragMemo.Load(); f != nil && f.t == t && f.gen == d.gen {
+		return f
+	}
+	f := d.fragOf(t, d.cards)
+	f.gen = d.gen
+	d.fragMemo.Store(f)
+	return f
+}
+
 // fragScoreNode is ScoreNode under the fragment policy, in
 // [0, api.MaxScore]. A pod without vGPUs (scored when the plugin asks)
 // prefers the nodes where its CPU and memory strand the fewest cards.
 func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
-	var req podRequest
-	if err := d.b.parse(pod, PolicyFragment, &req); err != nil {
+	req, err := d.b.request(pod, PolicyFragment)
+	if err != nil {
 		return 0
 	}
 	use := podHost(pod)
 	t := d.b.frag.target.Load()
 	if req.empty() {
-		f := d.fragOf(t, d.cards)
+		f := d.fragNow(t)
 		return levels(logistic(f.value(d.host, hostUse{})-f.value(d.host, use)), 1-f.idle/float64(milliPerCard*len(d.cards)))
 	}
-	if d.tooFewCards(&req) {
+	if d.tooFewCards(req) {
 		return 0
 	}
 	var s scratch
-	picks, work, failed := d.choose(&req, &s)
+	picks, work, failed := d.choose(req, &s)
 	if failed >= 0 {
 		return 0
 	}
 	if req.nodePolicy != PolicyFragment {
 		return score(picks, req.nodePolicy)
 	}
-	before := d.fragOf(t, d.cards)
+	before := d.fragNow(t)
 	var after float64
 	if len(picks) == 1 {
 		c := picks[0].card
