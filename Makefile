@@ -78,7 +78,7 @@ bench: $(BENCHSTAT)
 	BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) ./hack/bench.sh
 
 # Placement quality on Alibaba's openb trace, the FGD methodology
-# (docs/quality.md): every policy, five traces, seeds 42-51, about 45
+# (docs/quality.md): every policy, five traces, seeds 42-51, about 30
 # minutes on one core. The trace comes from bench/testdata/openb (fill it
 # with its fetch.sh). Writes bench/results/quality.csv and one SVG per trace.
 QUALITY_FLAGS ?= --parallel 1
