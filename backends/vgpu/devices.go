@@ -116,14 +116,15 @@ func memoTag(hash, gen uint64) uint64 {
 	return (hash ^ gen*0x9e3779b97f4a7c15) | 1
 }
 
-// get returns the result for the request at generation gen, or nil.
-func (t *filterMemos) get(key string, hash, gen uint64) *filterMemo {
+// get returns the result for the request at generation gen with the
+// fragment policy's inputs fi (zero for other policies), or nil.
+func (t *filterMemos) get(key string, hash, gen uint64, fi fragInputs) *filterMemo {
 	tag := memoTag(hash, gen)
 	for i := range t.tags {
 		if t.tags[i].Load() != tag {
 			continue
 		}
-		if m := t.slots[i].Load(); m != nil && m.gen == gen && m.key == key {
+		if m := t.slots[i].Load(); m != nil && m.gen == gen && m.key == key && m.frag == fi {
 			return m
 		}
 	}
@@ -139,12 +140,29 @@ func (t *filterMemos) put(m *filterMemo, hash uint64) {
 
 // filterMemo is FilterNode's result for one request key at one generation
 // of the cards: the status and, when the request fits, the node score of
-// the cards chosen.
+// the cards chosen. Entries are immutable once shared, but for the fragment
+// score, which ScoreNode adds atomically.
 type filterMemo struct {
 	key   string
 	gen   uint64
 	st    *api.Status
 	score float64
+	// frag is what else the fragment policy's choice and score depend on
+	// (zero under other policies); fragScore holds ScoreNode's result as
+	// float64 bits once fragScored is set.
+	frag       fragInputs
+	fragScore  atomic.Uint64
+	fragScored atomic.Bool
+}
+
+// fragInputs is what, besides the request and the cards, the fragment
+// policy's card choice and node score depend on: the learned target (the
+// pointer identifies it: a published target is never changed), the host's
+// free CPU and memory, and the pod's own.
+type fragInputs struct {
+	target *fragTarget
+	host   hostIdle
+	use    hostUse
 }
 
 var (

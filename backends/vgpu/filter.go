@@ -15,7 +15,9 @@ import (
 // Volcano filters one task on every node, then scores the nodes it fits,
 // and a job's pods usually ask for the same: the latest results are kept
 // (memoSlots request shapes) with the request's key and the cards'
-// generation, and reused (by ScoreNode too) while the cards do not change.
+// generation (under the fragment policy also the learned target and the
+// host's and pod's CPU and memory), and reused (by ScoreNode too) while
+// none of them changes.
 // Statuses are never modified by their readers.
 func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 	req, err := d.b.request(pod, policy)
@@ -26,16 +28,17 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 		return nil
 	}
 	// The fragment policy's card choice also follows the host's free
-	// resources and the learned workload: never reused.
-	reuse := req.cardPolicy != PolicyFragment
-	var m *filterMemo
-	if reuse {
-		m = d.memo.get(req.key, req.hash, d.gen)
-	}
+	// resources, the pod's own and the learned workload: they are part of
+	// the entry's identity.
+	t := d.b.frag.target.Load()
+	fi := d.fragInputsOf(req, t)
+	m := d.memo.get(req.key, req.hash, d.gen, fi)
 	if m == nil {
 		sc, st := d.fit(req)
-		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc}
-		if reuse {
+		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc, frag: fi}
+		// Kept unless a new target was published while the cards were
+		// chosen (the fragment policy's choice reads it).
+		if fi.target == nil || d.b.frag.target.Load() == t {
 			d.memo.put(m, req.hash)
 		}
 	}
@@ -74,7 +77,7 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 	if err != nil || req.empty() {
 		return 0
 	}
-	if m := d.memo.get(req.key, req.hash, d.gen); m != nil && m.st == nil {
+	if m := d.memo.get(req.key, req.hash, d.gen, fragInputs{}); m != nil && m.st == nil {
 		return m.score
 	}
 	var s scratch

@@ -266,19 +266,62 @@ func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
 	if err != nil {
 		return 0
 	}
-	use := podHost(pod)
+	use := req.host
 	t := d.b.frag.target.Load()
 	if req.empty() {
 		f := d.fragNow(t)
 		return levels(logistic(f.value(d.host, hostUse{})-f.value(d.host, use)), 1-f.idle/float64(milliPerCard*len(d.cards)))
 	}
-	if d.tooFewCards(req) {
+	// FilterNode has usually just chosen the cards for the same inputs;
+	// the score, once computed, is kept with its result.
+	fi := d.fragInputsOf(req, t)
+	m := d.memo.get(req.key, req.hash, d.gen, fi)
+	if m != nil {
+		if m.st != nil {
+			return 0
+		}
+		if m.fragScored.Load() {
+			return math.Float64frombits(m.fragScore.Load())
+		}
+	}
+	sc := d.fragScore(req, t, use)
+	if sc < 0 {
+		// Does not fit; FilterNode records that, with its reasons.
 		return 0
+	}
+	if d.b.frag.target.Load() != t {
+		// A new target was published meanwhile; the card choice may
+		// have seen it.
+		return sc
+	}
+	if m == nil {
+		m = &filterMemo{key: req.key, gen: d.gen, frag: fi}
+		d.memo.put(m, req.hash)
+	}
+	m.fragScore.Store(math.Float64bits(sc))
+	m.fragScored.Store(true)
+	return sc
+}
+
+// fragInputsOf returns the fragment policy's inputs for req on this node
+// under target t, zero when req is not placed by that policy.
+func (d *Devices) fragInputsOf(req *podRequest, t *fragTarget) fragInputs {
+	if req.cardPolicy != PolicyFragment && req.nodePolicy != PolicyFragment {
+		return fragInputs{}
+	}
+	return fragInputs{target: t, host: d.host, use: req.host}
+}
+
+// fragScore is fragScoreNode for a non-empty request under target t: the
+// score of the cards chosen, -1 when the pod does not fit.
+func (d *Devices) fragScore(req *podRequest, t *fragTarget, use hostUse) float64 {
+	if d.tooFewCards(req) {
+		return -1
 	}
 	var s scratch
 	picks, work, failed := d.choose(req, &s)
 	if failed >= 0 {
-		return 0
+		return -1
 	}
 	if req.nodePolicy != PolicyFragment {
 		return score(picks, req.nodePolicy)

@@ -2,11 +2,17 @@ package vgpu
 
 import (
 	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
 // share is a pod asking for pct percent of one card's memory and cores.
@@ -216,5 +222,89 @@ func BenchmarkScoreNodeFragment(b *testing.B) {
 				d.ScoreNode(pod, policy)
 			}
 		})
+	}
+}
+
+// TestFragmentMemoNeverStale drives one node through a random sequence of
+// host changes, newly learned workloads, allocations and releases, and
+// checks after each step that FilterNode and ScoreNode under the fragment
+// policy, which keep their results with the node's cards, the learned
+// target and the host's and pod's CPU and memory, answer exactly what a
+// computation from scratch answers.
+func TestFragmentMemoNeverStale(t *testing.T) {
+	b := newBackend(t)
+	learn(t, b, fragMinRefresh, func(n string) *v1.Pod { return share(n, 40) }, func(n string) *v1.Pod { return whole(n, 1) })
+	d := devicesOf(t, b, fourCards())
+	rng := rand.New(rand.NewPCG(7, 11))
+	shapes := []*v1.Pod{
+		share("s25", 25), share("s50", 50), withCPU(share("s40cpu", 40), 6000),
+		whole("w1", 1), whole("w2", 2), withMemory(whole("w1mem", 1), 40000),
+		one("m2", 2, 3000, 20), one("m1", 1, 9000, 0),
+	}
+	type held struct {
+		pod *v1.Pod
+		res *api.Reservation
+	}
+	var running []held
+	hits, stale := 0, 0
+	for step := 0; step < 600; step++ {
+		switch op := rng.IntN(10); {
+		case op == 0:
+			d.SetHostIdle(rng.Int64N(32000), rng.Int64N(200000))
+		case op == 1:
+			pct := int64(10 * (1 + rng.IntN(9)))
+			for i := 0; i < fragMinRefresh; i++ {
+				b.ObserveRequest(share(fmt.Sprintf("seen-%d-%d", step, i), pct))
+			}
+		case op <= 3:
+			p := shapes[rng.IntN(len(shapes))].DeepCopy()
+			p.Name, p.UID = fmt.Sprintf("run-%d", step), types.UID(fmt.Sprintf("uid-run-%d", step))
+			if d.FilterNode(p, PolicyFragment).IsSuccess() {
+				r, err := d.Allocate(p, PolicyFragment)
+				if err != nil {
+					t.Fatalf("step %d: Allocate(%s) after FilterNode succeeded: %v", step, p.Name, err)
+				}
+				running = append(running, held{p, r})
+			}
+		case op == 4 && len(running) > 0:
+			k := rng.IntN(len(running))
+			if err := d.Release(running[k].pod, running[k].res); err != nil {
+				t.Fatalf("step %d: Release: %v", step, err)
+			}
+			running = slices.Delete(running, k, k+1)
+		}
+		for _, p := range shapes {
+			req, err := b.request(p, PolicyFragment)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := b.frag.target.Load()
+			wantScore := d.fragScore(req, target, req.host)
+			_, wantSt := d.fit(req)
+			if wantScore < 0 {
+				wantScore = 0
+			}
+			for round := 0; round < 2; round++ {
+				if m := d.memo.get(req.key, req.hash, d.gen, d.fragInputsOf(req, target)); m != nil {
+					hits++
+				}
+				st := d.FilterNode(p, PolicyFragment)
+				if st.IsSuccess() != wantSt.IsSuccess() || st.Message() != wantSt.Message() {
+					stale++
+					t.Errorf("step %d, %s, round %d: FilterNode = %q, from scratch %q", step, p.Name, round, st.Message(), wantSt.Message())
+				}
+				if got := d.ScoreNode(p, PolicyFragment); got != wantScore {
+					stale++
+					t.Errorf("step %d, %s, round %d: ScoreNode = %v, from scratch %v", step, p.Name, round, got, wantScore)
+				}
+			}
+		}
+		if stale > 10 {
+			t.Fatal("too many stale answers")
+		}
+	}
+	// The memo must actually be used, or this test checks nothing.
+	if hits < 1000 {
+		t.Errorf("%d memo hits in 600 steps, want the second round of each step at least to hit", hits)
 	}
 }

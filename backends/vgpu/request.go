@@ -59,6 +59,9 @@ type podRequest struct {
 	// same cards the same way (see Devices.memo); hash is its FNV-1a.
 	key  string
 	hash uint64
+	// host is what the pod takes outside the cards (CPU and memory), which
+	// only the fragment policy weighs; it is not part of key.
+	host hostUse
 }
 
 // fingerprint encodes the request's fields into key.
@@ -166,7 +169,7 @@ func (b *Backend) request(pod *v1.Pod, policy string) (*podRequest, error) {
 }
 
 func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error {
-	*r = podRequest{containers: len(pod.Spec.Containers)}
+	*r = podRequest{containers: len(pod.Spec.Containers), host: podHost(pod)}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resPercent, b.resCores} {
