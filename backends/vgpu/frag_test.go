@@ -193,7 +193,9 @@ func TestFragmentUnlearned(t *testing.T) {
 }
 
 // BenchmarkScoreNodeFragment scores a half-used 8-card node under the
-// fragment policy with a 40-class learned mix, against binpack.
+// fragment policy with a 40-class learned mix, against binpack: repeated
+// on an unchanged node (the memo answers) and with the node's free CPU
+// changing every call (computed from scratch).
 func BenchmarkScoreNodeFragment(b *testing.B) {
 	be := newBackend(b)
 	for i := 0; i < fragWindow; i++ {
@@ -223,6 +225,15 @@ func BenchmarkScoreNodeFragment(b *testing.B) {
 			}
 		})
 	}
+	// fragment-uncached changes the host's free CPU on every call, so the
+	// memo never answers: the cost of a score from scratch.
+	b.Run("fragment-uncached", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			d.SetHostIdle(int64(64000+i%1000), 1<<20)
+			d.ScoreNode(pod, PolicyFragment)
+		}
+	})
 }
 
 // TestFragmentMemoNeverStale drives one node through a random sequence of
