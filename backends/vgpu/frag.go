@@ -284,7 +284,7 @@ func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
 			return math.Float64frombits(m.fragScore.Load())
 		}
 	}
-	sc := d.fragScore(req, t, use)
+	sc := d.fragScore(req, t)
 	if sc < 0 {
 		// Does not fit; FilterNode records that, with its reasons.
 		return 0
@@ -314,7 +314,7 @@ func (d *Devices) fragInputsOf(req *podRequest, t *fragTarget) fragInputs {
 
 // fragScore is fragScoreNode for a non-empty request under target t: the
 // score of the cards chosen, -1 when the pod does not fit.
-func (d *Devices) fragScore(req *podRequest, t *fragTarget, use hostUse) float64 {
+func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
 	if d.tooFewCards(req) {
 		return -1
 	}
@@ -330,9 +330,9 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget, use hostUse) float64
 	var after float64
 	if len(picks) == 1 {
 		c := picks[0].card
-		after = d.valueWith(before, int(c), &work[c], d.host, use)
+		after = d.valueWith(before, int(c), &work[c], d.host, req.host)
 	} else {
-		after = d.fragOf(t, work).value(d.host, use)
+		after = d.fragOf(t, work).value(d.host, req.host)
 	}
 	// pack is how full the chosen cards end: the mean of their memory,
 	// cores and share-count fractions, binpack's measure. (The scarcer

@@ -290,7 +290,7 @@ func TestFragmentMemoNeverStale(t *testing.T) {
 				t.Fatal(err)
 			}
 			target := b.frag.target.Load()
-			wantScore := d.fragScore(req, target, req.host)
+			wantScore := d.fragScore(req, target)
 			_, wantSt := d.fit(req)
 			if wantScore < 0 {
 				wantScore = 0

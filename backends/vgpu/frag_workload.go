@@ -91,7 +91,7 @@ func (b *Backend) ObserveRequest(pod *v1.Pod) {
 	if err := b.parse(pod, "", &req); err != nil || req.empty() {
 		return
 	}
-	b.frag.observe(podKey(pod), podHost(pod), &req)
+	b.frag.observe(podKey(pod), &req)
 }
 
 // WorkloadGeneration identifies the learned mix the fragment policy scores
@@ -100,7 +100,7 @@ func (b *Backend) ObserveRequest(pod *v1.Pod) {
 // it (or the node) changes.
 func (b *Backend) WorkloadGeneration() uint64 { return b.frag.target.Load().gen }
 
-func (w *workload) observe(uid types.UID, host hostUse, req *podRequest) {
+func (w *workload) observe(uid types.UID, req *podRequest) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, dup := w.seen[uid]; dup {
@@ -108,7 +108,7 @@ func (w *workload) observe(uid types.UID, host hostUse, req *podRequest) {
 	}
 	for _, c := range req.ctrs() {
 		s := fragShape{nums: c.nums, cores: c.cores, pct: c.pct, memMiB: c.memMiB,
-			cpu: host.cpuMilli, hostMem: host.memMiB, useType: req.useType, noUseType: req.noUseType}
+			cpu: req.host.cpuMilli, hostMem: req.host.memMiB, useType: req.useType, noUseType: req.noUseType}
 		if len(w.window) < fragWindow {
 			w.window = append(w.window, s)
 			w.owners = append(w.owners, uid)
