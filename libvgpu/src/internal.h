@@ -91,19 +91,34 @@ void vgpu_uncharge(int idx, uint64_t bytes);
 static inline bool vgpu_counting(void) { return vgpu_cfg.accounting; }
 
 /* ledger.c: process-local record of counted allocations. */
-enum vgpu_kind { VGPU_K_DEVPTR = 1, VGPU_K_ARRAY, VGPU_K_MIPMAP, VGPU_K_VMM, VGPU_K_ASYNC };
+enum vgpu_kind {
+	VGPU_K_DEVPTR = 1, VGPU_K_ARRAY, VGPU_K_MIPMAP,
+	VGPU_K_VMM,         /* cuMemCreate physical memory, keyed by handle */
+	VGPU_K_MAP,         /* a cuMemMap of a counted handle, keyed by address; owner = handle */
+	VGPU_K_ASYNC,
+	VGPU_K_HOST,        /* oversubscription: host memory serving a device allocation */
+};
 struct vgpu_entry {
 	uint64_t key;
 	uint64_t bytes;
 	void *owner;        /* CUcontext for context-bound kinds, CUmemoryPool for async */
 	int32_t idx;
 	uint16_t kind;
-	uint16_t refs;      /* VMM handles: cuMemRetainAllocationHandle references */
+	uint16_t pad;
+	uint32_t refs;      /* VMM: handle references (cuMemCreate, cuMemRetainAllocationHandle) */
+	uint32_t maps;      /* VMM: live cuMemMap mappings */
 };
 void vgpu_ledger_add(const struct vgpu_entry *e);
 bool vgpu_ledger_take(int kind, uint64_t key, struct vgpu_entry *out);
-bool vgpu_ledger_retain(int kind, uint64_t key);
-int vgpu_ledger_release_ref(int kind, uint64_t key, struct vgpu_entry *out); /* refs left or -1 */
+/* Takes one entry of `kind` whose key lies in [lo, hi); false when none is left. */
+bool vgpu_ledger_take_in(int kind, uint64_t lo, uint64_t hi, struct vgpu_entry *out);
+/*
+ * Adds drefs/dmaps to a VMM handle's references and mappings. Returns -1 if
+ * the handle is not counted (or has no reference to drop), 1 when nothing
+ * holds the memory any more (the entry is removed; *out is its last state),
+ * else 0 (*out is its new state).
+ */
+int vgpu_ledger_vmm_adjust(uint64_t handle, int drefs, int dmaps, struct vgpu_entry *out);
 uint64_t vgpu_ledger_purge_owner(void *owner, int idx_out[VGPU_MAX_DEVICES],
 				 uint64_t bytes_out[VGPU_MAX_DEVICES]);
 void vgpu_ledger_reset(void);

@@ -115,33 +115,39 @@ bool vgpu_ledger_take(int kind, uint64_t key, struct vgpu_entry *out)
 	return e != NULL;
 }
 
-bool vgpu_ledger_retain(int kind, uint64_t key)
+bool vgpu_ledger_take_in(int kind, uint64_t lo, uint64_t hi, struct vgpu_entry *out)
 {
 	pthread_mutex_lock(&mu);
-	struct vgpu_entry *e = find(kind, key);
-	if (e != NULL)
-		e->refs++;
+	struct vgpu_entry *e = find(kind, lo);
+	/* The usual range holds one mapping starting at lo; anything else is a scan. */
+	for (size_t i = 0; e == NULL && i < cap; i++)
+		if (table[i].kind == kind && table[i].key >= lo && table[i].key < hi)
+			e = &table[i];
+	if (e != NULL) {
+		*out = *e;
+		erase(e);
+	}
 	pthread_mutex_unlock(&mu);
 	return e != NULL;
 }
 
-int vgpu_ledger_release_ref(int kind, uint64_t key, struct vgpu_entry *out)
+int vgpu_ledger_vmm_adjust(uint64_t handle, int drefs, int dmaps, struct vgpu_entry *out)
 {
-	int left = -1;
+	int rc = -1;
 	pthread_mutex_lock(&mu);
-	struct vgpu_entry *e = find(kind, key);
-	if (e != NULL) {
+	struct vgpu_entry *e = find(VGPU_K_VMM, handle);
+	if (e != NULL && (int64_t)e->refs + drefs >= 0 && (int64_t)e->maps + dmaps >= 0) {
+		e->refs = (uint32_t)((int64_t)e->refs + drefs);
+		e->maps = (uint32_t)((int64_t)e->maps + dmaps);
 		*out = *e;
-		if (e->refs > 1) {
-			e->refs--;
-			left = e->refs;
-		} else {
+		rc = 0;
+		if (e->refs == 0 && e->maps == 0) {
 			erase(e);
-			left = 0;
+			rc = 1;
 		}
 	}
 	pthread_mutex_unlock(&mu);
-	return left;
+	return rc;
 }
 
 uint64_t vgpu_ledger_purge_owner(void *owner, int idx_out[VGPU_MAX_DEVICES],

@@ -25,8 +25,9 @@ static const struct {
 	const char *name;
 	unsigned char lib;
 	unsigned char kind;
+	int version;
 } sym_info[] = {
-#define VGPU_SYM_INFO(name, lib, kind) [SYM_##name] = {#name, VGPU_LIB_##lib, KIND_##kind},
+#define VGPU_SYM_INFO(name, lib, kind, version) [SYM_##name] = {#name, VGPU_LIB_##lib, KIND_##kind, version},
 	VGPU_SYMBOLS(VGPU_SYM_INFO)
 #undef VGPU_SYM_INFO
 };
@@ -37,7 +38,7 @@ _Static_assert(sizeof(sym_info) / sizeof(sym_info[0]) == SYM_COUNT,
 #define VGPU_HOOKPTR_HOOK(name) ((void *)&name)
 #define VGPU_HOOKPTR_CALL(name) NULL
 static void *const hook_fn[] = {
-#define VGPU_SYM_HOOK(name, lib, kind) [SYM_##name] = VGPU_HOOKPTR_##kind(name),
+#define VGPU_SYM_HOOK(name, lib, kind, version) [SYM_##name] = VGPU_HOOKPTR_##kind(name),
 	VGPU_SYMBOLS(VGPU_SYM_HOOK)
 #undef VGPU_SYM_HOOK
 };
@@ -103,8 +104,9 @@ static void load_lib(enum vgpu_lib lib)
 	for (int i = 0; i < SYM_COUNT; i++) {
 		if (sym_info[i].lib != lib)
 			continue;
-		vgpu_real[i] = real_dlsym(handle, sym_info[i].name);
-		if (vgpu_real[i] == NULL) {
+		void *fn = real_dlsym(handle, sym_info[i].name);
+		__atomic_store_n(&vgpu_real[i], fn, __ATOMIC_RELAXED);
+		if (fn == NULL) {
 			missing++;
 			VGPU_LOG(VGPU_LOG_DEBUG, "%s has no %s", path, sym_info[i].name);
 		}
@@ -172,7 +174,8 @@ int vgpu_hook_by_name(const char *name, void **hook)
 				vgpu_symbols_cuda();
 			else
 				vgpu_symbols_nvml();
-			*hook = vgpu_real[sym] != NULL ? hook_fn[sym] : NULL;
+			*hook = __atomic_load_n(&vgpu_real[sym], __ATOMIC_RELAXED) != NULL ? hook_fn[sym]
+											   : NULL;
 			return 1;
 		}
 		if (c < 0)
@@ -183,10 +186,24 @@ int vgpu_hook_by_name(const char *name, void **hook)
 	return 0;
 }
 
-void *vgpu_hook_for_real(void *real)
+bool vgpu_sym_is_cuda_hook(enum vgpu_sym sym)
 {
-	for (int i = 0; i < SYM_COUNT; i++)
-		if (hook_fn[i] != NULL && vgpu_real[i] == real)
-			return hook_fn[i];
-	return real;
+	return (unsigned)sym < SYM_COUNT && sym_info[sym].kind == KIND_HOOK &&
+	       sym_info[sym].lib == VGPU_LIB_CUDA;
+}
+
+int vgpu_sym_version(enum vgpu_sym sym)
+{
+	return (unsigned)sym < SYM_COUNT ? sym_info[sym].version : 0;
+}
+
+void *vgpu_sym_hook(enum vgpu_sym sym)
+{
+	return (unsigned)sym < SYM_COUNT ? hook_fn[sym] : NULL;
+}
+
+void vgpu_sym_set_real(enum vgpu_sym sym, void *real)
+{
+	if ((unsigned)sym < SYM_COUNT && real != NULL)
+		__atomic_store_n(&vgpu_real[sym], real, __ATOMIC_RELAXED);
 }

@@ -31,6 +31,7 @@ limit_basic|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|
 limit_per_device|limit_per_device|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_MEMORY_LIMIT_1=256m|
 clamped_queries|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region
 families|families|CUDA_DEVICE_MEMORY_LIMIT=8g|region
+vmm_lifetime|vmm_lifetime|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
 pools|pools|CUDA_DEVICE_MEMORY_LIMIT=1g|region
 stress|stress|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0|region tsan
 cvd_index|cvd_index|CUDA_VISIBLE_DEVICES=1 CUDA_DEVICE_MEMORY_LIMIT_1=128m|
@@ -38,6 +39,8 @@ cvd_uuid|cvd_uuid|CUDA_VISIBLE_DEVICES=GPU-5ab0e000-0000-4000-8000-000000000002 
 no_nvml|no_nvml|CUDA_DEVICE_MEMORY_LIMIT=1g LIBVGPU_NVML_PATH=/nonexistent/libnvidia-ml.so.1|
 dlsym_paths|dlsym_paths|CUDA_DEVICE_MEMORY_LIMIT=1g|
 procaddr|procaddr|CUDA_DEVICE_MEMORY_LIMIT=1g|
+procaddr_internal|procaddr_internal|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_GPA_INTERNAL=1|
+procaddr_future|procaddr_future|CUDA_DEVICE_MEMORY_LIMIT=1g|
 env_invalid|env_invalid||
 minimal_driver|minimal_driver|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_SM_LIMIT=30|minstub
 multiproc|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region tsan

@@ -13,6 +13,14 @@ static int in_lib(void *p, const char *lib)
 	return p != NULL && dladdr(p, &info) && info.dli_fname && strstr(info.dli_fname, lib);
 }
 
+static int count(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
 /* dlopen + dlsym: hooked names give libvgpu's entry points, others the driver's. */
 static int dlsym_paths(void)
 {
@@ -86,12 +94,115 @@ static int procaddr(void)
 	return 0;
 }
 
-static int count(const char *text, const char *needle)
+/*
+ * A driver that hands out internal entry points (VGPU_STUB_GPA_INTERNAL=1):
+ * every hooked name resolves to libvgpu's hook of the variant the documented
+ * rule picks, and the limit (1g) holds through the pointers obtained.
+ */
+static int procaddr_internal(void)
 {
-	int n = 0;
-	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	return n;
+	static const struct {
+		const char *symbol;
+		int version;
+		cuuint64_t flags;
+		const char *variant;    /* libvgpu's export expected, NULL: not hooked */
+	} cases[] = {
+		{"cuMemAlloc", 12000, 0, "cuMemAlloc_v2"},
+		{"cuMemAlloc", 3000, 0, "cuMemAlloc"},
+		{"cuMemFree", 12040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuMemFree_v2"},
+		{"cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+		 "cuLaunchKernel_ptsz"},
+		{"cuLaunchKernel", 6050, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, "cuLaunchKernel"},
+		{"cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuLaunchKernel"},
+		{"cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+		 "cuMemAllocAsync_ptsz"},
+		{"cuCtxCreate", 11040, 0, "cuCtxCreate_v3"},
+		{"cuCtxCreate", 12050, 0, "cuCtxCreate_v4"},
+		{"cuCtxCreate", 11000, 0, "cuCtxCreate_v2"},
+		{"cuDevicePrimaryCtxRelease", 12000, 0, "cuDevicePrimaryCtxRelease_v2"},
+		{"cuMemCreate", 12000, 0, "cuMemCreate"},
+		{"cuMemMap", 12000, 0, "cuMemMap"},
+		{"cuMemUnmap", 12000, 0, "cuMemUnmap"},
+		{"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
+		{"cuGetProcAddress", 11080, 0, "cuGetProcAddress"},
+		{"cuGraphLaunch", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+		 "cuGraphLaunch_ptsz"},
+		{"cuDriverGetVersion", 12000, 0, NULL},
+	};
+	CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+		CU(cuGetProcAddress_v2);
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		void *fn = NULL;
+		CUdriverProcAddressQueryResult st = 99;
+		CUresult r = gpa2(cases[i].symbol, &fn, cases[i].version, cases[i].flags, &st);
+		CHECK(r == CUDA_SUCCESS && st == CU_GET_PROC_ADDRESS_SUCCESS, "%s@%d: rc %d status %d",
+		      cases[i].symbol, cases[i].version, r, st);
+		if (cases[i].variant != NULL)
+			CHECK(fn == dlsym(RTLD_DEFAULT, cases[i].variant), "%s@%d flags %llu: want the hook of %s",
+			      cases[i].symbol, cases[i].version, (unsigned long long)cases[i].flags,
+			      cases[i].variant);
+		else
+			CHECK(in_lib(fn, "libcuda"), "%s must be the driver's own", cases[i].symbol);
+	}
+	/* Calls through the pointers are counted: 1g limit, 64 MiB context. */
+	CUresult (*retain)(CUcontext *, CUdevice);
+	CUresult (*setcur)(CUcontext);
+	CUresult (*alloc)(CUdeviceptr *, size_t);
+	CUresult (*release)(CUdeviceptr);
+	CUcontext ctx;
+	CUdeviceptr p, q;
+	gpa2("cuDevicePrimaryCtxRetain", (void **)&retain, 12000, 0, NULL);
+	gpa2("cuCtxSetCurrent", (void **)&setcur, 12000, 0, NULL);
+	gpa2("cuMemAlloc", (void **)&alloc, 12000, 0, NULL);
+	gpa2("cuMemFree", (void **)&release, 12000, 0, NULL);
+	CHECK_EQ(retain(&ctx, 0), CUDA_SUCCESS);
+	CHECK_EQ(setcur(ctx), CUDA_SUCCESS);
+	CHECK_EQ(alloc(&p, 2 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(alloc(&p, 900 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(alloc(&q, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(release(p), CUDA_SUCCESS);
+	CHECK_EQ(alloc(&q, 100 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(STUB(vgpuStubStats)()->held[0], 64 * MiB + 100 * MiB);
+	return 0;
+}
+
+/* Child of procaddr_future: a newer runtime asks a newer driver. */
+static int child_procaddr_future(void)
+{
+	CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+		CU(cuGetProcAddress_v2);
+	void *fn = (void *)1;
+	CUdriverProcAddressQueryResult st = 99;
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ(gpa2("cuMemAlloc", &fn, 13090, 0, &st), CUDA_ERROR_NOT_FOUND);
+		CHECK(fn == NULL, "an unknown variant must not be handed out");
+		CHECK_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+	}
+	/* The variants libvgpu knows still resolve to its hooks. */
+	CHECK_EQ(gpa2("cuMemAlloc", &fn, 12080, 0, &st), CUDA_SUCCESS);
+	CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), "known variant not hooked");
+	return 0;
+}
+
+/*
+ * A driver that knows a variant libvgpu does not (VGPU_STUB_GPA_FUTURE=1):
+ * refused, so nothing reaches the driver unlimited, and said once on stderr.
+ */
+static int procaddr_future(void)
+{
+	static const char *const env[] = {"VGPU_STUB_GPA_FUTURE=1", "VGPU_STUB_GPA_INTERNAL=1", NULL};
+	char path[512];
+	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	CHECK_EQ(t_wait(t_spawn("child_procaddr_future", env, fd)), 0);
+	close(fd);
+	const char *err = t_read_file(path);
+	CHECK(count(err, "cuGetProcAddress(\"cuMemAlloc\", 13090)") == 1,
+	      "the refusal must be reported once; stderr:\n%s", err);
+	CHECK(strstr(err, "cuMemAlloc_v2") != NULL, "the message names the variant libvgpu knows");
+	return 0;
 }
 
 /* Child: bad settings everywhere; the program works and is unlimited. */
@@ -163,6 +274,9 @@ static int minimal_driver(void)
 const struct t_case t_api_cases[] = {
 	{"dlsym_paths", dlsym_paths},
 	{"procaddr", procaddr},
+	{"procaddr_internal", procaddr_internal},
+	{"procaddr_future", procaddr_future},
+	{"child_procaddr_future", child_procaddr_future},
 	{"env_invalid", env_invalid},
 	{"child_env_invalid", child_env_invalid},
 	{"minimal_driver", minimal_driver},

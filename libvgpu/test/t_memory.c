@@ -165,12 +165,13 @@ static int families(void)
 	COUNTED(CU(cuMemCreate)(&hh, 32 * MiB, &host, 0), 0);
 	CUdeviceptr va;
 	CHECK_EQ(STUB(cuMemAddressReserve)(&va, 32 * MiB, 0, 0, 0), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuMemMap)(va, 32 * MiB, 0, h, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(va, 32 * MiB, 0, h, 0), CUDA_SUCCESS);
 	CHECK_EQ(CU(cuMemRetainAllocationHandle)(&hr, (void *)(uintptr_t)va), CUDA_SUCCESS);
 	CHECK_EQ(hr, h);
 	COUNTED(CU(cuMemRelease)(h), 0);                /* one reference left */
+	COUNTED(CU(cuMemRelease)(hr), 0);               /* still mapped */
 	uint64_t before = t_mine(0);
-	CHECK_EQ(CU(cuMemRelease)(hr), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemUnmap)(va, 32 * MiB), CUDA_SUCCESS);
 	CHECK_EQ(before - t_mine(0), 32 * MiB);
 	CHECK_EQ(CU(cuMemRelease)(hh), CUDA_SUCCESS);
 
@@ -195,6 +196,60 @@ static int families(void)
 	CHECK_EQ(CU(cuCtxDestroy_v2)(c2), CUDA_SUCCESS);
 	CHECK_EQ(t_mine(0), base);
 	CHECK_EQ(CU(cuCtxSetCurrent)(ctx), CUDA_SUCCESS);
+	return 0;
+}
+
+/*
+ * VMM lifetime as the CUDA Driver API reference documents it: physical
+ * memory lives until its last mapping and its last handle reference are gone,
+ * whatever the order (limit 1g, context 64 MiB). The stub observer records
+ * what the device really holds.
+ */
+static int vmm_lifetime(void)
+{
+	t_ctx(0);
+	struct stub_stats *st = STUB(vgpuStubStats)();
+	uint64_t base = t_mine(0);
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+	CUmemGenericAllocationHandle h, h2, hr;
+	CUdeviceptr va, va2, p;
+	/* Create, map, release: the programming guide's idiom. */
+	CHECK_EQ(CU(cuMemCreate)(&h, 512 * MiB, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuMemAddressReserve)(&va, 1024 * MiB, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(va, 512 * MiB, 0, h, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(h), CUDA_SUCCESS);
+	CHECK_EQ(st->held[0], 64 * MiB + 512 * MiB);   /* the driver still holds it */
+	CHECK_EQ(t_mine(0) - base, 512 * MiB);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	/* A second mapping of the same memory (a reference taken back by address). */
+	CHECK_EQ(CU(cuMemRetainAllocationHandle)(&hr, (void *)(uintptr_t)va), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(va + 512 * MiB, 512 * MiB, 0, hr, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(hr), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemUnmap)(va, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0) - base, 512 * MiB);          /* mapped once more */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuMemUnmap)(va + 512 * MiB, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), base);
+	CHECK_EQ(st->held[0], 64 * MiB);
+	/* Unmapping before releasing: the reference keeps it. One call unmaps two mappings. */
+	CHECK_EQ(CU(cuMemCreate)(&h, 256 * MiB, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemCreate)(&h2, 256 * MiB, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuMemAddressReserve)(&va2, 512 * MiB, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(va2, 256 * MiB, 0, h, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(va2 + 256 * MiB, 256 * MiB, 0, h2, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemUnmap)(va2, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0) - base, 512 * MiB);
+	CHECK_EQ(CU(cuMemRelease)(h), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(h2), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), base);
+	/* Errors change nothing: unknown ranges and handles. */
+	CHECK_EQ(CU(cuMemUnmap)(va2, 512 * MiB), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(CU(cuMemRelease)(h), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(t_mine(0), base);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 900 * MiB), CUDA_SUCCESS);
+	struct stub_observer *obs = STUB(vgpuStubObserver)();
+	CHECK(obs == NULL || obs->violations == 0, "the device held more than the limit");
 	return 0;
 }
 
@@ -337,6 +392,7 @@ const struct t_case t_memory_cases[] = {
 	{"limit_per_device", limit_per_device},
 	{"clamped_queries", clamped_queries},
 	{"families", families},
+	{"vmm_lifetime", vmm_lifetime},
 	{"pools", pools},
 	{"stress", stress},
 	{"cvd_index", cvd_index},

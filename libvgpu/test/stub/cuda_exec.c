@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,18 +184,48 @@ static const struct entry table[] = {
 	E(cuMemAllocAsync_ptsz, 11020), E(cuMemAllocFromPoolAsync, 11020),
 	E(cuMemAllocFromPoolAsync_ptsz, 11020), E(cuMemFreeAsync, 11020),
 	E(cuMemFreeAsync_ptsz, 11020), E(cuMemPoolDestroy, 11020), E(cuMemPoolTrimTo, 11020),
-	E(cuMemPoolGetAttribute, 11020), E(cuDeviceGetMemPool, 11020),
+	E(cuMemPoolGetAttribute, 11020), E(cuDeviceGetMemPool, 11020), E(cuMemMap, 10020),
+	E(cuMemUnmap, 10020), E(cuMemAddressReserve, 10020), E(cuMemAddressFree, 10020),
+	E(cuMemSetAccess, 10020), E(cuMemGetAllocationGranularity, 10020),
 #endif
 };
+
+/*
+ * VGPU_STUB_GPA_FUTURE=1 models a driver newer than libvgpu: it knows a
+ * cuMemAlloc_v3 introduced in a CUDA version libvgpu has never seen, which
+ * runtimes built for that version get from cuGetProcAddress("cuMemAlloc").
+ */
+static const struct entry future[] = {{"cuMemAlloc_v3", (void *)cuMemAlloc_v2, 13090}};
+
+static int env_flag(const char *name)
+{
+	const char *v = getenv(name);
+	return v != NULL && strcmp(v, "1") == 0;
+}
 
 static const struct entry *lookup(const char *name)
 {
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
 		if (strcmp(table[i].name, name) == 0)
 			return &table[i];
+	if (env_flag("VGPU_STUB_GPA_FUTURE") && strcmp(future[0].name, name) == 0)
+		return &future[0];
 	return NULL;
 }
 
+/* The entry point handed out: internal (cuda_internal.c) with VGPU_STUB_GPA_INTERNAL=1. */
+static void *entry_point(const struct entry *e)
+{
+	void *internal = env_flag("VGPU_STUB_GPA_INTERNAL") ? stub_internal_entry(e->name) : NULL;
+	return internal != NULL ? internal : e->fn;
+}
+
+/*
+ * The rule of the CUDA Driver API reference (Driver Entry Point Access): the
+ * newest variant introduced at or before cudaVersion; with
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the per-thread one when it
+ * exists for that version.
+ */
 static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t flags,
 			CUdriverProcAddressQueryResult *status)
 {
@@ -206,6 +237,8 @@ static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t 
 	if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
 		snprintf(name, sizeof(name), "%s_ptsz", symbol);
 		best = lookup(name);
+		if (best != NULL && best->min_version > version)
+			best = NULL;
 	}
 	for (int v = 4; best == NULL && v >= 1; v--) {
 		if (v == 1)
@@ -224,7 +257,7 @@ static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t 
 	}
 	if (status)
 		*status = CU_GET_PROC_ADDRESS_SUCCESS;
-	*pfn = best->fn;
+	*pfn = entry_point(best);
 	return CUDA_SUCCESS;
 }
 

@@ -273,17 +273,44 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
 }
 
 #ifndef STUB_MINIMAL
-/* ---- VMM: handles are reference counted; mapping records va -> handle ---- */
-struct vmm { uint64_t handle, size, va; int phys, refs; };
-static struct vmm vmms[4096];
+/*
+ * ---- VMM, with the lifetime the CUDA Driver API reference documents ----
+ *
+ * cuMemRelease: "The memory allocation will be freed when all outstanding
+ * mappings to the memory are unmapped and when all outstanding references to
+ * the handle ... are also released." cuMemUnmap: "The range must be the
+ * entire contiguous address range that was mapped to ... Any backing memory
+ * allocations will be freed if there are no existing mappings and there are
+ * no unreleased memory handles." cuMemRetainAllocationHandle: "The handle is
+ * guaranteed to be the same handle value used to map the memory ... must be
+ * released with corresponding number of calls to cuMemRelease." So device
+ * memory from cuMemCreate stays in use after the last cuMemRelease while it
+ * is mapped (the programming guide's create, map, release idiom), and the
+ * stub keeps charging the device for it until the last cuMemUnmap.
+ */
+#define MAX_VMM 4096
+struct vmm { uint64_t handle, size; int phys, refs, maps; };
+struct mapping { uint64_t va, size, handle; };
+static struct vmm vmms[MAX_VMM];
+static struct mapping maps[MAX_VMM];
 static uint64_t next_handle = 1;
 
 static struct vmm *vmm_find(uint64_t h)
 {
-	for (int i = 0; i < 4096; i++)
-		if (vmms[i].handle == h && vmms[i].refs > 0)
+	for (int i = 0; i < MAX_VMM; i++)
+		if (vmms[i].handle == h && (vmms[i].refs > 0 || vmms[i].maps > 0))
 			return &vmms[i];
 	return NULL;
+}
+
+/* Frees the physical memory once nothing references or maps it. Caller holds mu. */
+static void vmm_maybe_free(struct vmm *v)
+{
+	if (v->refs > 0 || v->maps > 0)
+		return;
+	if (v->phys >= 0)
+		stub_dev_release(v->phys, v->size);
+	v->handle = 0;
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
@@ -300,14 +327,16 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
 	if (phys >= 0 && stub_dev_charge(phys, size) != 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&mu);
-	for (int i = 0; i < 4096; i++)
-		if (vmms[i].refs == 0) {
-			vmms[i] = (struct vmm){next_handle++, size, 0, phys, 1};
+	for (int i = 0; i < MAX_VMM; i++)
+		if (vmms[i].refs == 0 && vmms[i].maps == 0) {
+			vmms[i] = (struct vmm){next_handle++, size, phys, 1, 0};
 			*h = vmms[i].handle;
 			pthread_mutex_unlock(&mu);
 			return CUDA_SUCCESS;
 		}
 	pthread_mutex_unlock(&mu);
+	if (phys >= 0)
+		stub_dev_release(phys, size);
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -316,12 +345,12 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 	STUB_NEED_INIT();
 	pthread_mutex_lock(&mu);
 	struct vmm *v = vmm_find(h);
-	if (v == NULL) {
+	if (v == NULL || v->refs == 0) {
 		pthread_mutex_unlock(&mu);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	if (--v->refs == 0 && v->phys >= 0)
-		stub_dev_release(v->phys, v->size);
+	v->refs--;
+	vmm_maybe_free(v);
 	pthread_mutex_unlock(&mu);
 	return CUDA_SUCCESS;
 }
@@ -334,25 +363,83 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevi
 	return CUDA_SUCCESS;
 }
 
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	(void)ptr, (void)size;
+	STUB_NEED_INIT();
+	return CUDA_SUCCESS;
+}
+
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
 		  unsigned long long flags)
 {
-	(void)size, (void)offset, (void)flags;
+	(void)offset, (void)flags;
+	STUB_NEED_INIT();
 	pthread_mutex_lock(&mu);
 	struct vmm *v = vmm_find(h);
-	if (v != NULL)
-		v->va = ptr;
+	CUresult res = v != NULL && v->refs > 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
+	for (int i = 0; v != NULL && v->refs > 0 && i < MAX_VMM; i++)
+		if (maps[i].handle == 0) {
+			maps[i] = (struct mapping){ptr, size, h};
+			v->maps++;
+			res = CUDA_SUCCESS;
+			break;
+		}
 	pthread_mutex_unlock(&mu);
-	return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	return res;
+}
+
+/* Unmaps every mapping that starts inside [ptr, ptr + size). */
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	STUB_NEED_INIT();
+	int found = 0;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_VMM; i++) {
+		if (maps[i].handle == 0 || maps[i].va < ptr || maps[i].va - ptr >= size)
+			continue;
+		struct vmm *v = vmm_find(maps[i].handle);
+		maps[i].handle = 0;
+		found++;
+		if (v != NULL) {
+			v->maps--;
+			vmm_maybe_free(v);
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Access rights are not modelled: every mapping is accessible. */
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count)
+{
+	(void)ptr, (void)size, (void)desc, (void)count;
+	STUB_NEED_INIT();
+	return CUDA_SUCCESS;
+}
+
+/* 2 MiB, the granularity NVIDIA documents as typical for device memory. */
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+				       int option)
+{
+	(void)prop, (void)option;
+	STUB_NEED_INIT();
+	if (granularity == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*granularity = 2u << 20;
+	return CUDA_SUCCESS;
 }
 
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
 {
 	pthread_mutex_lock(&mu);
-	for (int i = 0; i < 4096; i++)
-		if (vmms[i].refs > 0 && vmms[i].va == (uint64_t)(uintptr_t)addr) {
-			vmms[i].refs++;
-			*h = vmms[i].handle;
+	for (int i = 0; i < MAX_VMM; i++)
+		if (maps[i].handle != 0 && maps[i].va == (uint64_t)(uintptr_t)addr) {
+			struct vmm *v = vmm_find(maps[i].handle);
+			if (v == NULL)
+				break;
+			v->refs++;
+			*h = v->handle;
 			pthread_mutex_unlock(&mu);
 			return CUDA_SUCCESS;
 		}

@@ -37,7 +37,11 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props);
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
 			     unsigned long long flags);
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-		  unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count);
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+				       int option);
+/* cuda_internal.c: the internal entry point of a hooked function, or NULL. */
+void *stub_internal_entry(const char *name);
 
 #endif

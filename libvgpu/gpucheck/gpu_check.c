@@ -1,0 +1,512 @@
+/*
+ * gpu_check.c - checks, on a node with a real NVIDIA GPU, that libvgpu
+ * enforces what it promises with the driver installed there. Run it when a
+ * node adopts a new driver:
+ *
+ *   gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Wshadow -Wformat=2 \
+ *       -Wmissing-prototypes -Wstrict-prototypes -o gpu_check libvgpu/gpucheck/*.c -ldl -lpthread
+ *   ./gpu_check /path/to/libvgpu.so
+ *
+ * No CUDA toolkit is needed. Without a GPU it prints "no NVIDIA GPU: skipped"
+ * and exits 0. Otherwise it prints one line per check, "PASS <name>: ...",
+ * "FAIL <name>: ..." or "SKIP <name>: ...", and exits 1 if any check failed.
+ * A header line on stderr names the device and the limit used.
+ *
+ * Each check runs in a fresh process (this program re-executed with a hidden
+ * sub-command) with the environment the node agent gives a container:
+ * libvgpu in LD_PRELOAD, a memory limit L = min(1 GiB, device memory / 4), an
+ * SM limit where the check needs one, a fresh shared region file, and only
+ * the device under test visible (CUDA_VISIBLE_DEVICES=<its UUID>). The check
+ * process reports one line through file descriptor 3; it arms alarm(120) on
+ * itself, so a check that hangs in the driver or in libvgpu dies of SIGALRM
+ * and is reported as FAIL.
+ *
+ * CI runs it against libvgpu's stub driver: with GPU_CHECK_ALLOW_STUB=1 a
+ * device whose driver name contains "stub" counts as a GPU; without it such
+ * a device is no GPU, so a machine with only the stub installed skips.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu_check.h"
+
+#define GC_WATCHDOG_S 120
+/* The parent's own deadline, for a check process that SIGALRM cannot end. */
+#define GC_BACKSTOP_MS ((GC_WATCHDOG_S + 15) * 1000)
+#define GC_SM_LIMIT 30
+#define GC_SM_TOLERANCE 5.0
+
+extern char **environ;
+
+/* What every check process of one run shares. */
+struct gc_run {
+	char exe[PATH_MAX];         /* this program, re-executed for each check */
+	char libvgpu[PATH_MAX];
+	struct gc_target target;
+	char **base_env;            /* the caller's environment minus libvgpu's variables */
+	int failed;
+};
+
+struct gc_result {
+	enum gc_kind kind;
+	char text[1024];
+};
+
+static const char *const kind_names[] = {"PASS", "FAIL", "SKIP", "RATE"};
+
+int gc_verdict(enum gc_kind kind, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	for (char *c = line; *c != '\0'; c++)
+		if (*c == '\n')
+			*c = ' ';
+	dprintf(GC_VERDICT_FD, "%s %s\n", kind_names[kind], line);
+	return 0;
+}
+
+/* libvgpu's own variables are set per check; the caller's must not leak in. */
+static bool ours(const char *var)
+{
+	static const char *const prefixes[] = {
+		"LD_PRELOAD=", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
+		"CUDA_DEVICE_MEMORY_SHARED_CACHE=", "CUDA_VISIBLE_DEVICES=",
+		"GPU_CORE_UTILIZATION_POLICY=",
+	};
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(var, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return false;
+}
+
+static char **filtered_environ(void)
+{
+	size_t n = 0, k = 0;
+	while (environ[n] != NULL)
+		n++;
+	char **env = calloc(n + 1, sizeof(*env));
+	if (env == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!ours(environ[i]))
+			env[k++] = environ[i];
+	return env;
+}
+
+/* The container environment of one check process; free with free_env. */
+static char **check_env(const struct gc_run *run, unsigned int sm_limit, const char *cache)
+{
+	size_t n = 0;
+	while (run->base_env[n] != NULL)
+		n++;
+	char **env = calloc(n + 6, sizeof(*env));
+	if (env == NULL)
+		return NULL;
+	memcpy(env, run->base_env, n * sizeof(*env));
+	int i = run->target.index;
+	if (asprintf(&env[n++], "LD_PRELOAD=%s", run->libvgpu) < 0 ||
+	    asprintf(&env[n++], "CUDA_DEVICE_MEMORY_LIMIT_%d=%llum", i,
+		     (unsigned long long)(run->target.limit / GC_MIB)) < 0 ||
+	    asprintf(&env[n++], "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", cache) < 0 ||
+	    asprintf(&env[n++], "CUDA_VISIBLE_DEVICES=%s", run->target.uuid) < 0 ||
+	    (sm_limit != 0 && asprintf(&env[n++], "CUDA_DEVICE_SM_LIMIT_%d=%u", i, sm_limit) < 0))
+		return NULL;
+	return env;
+}
+
+static void free_env(const struct gc_run *run, char **env)
+{
+	size_t n = 0;
+	while (run->base_env[n] != NULL)
+		n++;
+	for (char **e = env + n; *e != NULL; e++)
+		free(*e);
+	free(env);
+}
+
+/* Reads the check's verdict until EOF or the backstop deadline; returns -1 on timeout. */
+static int read_verdict(int fd, char *buf, size_t len)
+{
+	struct timespec t0;
+	size_t used = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (waited >= GC_BACKSTOP_MS)
+			return -1;
+		int r = poll(&p, 1, (int)(GC_BACKSTOP_MS - waited));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		char scratch[256];
+		char *dst = used + 1 < len ? buf + used : scratch;
+		size_t room = used + 1 < len ? len - used - 1 : sizeof(scratch);
+		ssize_t n = read(fd, dst, room);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (dst == buf + used)
+			used += (size_t)n;
+	}
+	buf[used] = '\0';
+	return 0;
+}
+
+/* Turns the process's line and exit status into a result. */
+static void judge(struct gc_result *res, char *line, bool timed_out, int status)
+{
+	char *nl = strchr(line, '\n');
+	if (nl != NULL)
+		*nl = '\0';
+	res->kind = GC_FAIL;
+	if (timed_out) {
+		snprintf(res->text, sizeof(res->text), "no verdict within %d s; killed", GC_WATCHDOG_S + 15);
+		return;
+	}
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+		snprintf(res->text, sizeof(res->text), "hung: no verdict within %d s (watchdog)",
+			 GC_WATCHDOG_S);
+		return;
+	}
+	for (int k = GC_PASS; k <= GC_RATE; k++) {
+		size_t n = strlen(kind_names[k]);
+		if (strncmp(line, kind_names[k], n) == 0 && line[n] == ' ') {
+			res->kind = (enum gc_kind)k;
+			snprintf(res->text, sizeof(res->text), "%s", line + n + 1);
+		}
+	}
+	if (res->kind != GC_FAIL && WIFSIGNALED(status)) {
+		char keep[sizeof(res->text)];
+		snprintf(keep, sizeof(keep), "%s", res->text);
+		res->kind = GC_FAIL;
+		snprintf(res->text, sizeof(res->text), "the check process died of %s after reporting: %.900s",
+			 strsignal(WTERMSIG(status)), keep);
+	} else if (line[0] == '\0') {
+		if (WIFSIGNALED(status))
+			snprintf(res->text, sizeof(res->text), "the check process died of %s without a verdict",
+				 strsignal(WTERMSIG(status)));
+		else
+			snprintf(res->text, sizeof(res->text), "the check process exited with status %d without a verdict",
+				 WEXITSTATUS(status));
+	}
+}
+
+/* In the forked child: only async-signal-safe calls until execve. */
+static void exec_check(const struct gc_run *run, int wfd, char *const argv[], char *const env[])
+{
+	setpgid(0, 0);
+	if (wfd == GC_VERDICT_FD)
+		fcntl(wfd, F_SETFD, 0);
+	else if (dup2(wfd, GC_VERDICT_FD) < 0)
+		_exit(126);
+	dup2(STDERR_FILENO, STDOUT_FILENO);     /* stdout carries only the parent's lines */
+	execve(run->exe, argv, env);
+	_exit(127);
+}
+
+/*
+ * Runs one check process: `mode` is "--run" or "--pidns" (the measurement in
+ * a new PID namespace), `sm_limit` 0 for none.
+ */
+static void run_check(struct gc_run *run, const char *mode, const char *check,
+		      unsigned int sm_limit, struct gc_result *res)
+{
+	char cache[] = "/tmp/gpu_check-region.XXXXXX", limit[32], index[16], line[2048];
+	int fds[2], status = 0;
+	res->kind = GC_FAIL;
+	int cfd = mkstemp(cache);
+	if (cfd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
+		snprintf(res->text, sizeof(res->text), "cannot set up the check process: %s", strerror(errno));
+		if (cfd >= 0)
+			unlink(cache);
+		return;
+	}
+	close(cfd);
+	snprintf(limit, sizeof(limit), "%llu", (unsigned long long)run->target.limit);
+	snprintf(index, sizeof(index), "%d", run->target.index);
+	char *argv[] = {run->exe, (char *)mode, (char *)check, limit, run->target.uuid, index, NULL};
+	char **env = check_env(run, sm_limit, cache);
+	pid_t pid = env != NULL ? fork() : -1;
+	if (pid == 0)
+		exec_check(run, fds[1], argv, env);
+	close(fds[1]);
+	if (pid < 0) {
+		snprintf(res->text, sizeof(res->text), "cannot start the check process: %s", strerror(errno));
+	} else {
+		setpgid(pid, pid);
+		bool timed_out = read_verdict(fds[0], line, sizeof(line)) != 0;
+		if (timed_out)
+			kill(-pid, SIGKILL);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		judge(res, line, timed_out, status);
+	}
+	close(fds[0]);
+	if (env != NULL)
+		free_env(run, env);
+	unlink(cache);
+}
+
+static void report(struct gc_run *run, const char *name, const struct gc_result *res)
+{
+	enum gc_kind kind = res->kind == GC_RATE ? GC_FAIL : res->kind;
+	if (kind == GC_FAIL)
+		run->failed = 1;
+	printf("%s %s: %s\n", kind_names[kind], name, res->text);
+	fflush(stdout);
+}
+
+/* The limited rate over the unlimited one, from two RATE lines. */
+static void report_share(struct gc_run *run, const char *name, double base,
+			 const struct gc_result *limited)
+{
+	struct gc_result out = *limited;
+	if (limited->kind == GC_RATE) {
+		char *rest;
+		double rate = strtod(limited->text, &rest);
+		double share = 100.0 * rate / base;
+		bool ok = share >= GC_SM_LIMIT - GC_SM_TOLERANCE && share <= GC_SM_LIMIT + GC_SM_TOLERANCE;
+		out.kind = ok ? GC_PASS : GC_FAIL;
+		snprintf(out.text, sizeof(out.text),
+			 "unlimited %.1f kernels/s, limited to %d %% %.1f kernels/s%s: share %.1f %% (want %d +/- %.0f)",
+			 base, GC_SM_LIMIT, rate, rest, share, GC_SM_LIMIT, GC_SM_TOLERANCE);
+	}
+	report(run, name, &out);
+}
+
+static void run_sm_checks(struct gc_run *run)
+{
+	struct gc_result base, limited;
+	run_check(run, "--run", "sm_rate", 0, &base);
+	if (base.kind != GC_RATE) {
+		char why[sizeof(base.text)];
+		snprintf(why, sizeof(why), "%s", base.text);
+		snprintf(base.text, sizeof(base.text), "unlimited run: %.1000s", why);
+		report(run, "sm_share", &base);
+		report(run, "sm_share_pidns", &base);
+		return;
+	}
+	double rate = strtod(base.text, NULL);
+	if (!(rate > 0)) {
+		base.kind = GC_FAIL;
+		report(run, "sm_share", &base);
+		report(run, "sm_share_pidns", &base);
+		return;
+	}
+	run_check(run, "--run", "sm_rate", GC_SM_LIMIT, &limited);
+	report_share(run, "sm_share", rate, &limited);
+	run_check(run, "--pidns", "sm_rate", GC_SM_LIMIT, &limited);
+	report_share(run, "sm_share_pidns", rate, &limited);
+}
+
+typedef int (*gc_check_fn)(const struct gc_api *, const struct gc_target *);
+
+/* In the order they run; sm_rate is one measurement of sm_share (run_sm_checks). */
+static const struct {
+	const char *name;
+	gc_check_fn fn;
+	bool standalone;
+} checks[] = {
+	{"memory_limit", gc_check_memory_limit, true},
+	{"nvml_memory", gc_check_nvml_memory, true},
+	{"nvidia_smi", gc_check_nvidia_smi, true},
+	{"vmm_lifetime", gc_check_vmm_lifetime, true},
+	{"procaddr", gc_check_procaddr, true},
+	{"sm_rate", gc_check_sm_rate, false},
+};
+
+/* A check process: `gpu_check --run <check> <limit> <uuid> <index>`. */
+static int check_main(int argc, char **argv)
+{
+	struct gc_target t = {0};
+	struct gc_api api;
+	char err[512];
+	alarm(GC_WATCHDOG_S);
+	fcntl(GC_VERDICT_FD, F_SETFD, FD_CLOEXEC);   /* not for the tools it runs */
+	if (argc != 6)
+		return gc_verdict(GC_FAIL, "internal: bad check arguments");
+	t.limit = strtoull(argv[3], NULL, 10);
+	snprintf(t.uuid, sizeof(t.uuid), "%s", argv[4]);
+	t.index = atoi(argv[5]);
+	if (gc_api_open(&api, true) != 0)
+		return gc_verdict(GC_FAIL, "libcuda.so.1 cannot be opened in the check process");
+	if (!gc_preload_ok(&api, err, sizeof(err)))
+		return gc_verdict(GC_FAIL, "libvgpu is not in front of the driver: %s", err);
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
+		if (strcmp(checks[i].name, argv[2]) == 0)
+			return checks[i].fn(&api, &t);
+	return gc_verdict(GC_FAIL, "internal: unknown check %s", argv[2]);
+}
+
+/*
+ * Device 0 is a GPU to test unless it is libvgpu's stub (its driver name says
+ * "stub", or it has none: every NVIDIA driver names its devices), which only
+ * counts with GPU_CHECK_ALLOW_STUB=1. Returns false when there is nothing to test.
+ */
+static bool find_gpu(struct gc_api *api, CUdevice *dev, char *name, size_t len)
+{
+	const char *allow = getenv("GPU_CHECK_ALLOW_STUB");
+	int count = 0;
+	if (gc_api_open(api, true) != 0 || api->cuInit == NULL || api->cuDeviceGetCount == NULL ||
+	    api->cuDeviceGet == NULL)
+		return false;
+	if (api->cuInit(0) != CUDA_SUCCESS || api->cuDeviceGetCount(&count) != CUDA_SUCCESS ||
+	    count <= 0 || api->cuDeviceGet(dev, 0) != CUDA_SUCCESS)
+		return false;
+	bool named = api->cuDeviceGetName != NULL &&
+		     api->cuDeviceGetName(name, (int)len, *dev) == CUDA_SUCCESS;
+	if (!named)
+		snprintf(name, len, "(no name)");
+	if (named && strstr(name, "stub") == NULL)
+		return true;
+	return allow != NULL && strcmp(allow, "1") == 0;
+}
+
+/*
+ * Without cuDeviceGetUuid: CUDA ordinal 0 is the first CUDA_VISIBLE_DEVICES
+ * entry, or else the first device in PCI bus order (main sets
+ * CUDA_DEVICE_ORDER=PCI_BUS_ID), which is NVML's order.
+ */
+static bool uuid_from_nvml(const struct gc_api *api, char *buf, size_t len)
+{
+	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+	char first[NVML_DEVICE_UUID_BUFFER_SIZE] = "0";
+	unsigned int count = 0;
+	if (cvd != NULL)
+		snprintf(first, sizeof(first), "%.*s", (int)strcspn(cvd, ","), cvd);
+	if (!api->nvml_ready || api->nvmlDeviceGetCount_v2 == NULL ||
+	    api->nvmlDeviceGetHandleByIndex_v2 == NULL || api->nvmlDeviceGetUUID == NULL ||
+	    api->nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS)
+		return false;
+	bool by_uuid = strncmp(first, "GPU-", 4) == 0;
+	for (unsigned int i = 0; i < count; i++) {
+		nvmlDevice_t h;
+		char uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
+		if (api->nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS ||
+		    api->nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) != NVML_SUCCESS)
+			continue;
+		if (by_uuid ? strncmp(uuid, first, strlen(first)) == 0 : i == strtoul(first, NULL, 10)) {
+			snprintf(buf, len, "%s", uuid);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The device under test: its UUID (CUDA_VISIBLE_DEVICES of every check), its
+ * NVML index (libvgpu indexes limits by it: CUDA_DEVICE_MEMORY_LIMIT_<index>,
+ * 0 on a node whose first GPU is tested) and L = min(1 GiB, memory / 4).
+ */
+static int describe_target(const struct gc_api *api, CUdevice dev, struct gc_target *t,
+			   size_t *total)
+{
+	gc_uuid u;
+	nvmlDevice_t h;
+	unsigned int index = 0;
+	CUresult r = api->cuDeviceTotalMem_v2 != NULL ? api->cuDeviceTotalMem_v2(total, dev)
+						       : CUDA_ERROR_NOT_FOUND;
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "gpu_check: cannot read the memory size of device 0: cuDeviceTotalMem_v2 %s\n",
+			api->cuDeviceTotalMem_v2 != NULL ? gc_cuerr(api, r) : "missing");
+		return -1;
+	}
+	t->limit = *total / 4 / GC_MIB * GC_MIB;
+	if (t->limit > 1024 * GC_MIB)
+		t->limit = 1024 * GC_MIB;
+	if ((api->cuDeviceGetUuid_v2 != NULL && api->cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) ||
+	    (api->cuDeviceGetUuid != NULL && api->cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS))
+		gc_format_uuid(&u, t->uuid, sizeof(t->uuid));
+	else if (!uuid_from_nvml(api, t->uuid, sizeof(t->uuid))) {
+		fprintf(stderr, "gpu_check: cannot tell the UUID of device 0 (no cuDeviceGetUuid, no NVML)\n");
+		return -1;
+	}
+	if (gc_nvml_find(api, t->uuid, &h, &index) != 0)
+		fprintf(stderr, "gpu_check: NVML does not list %s; assuming device index 0\n", t->uuid);
+	t->index = (int)index;
+	return 0;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: gpu_check <path to libvgpu.so>\n"
+			"  checks that libvgpu enforces its memory limit and SM share on this node's\n"
+			"  GPU 0; prints PASS/FAIL/SKIP per check, exits 1 if any check failed\n");
+	return 2;
+}
+
+static int setup(struct gc_run *run, const char *libvgpu, struct gc_api *api, CUdevice dev)
+{
+	ssize_t n = readlink("/proc/self/exe", run->exe, sizeof(run->exe) - 1);
+	size_t total = 0;
+	if (n <= 0) {
+		fprintf(stderr, "gpu_check: cannot find its own executable: %s\n", strerror(errno));
+		return -1;
+	}
+	run->exe[n] = '\0';
+	if (describe_target(api, dev, &run->target, &total) != 0)
+		return -1;
+	run->base_env = filtered_environ();
+	if (run->base_env == NULL)
+		return -1;
+	fprintf(stderr, "gpu_check: %s on %s (NVML index %d, %zu MiB): limit %llu MiB\n", libvgpu,
+		run->target.uuid, run->target.index, total / GC_MIB,
+		(unsigned long long)(run->target.limit / GC_MIB));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct gc_run run = {0};
+	struct gc_api api;
+	struct gc_result res;
+	CUdevice dev = 0;
+	char name[256];
+	if (argc >= 2 && strcmp(argv[1], "--run") == 0)
+		return check_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--pidns") == 0)
+		return gc_pidns_main(argc, argv);
+	if (argc != 2 || argv[1][0] == '-')
+		return usage();
+	if (realpath(argv[1], run.libvgpu) == NULL) {
+		fprintf(stderr, "gpu_check: %s: %s\n", argv[1], strerror(errno));
+		return 2;
+	}
+	/* Before cuInit: makes CUDA ordinal 0 the device NVML calls index 0. */
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	if (!find_gpu(&api, &dev, name, sizeof(name))) {
+		printf("no NVIDIA GPU: skipped\n");
+		return 0;
+	}
+	fprintf(stderr, "gpu_check: device 0 is \"%s\"\n", name);
+	if (setup(&run, run.libvgpu, &api, dev) != 0)
+		return 2;
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		if (!checks[i].standalone)
+			continue;
+		run_check(&run, "--run", checks[i].name, 0, &res);
+		report(&run, checks[i].name, &res);
+	}
+	run_sm_checks(&run);
+	free(run.base_env);
+	return run.failed ? 1 : 0;
+}
