@@ -9,6 +9,8 @@
 #                a short fault campaign included
 #   make faults  the long fault campaign (docs/reliability.md): FAULT_SEEDS
 #                seeds of FAULT_DURATION each (default 1-10 x 4m, about 45 min)
+#   make gpu-check  on a node with an NVIDIA GPU: libvgpu against the real
+#                driver (docs/gpu-check.md); elsewhere "no NVIDIA GPU: skipped"
 #   make demo    the local end-to-end demo: 3 simulated DGX A100 nodes,
 #                sample Volcano Jobs sharing GPUs, a table of who holds what
 #                (DEMO_FLAGS=--keep leaves the cluster up until Ctrl-C)
@@ -24,7 +26,7 @@ BENCH_COUNT   ?= 6
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e faults demo clean quality fuzz
+.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e faults demo clean quality fuzz gpu-check
 
 all: build test
 
@@ -39,6 +41,9 @@ test: lint unit libvgpu-test smoke e2e
 
 libvgpu-test:
 	$(MAKE) -C libvgpu test
+
+gpu-check:
+	@$(MAKE) -s -C libvgpu gpu-check
 
 # The scheduler binary starts and lists Volcano's flags next to ours.
 smoke: build

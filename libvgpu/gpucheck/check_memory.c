@@ -15,10 +15,7 @@
 #define CHUNK (16 * GC_MIB)
 /* The context's own memory is charged, so a fill may stop this far below L. */
 #define CONTEXT_SLACK (256 * GC_MIB)
-#define HELD (256 * GC_MIB)
 #define NVML_TOLERANCE (64 * GC_MIB)
-
-static double mib(uint64_t bytes) { return (double)bytes / (double)GC_MIB; }
 
 struct fill {
 	uint64_t bytes;
@@ -41,6 +38,24 @@ static void fill(const struct gc_api *api, CUdeviceptr *ptrs, unsigned int max, 
 	}
 }
 
+/* The fill's verdict: at most L, at least L - CONTEXT_SLACK, then exactly OOM. */
+static int judge_fill(const struct gc_api *api, const struct gc_target *t, const struct fill *f,
+		      size_t total, size_t free_b)
+{
+	uint64_t low = t->limit > CONTEXT_SLACK ? t->limit - CONTEXT_SLACK : 0;
+	if (f->refusal == CUDA_SUCCESS)
+		return gc_verdict(GC_FAIL, "allocated %.1f MiB in 16 MiB chunks, past the %.1f MiB "
+				  "limit, without a refusal", gc_mib(f->bytes), gc_mib(t->limit));
+	if (f->refusal != CUDA_ERROR_OUT_OF_MEMORY || f->bytes > t->limit || f->bytes < low)
+		return gc_verdict(GC_FAIL, "want %.1f..%.1f MiB then CUDA_ERROR_OUT_OF_MEMORY, "
+				  "got %.1f MiB then %s", gc_mib(low), gc_mib(t->limit),
+				  gc_mib(f->bytes), gc_cuerr(api, f->refusal));
+	return gc_verdict(GC_PASS, "cuMemGetInfo_v2 total %.1f MiB, free %.1f MiB; %u x 16 MiB = "
+			  "%.1f MiB allocated (want %.1f..%.1f), then %s", gc_mib(total),
+			  gc_mib(free_b), f->chunks, gc_mib(f->bytes), gc_mib(low),
+			  gc_mib(t->limit), gc_cuerr(api, f->refusal));
+}
+
 /*
  * cuMemGetInfo_v2 ("Memory Management": free and total memory of the current
  * context's device) must say L, and cuMemAlloc_v2 must refuse with
@@ -48,48 +63,64 @@ static void fill(const struct gc_api *api, CUdeviceptr *ptrs, unsigned int max, 
  */
 int gc_check_memory_limit(const struct gc_api *api, const struct gc_target *t)
 {
-	static const char *const need[] = {"cuMemGetInfo_v2", "cuMemAlloc_v2", "cuMemFree_v2", NULL};
+	static const char *const need[] = {"cuMemGetInfo_v2", "cuMemAlloc_v2", "cuMemFree_v2",
+					   NULL};
 	CUdevice dev;
 	size_t free_b = 0, total = 0;
+	struct fill f;
 	if (!gc_prepare(api, need, &dev))
 		return 0;
 	CUresult r = api->cuMemGetInfo_v2(&free_b, &total);
 	if (r != CUDA_SUCCESS)
 		return gc_verdict(GC_FAIL, "cuMemGetInfo_v2 returned %s", gc_cuerr(api, r));
 	if (total != t->limit || free_b > t->limit)
-		return gc_verdict(GC_FAIL, "cuMemGetInfo_v2: want total %.1f MiB and free <= it, got total %.1f MiB, free %.1f MiB",
-				  mib(t->limit), mib(total), mib(free_b));
+		return gc_verdict(GC_FAIL, "cuMemGetInfo_v2: want total %.1f MiB and free <= it, "
+				  "got total %.1f MiB, free %.1f MiB", gc_mib(t->limit),
+				  gc_mib(total), gc_mib(free_b));
 	unsigned int max = (unsigned int)(t->limit / CHUNK) + 2;
 	CUdeviceptr *ptrs = calloc(max, sizeof(*ptrs));
-	struct fill f;
 	if (ptrs == NULL)
 		return gc_verdict(GC_FAIL, "out of host memory");
 	fill(api, ptrs, max, &f);
 	for (unsigned int i = 0; i < f.chunks; i++)
 		api->cuMemFree_v2(ptrs[i]);
 	free(ptrs);
-	uint64_t low = t->limit > CONTEXT_SLACK ? t->limit - CONTEXT_SLACK : 0;
-	if (f.refusal == CUDA_SUCCESS)
-		return gc_verdict(GC_FAIL, "allocated %.1f MiB of 16 MiB chunks past the %.1f MiB limit without a refusal",
-				  mib(f.bytes), mib(t->limit));
-	if (f.refusal != CUDA_ERROR_OUT_OF_MEMORY || f.bytes > t->limit || f.bytes < low)
-		return gc_verdict(GC_FAIL, "want %.1f..%.1f MiB then CUDA_ERROR_OUT_OF_MEMORY, got %.1f MiB then %s",
-				  mib(low), mib(t->limit), mib(f.bytes), gc_cuerr(api, f.refusal));
-	return gc_verdict(GC_PASS, "cuMemGetInfo_v2 total %.1f MiB free %.1f MiB; %u x 16 MiB = %.1f MiB allocated (want %.1f..%.1f), then %s",
-			  mib(total), mib(free_b), f.chunks, mib(f.bytes), mib(low), mib(t->limit),
-			  gc_cuerr(api, f.refusal));
+	return judge_fill(api, t, &f, total, free_b);
 }
 
-/* Compares one NVML answer with the limit and what the process holds; NULL if right. */
-static const char *judge_nvml(const char *fn, uint64_t total, uint64_t used, uint64_t limit,
-			      uint64_t held, char *buf, size_t len)
+/* Compares one NVML answer with the limit and what the process holds; false if wrong. */
+static bool nvml_right(const char *fn, uint64_t total, uint64_t used, uint64_t limit,
+		       uint64_t held, char *why, size_t len)
 {
 	uint64_t diff = used > held ? used - held : held - used;
 	if (total == limit && diff <= NVML_TOLERANCE)
-		return NULL;
-	snprintf(buf, len, "%s: want total %.1f MiB and used %.1f +/- %.0f MiB, got total %.1f MiB, used %.1f MiB",
-		 fn, mib(limit), mib(held), mib(NVML_TOLERANCE), mib(total), mib(used));
-	return buf;
+		return true;
+	snprintf(why, len, "%s: want total %.1f MiB and used %.1f +/- %.0f MiB, "
+		 "got total %.1f MiB, used %.1f MiB", fn, gc_mib(limit), gc_mib(held),
+		 gc_mib(NVML_TOLERANCE), gc_mib(total), gc_mib(used));
+	return false;
+}
+
+/* nvmlDeviceGetMemoryInfo, and _v2 when NVML has it; false (why set) if either is wrong. */
+static bool nvml_reports(const struct gc_api *api, nvmlDevice_t h, uint64_t limit,
+			 uint64_t held, nvmlMemory_t *m, char *why, size_t len)
+{
+	nvmlReturn_t rc = api->nvmlDeviceGetMemoryInfo(h, m);
+	if (rc != NVML_SUCCESS) {
+		snprintf(why, len, "nvmlDeviceGetMemoryInfo returned %d", rc);
+		return false;
+	}
+	if (!nvml_right("nvmlDeviceGetMemoryInfo", m->total, m->used, limit, held, why, len))
+		return false;
+	if (api->nvmlDeviceGetMemoryInfo_v2 == NULL)
+		return true;
+	nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+	rc = api->nvmlDeviceGetMemoryInfo_v2(h, &m2);
+	if (rc != NVML_SUCCESS) {
+		snprintf(why, len, "nvmlDeviceGetMemoryInfo_v2 returned %d", rc);
+		return false;
+	}
+	return nvml_right("nvmlDeviceGetMemoryInfo_v2", m2.total, m2.used, limit, held, why, len);
 }
 
 /*
@@ -105,43 +136,31 @@ int gc_check_nvml_memory(const struct gc_api *api, const struct gc_target *t)
 	CUdevice dev;
 	CUdeviceptr p;
 	nvmlDevice_t h;
+	nvmlMemory_t m;
 	unsigned int index;
 	size_t free_b = 0, total = 0;
 	char why[512];
 	if (api->nvml == NULL)
 		return gc_verdict(GC_SKIP, "libnvidia-ml.so.1 cannot be opened");
 	if (!api->nvml_ready)
-		return gc_verdict(GC_FAIL, "nvmlInit_v2/nvmlInit returned %d with libvgpu preloaded",
-				  api->nvml_init_rc);
+		return gc_verdict(GC_FAIL, "nvmlInit_v2/nvmlInit returned %d with libvgpu "
+				  "preloaded", api->nvml_init_rc);
 	if (!gc_prepare(api, need, &dev))
 		return 0;
 	CUresult r = api->cuMemGetInfo_v2(&free_b, &total);
 	if (r == CUDA_SUCCESS)
-		r = api->cuMemAlloc_v2(&p, HELD);
+		r = api->cuMemAlloc_v2(&p, GC_HELD);
 	if (r != CUDA_SUCCESS)
 		return gc_verdict(GC_FAIL, "holding 256 MiB: %s", gc_cuerr(api, r));
-	uint64_t held = total - free_b + HELD;
+	uint64_t context = total - free_b;
 	if (gc_nvml_find(api, t->uuid, &h, &index) != 0)
 		return gc_verdict(GC_FAIL, "NVML does not list %s", t->uuid);
-	nvmlMemory_t m;
-	nvmlReturn_t rc = api->nvmlDeviceGetMemoryInfo(h, &m);
-	if (rc != NVML_SUCCESS)
-		return gc_verdict(GC_FAIL, "nvmlDeviceGetMemoryInfo returned %d", rc);
-	if (judge_nvml("nvmlDeviceGetMemoryInfo", m.total, m.used, t->limit, held, why, sizeof(why)))
+	if (!nvml_reports(api, h, t->limit, context + GC_HELD, &m, why, sizeof(why)))
 		return gc_verdict(GC_FAIL, "%s", why);
-	const char *v2 = "";
-	if (api->nvmlDeviceGetMemoryInfo_v2 != NULL) {
-		nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
-		rc = api->nvmlDeviceGetMemoryInfo_v2(h, &m2);
-		if (rc != NVML_SUCCESS)
-			return gc_verdict(GC_FAIL, "nvmlDeviceGetMemoryInfo_v2 returned %d", rc);
-		if (judge_nvml("nvmlDeviceGetMemoryInfo_v2", m2.total, m2.used, t->limit, held, why,
-			       sizeof(why)))
-			return gc_verdict(GC_FAIL, "%s", why);
-		v2 = " (and _v2)";
-	}
-	return gc_verdict(GC_PASS, "nvmlDeviceGetMemoryInfo%s total %.1f MiB, used %.1f MiB; the process holds 256 MiB + %.1f MiB context",
-			  v2, mib(m.total), mib(m.used), mib(held - HELD));
+	return gc_verdict(GC_PASS, "nvmlDeviceGetMemoryInfo%s total %.1f MiB, used %.1f MiB; "
+			  "the process holds 256 MiB + %.1f MiB context",
+			  api->nvmlDeviceGetMemoryInfo_v2 != NULL ? " (and _v2)" : "",
+			  gc_mib(m.total), gc_mib(m.used), gc_mib(context));
 }
 
 /*
@@ -183,19 +202,21 @@ int gc_check_procaddr(const struct gc_api *api, const struct gc_target *t)
 	if (r == CUDA_SUCCESS)
 		r = proc_address(api, "cuMemFree", (void **)&release, &how);
 	if (r != CUDA_SUCCESS)
-		return gc_verdict(GC_FAIL, "%s(\"cuMemAlloc\"/\"cuMemFree\", 12000) returned %s", how,
-				  gc_cuerr(api, r));
+		return gc_verdict(GC_FAIL, "%s(\"cuMemAlloc\"/\"cuMemFree\", 12000) returned %s",
+				  how, gc_cuerr(api, r));
 	r = alloc(&p, t->limit + CHUNK);
 	if (r == CUDA_SUCCESS)
 		release(p);
 	if (r != CUDA_ERROR_OUT_OF_MEMORY)
-		return gc_verdict(GC_FAIL, "cuMemAlloc from %s: want CUDA_ERROR_OUT_OF_MEMORY for L + 16 MiB = %.1f MiB, got %s",
-				  how, mib(t->limit + CHUNK), gc_cuerr(api, r));
+		return gc_verdict(GC_FAIL, "cuMemAlloc from %s: want CUDA_ERROR_OUT_OF_MEMORY for "
+				  "L + 16 MiB = %.1f MiB, got %s", how, gc_mib(t->limit + CHUNK),
+				  gc_cuerr(api, r));
 	CUresult small = alloc(&p, CHUNK);
 	CUresult freed = small == CUDA_SUCCESS ? release(p) : CUDA_SUCCESS;
 	if (small != CUDA_SUCCESS || freed != CUDA_SUCCESS)
-		return gc_verdict(GC_FAIL, "cuMemAlloc/cuMemFree from %s: want CUDA_SUCCESS for 16 MiB, got %s / %s",
-				  how, gc_cuerr(api, small), gc_cuerr(api, freed));
-	return gc_verdict(GC_PASS, "cuMemAlloc from %s(12000): L + 16 MiB refused with %s, 16 MiB allocated and freed",
-			  how, gc_cuerr(api, r));
+		return gc_verdict(GC_FAIL, "cuMemAlloc/cuMemFree from %s: want CUDA_SUCCESS for "
+				  "16 MiB, got %s / %s", how, gc_cuerr(api, small),
+				  gc_cuerr(api, freed));
+	return gc_verdict(GC_PASS, "cuMemAlloc from %s(12000): L + 16 MiB refused with %s, "
+			  "16 MiB allocated and freed", how, gc_cuerr(api, r));
 }

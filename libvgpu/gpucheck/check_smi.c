@@ -6,11 +6,13 @@
  *   --query-gpu=memory.total,memory.used   total is L, used at least 256 MiB
  *   --query-compute-apps=pid,used_memory   no process but this check's
  *
- * nvidia-smi is started with posix_spawn: a process that has initialised
- * CUDA should not fork (the driver does not support a forked child), and a
- * spawn runs no atfork handlers.
+ * nvidia-smi is started with posix_spawn rather than fork: nothing of this
+ * CUDA process (no atfork handler, libvgpu's included) runs in the child
+ * before the exec. The compute-apps pids are compared with getpid(), so this
+ * check assumes it runs in the node's PID namespace, as NVML reports pids.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -21,7 +23,6 @@
 
 #include "gpu_check.h"
 
-#define HELD (256 * GC_MIB)
 #define MAX_PIDS 64
 
 extern char **environ;
@@ -41,7 +42,7 @@ bool gc_find_in_path(const char *prog, char *buf, size_t len)
 	return false;
 }
 
-/* Runs nvidia-smi with this process's environment; returns its wait status, -1 if not started. */
+/* Runs nvidia-smi with this process's environment: its wait status, -1 if not started. */
 static int run_tool(char *const argv[], char *out, size_t len, pid_t *pid)
 {
 	posix_spawn_file_actions_t fa;
@@ -54,13 +55,20 @@ static int run_tool(char *const argv[], char *out, size_t len, pid_t *pid)
 	int err = posix_spawn(pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(fds[1]);
-	if (err == 0) {
-		ssize_t n;
-		while ((n = read(fds[0], out + used, len - 1 - used)) > 0 && used + 1 < len)
+	while (err == 0) {
+		char scratch[512];      /* past `len`, drain so that nvidia-smi never blocks */
+		bool room = used + 1 < len;
+		ssize_t n = read(fds[0], room ? out + used : scratch,
+				 room ? len - 1 - used : sizeof(scratch));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (room)
 			used += (size_t)n;
-		while (waitpid(*pid, &status, 0) < 0)
-			;
 	}
+	while (err == 0 && waitpid(*pid, &status, 0) < 0 && errno == EINTR)
+		;
 	out[used] = '\0';
 	close(fds[0]);
 	return status;
@@ -111,7 +119,9 @@ static int foreign_pids(char *smi, const char *uuid, int *pids, char *why, size_
 	int status = run_tool(argv, out, sizeof(out), &pid);
 	if (tool_failed(status, out, why, len))
 		return -1;
-	for (char *line = out; *line != '\0'; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] != '\0')) {
+	char *save = NULL;
+	for (char *line = strtok_r(out, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
 		int p;
 		if (sscanf(line, " %d ,", &p) == 1 && p != getpid() && p != pid && n < MAX_PIDS)
 			pids[n++] = p;
@@ -131,19 +141,24 @@ int gc_check_nvidia_smi(const struct gc_api *api, const struct gc_target *t)
 		return gc_verdict(GC_SKIP, "nvidia-smi is not on PATH");
 	if (!gc_prepare(api, need, &dev))
 		return 0;
-	CUresult r = api->cuMemAlloc_v2(&p, HELD);
+	CUresult r = api->cuMemAlloc_v2(&p, GC_HELD);
 	if (r != CUDA_SUCCESS)
-		return gc_verdict(GC_FAIL, "holding 256 MiB: cuMemAlloc_v2 returned %s", gc_cuerr(api, r));
+		return gc_verdict(GC_FAIL, "holding 256 MiB: cuMemAlloc_v2 returned %s",
+				  gc_cuerr(api, r));
 	if (!query_memory(smi, t->uuid, &total, &used, why, sizeof(why)))
 		return gc_verdict(GC_FAIL, "--query-gpu: %s", why);
 	int n = foreign_pids(smi, t->uuid, pids, why, sizeof(why));
 	if (n < 0)
 		return gc_verdict(GC_FAIL, "--query-compute-apps: %s", why);
-	for (int i = 0; i < n; i++)
-		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d", i ? ", " : "", pids[i]);
-	if (total != t->limit / GC_MIB || used < HELD / GC_MIB || n > 0)
-		return gc_verdict(GC_FAIL, "want memory.total %llu MiB, memory.used >= 256 MiB and no other compute app; got %llu MiB, %llu MiB, other pids [%s]",
+	for (int i = 0; i < n; i++) {
+		size_t at = strlen(list);
+		snprintf(list + at, sizeof(list) - at, "%s%d", i ? ", " : "", pids[i]);
+	}
+	if (total != t->limit / GC_MIB || used < GC_HELD / GC_MIB || n > 0)
+		return gc_verdict(GC_FAIL, "want memory.total %llu MiB, memory.used >= 256 MiB and "
+				  "no other compute app; got %llu MiB, %llu MiB, other pids [%s]",
 				  (unsigned long long)(t->limit / GC_MIB), total, used, list);
-	return gc_verdict(GC_PASS, "memory.total %llu MiB, memory.used %llu MiB while holding 256 MiB; compute apps: none but this check (pid %d)",
-			  total, used, (int)getpid());
+	return gc_verdict(GC_PASS, "memory.total %llu MiB, memory.used %llu MiB while holding "
+			  "256 MiB; compute apps: none but this check (pid %d)", total, used,
+			  (int)getpid());
 }

@@ -32,8 +32,6 @@ struct vmm {
 	bool created, reserved, mapped;
 };
 
-static double mib(uint64_t bytes) { return (double)bytes / (double)GC_MIB; }
-
 /* The guide's sequence: create, reserve, map, set access, release. Returns the failing call. */
 static const char *map_released(const struct gc_api *api, CUdevice dev, struct vmm *v, CUresult *r)
 {
@@ -61,16 +59,15 @@ static const char *map_released(const struct gc_api *api, CUdevice dev, struct v
 /* Undoes what map_released did; returns the first error (the check needs unmap to work). */
 static CUresult unwind(const struct gc_api *api, struct vmm *v)
 {
-	CUresult first = CUDA_SUCCESS, r;
-	if (v->mapped && (r = api->cuMemUnmap(v->va, v->size)) != CUDA_SUCCESS && first == CUDA_SUCCESS)
-		first = r;
-	if (v->reserved && (r = api->cuMemAddressFree(v->va, v->size)) != CUDA_SUCCESS &&
-	    first == CUDA_SUCCESS)
-		first = r;
-	if (v->created && (r = api->cuMemRelease(v->handle)) != CUDA_SUCCESS && first == CUDA_SUCCESS)
-		first = r;
+	CUresult r[3] = {CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS};
+	if (v->mapped)
+		r[0] = api->cuMemUnmap(v->va, v->size);
+	if (v->reserved)
+		r[1] = api->cuMemAddressFree(v->va, v->size);
+	if (v->created)
+		r[2] = api->cuMemRelease(v->handle);
 	v->mapped = v->reserved = v->created = false;
-	return first;
+	return r[0] != CUDA_SUCCESS ? r[0] : r[1] != CUDA_SUCCESS ? r[1] : r[2];
 }
 
 static CUresult try_alloc(const struct gc_api *api, size_t bytes)
@@ -103,8 +100,8 @@ int gc_check_vmm_lifetime(const struct gc_api *api, const struct gc_target *t)
 {
 	static const char *const need[] = {
 		"cuMemGetInfo_v2", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemGetAllocationGranularity",
-		"cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree", "cuMemMap",
-		"cuMemUnmap", "cuMemSetAccess", NULL};
+		"cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
+		"cuMemMap", "cuMemUnmap", "cuMemSetAccess", NULL};
 	struct vmm v = {0};
 	CUdevice dev;
 	size_t free_b = 0, total = 0, gran = 0, probe = 0;
@@ -115,22 +112,27 @@ int gc_check_vmm_lifetime(const struct gc_api *api, const struct gc_target *t)
 	if (r != CUDA_SUCCESS)
 		return gc_verdict(GC_FAIL, "cuMemGetInfo_v2 returned %s", gc_cuerr(api, r));
 	if ((v.size = plan(api, dev, free_b, &gran, &probe)) == 0)
-		return gc_verdict(GC_SKIP, "only %.1f MiB free after the context", mib(free_b));
+		return gc_verdict(GC_SKIP, "only %.1f MiB free after the context", gc_mib(free_b));
 	const char *step = map_released(api, dev, &v, &r);
 	if (step != NULL) {
 		unwind(api, &v);
-		return gc_verdict(GC_FAIL, "%s(%.1f MiB) returned %s", step, mib(v.size), gc_cuerr(api, r));
+		return gc_verdict(GC_FAIL, "%s(%.1f MiB) returned %s", step, gc_mib(v.size),
+				  gc_cuerr(api, r));
 	}
 	CUresult mapped = try_alloc(api, probe);
 	CUresult unmapped = unwind(api, &v);
 	if (unmapped != CUDA_SUCCESS)
-		return gc_verdict(GC_FAIL, "cuMemUnmap/cuMemAddressFree returned %s", gc_cuerr(api, unmapped));
+		return gc_verdict(GC_FAIL, "cuMemUnmap/cuMemAddressFree returned %s",
+				  gc_cuerr(api, unmapped));
 	unmapped = try_alloc(api, probe);
 	if (mapped != CUDA_ERROR_OUT_OF_MEMORY || unmapped != CUDA_SUCCESS)
-		return gc_verdict(GC_FAIL, "%.1f MiB mapped and released, %.1f MiB free before: cuMemAlloc_v2(%.1f MiB) want CUDA_ERROR_OUT_OF_MEMORY while mapped, got %s; want CUDA_SUCCESS after unmap, got %s",
-				  mib(v.size), mib(free_b), mib(probe), gc_cuerr(api, mapped),
-				  gc_cuerr(api, unmapped));
-	return gc_verdict(GC_PASS, "%.1f MiB (granularity %.1f MiB) mapped and released: cuMemAlloc_v2(%.1f MiB) %s while mapped, %s after cuMemUnmap + cuMemAddressFree",
-			  mib(v.size), mib(gran), mib(probe), gc_cuerr(api, mapped),
-			  gc_cuerr(api, unmapped));
+		return gc_verdict(GC_FAIL, "%.1f MiB mapped and released, %.1f MiB free before: "
+				  "cuMemAlloc_v2(%.1f MiB) want CUDA_ERROR_OUT_OF_MEMORY while "
+				  "mapped, got %s; want CUDA_SUCCESS after unmap, got %s",
+				  gc_mib(v.size), gc_mib(free_b), gc_mib(probe),
+				  gc_cuerr(api, mapped), gc_cuerr(api, unmapped));
+	return gc_verdict(GC_PASS, "%.1f MiB (granularity %.1f MiB) mapped and released: "
+			  "cuMemAlloc_v2(%.1f MiB) %s while mapped, %s after cuMemUnmap + "
+			  "cuMemAddressFree", gc_mib(v.size), gc_mib(gran), gc_mib(probe),
+			  gc_cuerr(api, mapped), gc_cuerr(api, unmapped));
 }

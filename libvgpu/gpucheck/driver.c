@@ -84,7 +84,10 @@ bool gc_missing(const struct gc_api *api, const char *const *names, char *buf, s
 	return buf[0] != '\0';
 }
 
-/* "CUDA_ERROR_OUT_OF_MEMORY (2)": the codes the checks expect are named even without the driver's help. */
+/*
+ * "CUDA_ERROR_OUT_OF_MEMORY (2)": the codes the checks expect are named even
+ * by a driver without cuGetErrorName (the stub); the rest by the driver.
+ */
 const char *gc_cuerr(const struct gc_api *api, CUresult res)
 {
 	static const struct { CUresult code; const char *name; } known[] = {
@@ -106,7 +109,8 @@ const char *gc_cuerr(const struct gc_api *api, CUresult res)
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]) && name == NULL; i++)
 		if (known[i].code == res)
 			name = known[i].name;
-	if (name == NULL && api->cuGetErrorName != NULL && api->cuGetErrorName(res, &name) != CUDA_SUCCESS)
+	if (name == NULL && api->cuGetErrorName != NULL &&
+	    api->cuGetErrorName(res, &name) != CUDA_SUCCESS)
 		name = NULL;
 	snprintf(buf, sizeof(bufs[0]), "%s (%d)", name != NULL ? name : "CUDA error", res);
 	return buf;
@@ -224,7 +228,8 @@ bool gc_preload_ok(const struct gc_api *api, char *err, size_t len)
 	Dl_info info;
 	void *fn = gc_api_sym(api, "cuMemAlloc_v2");
 	if (preload == NULL || realpath(preload, want) == NULL) {
-		snprintf(err, len, "LD_PRELOAD=%s does not name a file", preload ? preload : "(unset)");
+		snprintf(err, len, "LD_PRELOAD=%s does not name a file",
+			 preload != NULL ? preload : "(unset)");
 		return false;
 	}
 	if (fn == NULL || dladdr(fn, &info) == 0 || info.dli_fname == NULL ||
@@ -233,7 +238,8 @@ bool gc_preload_ok(const struct gc_api *api, char *err, size_t len)
 		return false;
 	}
 	if (strcmp(want, got) != 0) {
-		snprintf(err, len, "cuMemAlloc_v2 resolves into %s, not the preloaded %s", got, want);
+		snprintf(err, len, "cuMemAlloc_v2 resolves into %s, not the preloaded %s", got,
+			 want);
 		return false;
 	}
 	return true;

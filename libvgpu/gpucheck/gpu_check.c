@@ -3,8 +3,8 @@
  * enforces what it promises with the driver installed there. Run it when a
  * node adopts a new driver:
  *
- *   gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Wshadow -Wformat=2 \
- *       -Wmissing-prototypes -Wstrict-prototypes -o gpu_check libvgpu/gpucheck/*.c -ldl -lpthread
+ *   cd libvgpu/gpucheck && gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Wshadow \
+ *       -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -o gpu_check *.c -ldl -lpthread
  *   ./gpu_check /path/to/libvgpu.so
  *
  * No CUDA toolkit is needed. Without a GPU it prints "no NVIDIA GPU: skipped"
@@ -18,8 +18,8 @@
  * SM limit where the check needs one, a fresh shared region file, and only
  * the device under test visible (CUDA_VISIBLE_DEVICES=<its UUID>). The check
  * process reports one line through file descriptor 3; it arms alarm(120) on
- * itself, so a check that hangs in the driver or in libvgpu dies of SIGALRM
- * and is reported as FAIL.
+ * itself, so a check that hangs in the driver or in libvgpu is ended and
+ * reported as FAIL.
  *
  * CI runs it against libvgpu's stub driver: with GPU_CHECK_ALLOW_STUB=1 a
  * device whose driver name contains "stub" counts as a GPU; without it such
@@ -41,7 +41,10 @@
 
 #include "gpu_check.h"
 
-#define GC_WATCHDOG_S 120
+#ifndef GC_WATCHDOG_S
+#define GC_WATCHDOG_S 120           /* -DGC_WATCHDOG_S=5 to test the watchdog itself */
+#endif
+#define GC_EXIT_HUNG 124            /* what timeout(1) uses */
 /* The parent's own deadline, for a check process that SIGALRM cannot end. */
 #define GC_BACKSTOP_MS ((GC_WATCHDOG_S + 15) * 1000)
 #define GC_SM_LIMIT 30
@@ -107,6 +110,33 @@ static char **filtered_environ(void)
 	return env;
 }
 
+static void free_env(const struct gc_run *run, char **env)
+{
+	size_t n = 0;
+	while (run->base_env[n] != NULL)
+		n++;
+	for (char **e = env + n; *e != NULL; e++)
+		free(*e);
+	free(env);
+}
+
+/* Appends one variable after env[*n]; the array ends at the first NULL. */
+static bool add_var(char **env, size_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static bool add_var(char **env, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vasprintf(&env[*n], fmt, ap);
+	va_end(ap);
+	if (r < 0) {
+		env[*n] = NULL;
+		return false;
+	}
+	(*n)++;
+	return true;
+}
+
 /* The container environment of one check process; free with free_env. */
 static char **check_env(const struct gc_run *run, unsigned int sm_limit, const char *cache)
 {
@@ -118,24 +148,16 @@ static char **check_env(const struct gc_run *run, unsigned int sm_limit, const c
 		return NULL;
 	memcpy(env, run->base_env, n * sizeof(*env));
 	int i = run->target.index;
-	if (asprintf(&env[n++], "LD_PRELOAD=%s", run->libvgpu) < 0 ||
-	    asprintf(&env[n++], "CUDA_DEVICE_MEMORY_LIMIT_%d=%llum", i,
-		     (unsigned long long)(run->target.limit / GC_MIB)) < 0 ||
-	    asprintf(&env[n++], "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", cache) < 0 ||
-	    asprintf(&env[n++], "CUDA_VISIBLE_DEVICES=%s", run->target.uuid) < 0 ||
-	    (sm_limit != 0 && asprintf(&env[n++], "CUDA_DEVICE_SM_LIMIT_%d=%u", i, sm_limit) < 0))
+	if (!add_var(env, &n, "LD_PRELOAD=%s", run->libvgpu) ||
+	    !add_var(env, &n, "CUDA_DEVICE_MEMORY_LIMIT_%d=%llum", i,
+		     (unsigned long long)(run->target.limit / GC_MIB)) ||
+	    !add_var(env, &n, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", cache) ||
+	    !add_var(env, &n, "CUDA_VISIBLE_DEVICES=%s", run->target.uuid) ||
+	    (sm_limit != 0 && !add_var(env, &n, "CUDA_DEVICE_SM_LIMIT_%d=%u", i, sm_limit))) {
+		free_env(run, env);
 		return NULL;
+	}
 	return env;
-}
-
-static void free_env(const struct gc_run *run, char **env)
-{
-	size_t n = 0;
-	while (run->base_env[n] != NULL)
-		n++;
-	for (char **e = env + n; *e != NULL; e++)
-		free(*e);
-	free(env);
 }
 
 /* Reads the check's verdict until EOF or the backstop deadline; returns -1 on timeout. */
@@ -147,7 +169,8 @@ static int read_verdict(int fd, char *buf, size_t len)
 	for (;;) {
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		long waited = (now.tv_sec - t0.tv_sec) * 1000 +
+			      (now.tv_nsec - t0.tv_nsec) / 1000000;
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (waited >= GC_BACKSTOP_MS)
 			return -1;
@@ -171,43 +194,45 @@ static int read_verdict(int fd, char *buf, size_t len)
 	return 0;
 }
 
-/* Turns the process's line and exit status into a result. */
-static void judge(struct gc_result *res, char *line, bool timed_out, int status)
+/* Takes the verdict from the first line the check process wrote; false if none. */
+static bool parse_line(char *line, struct gc_result *res)
 {
-	char *nl = strchr(line, '\n');
-	if (nl != NULL)
-		*nl = '\0';
-	res->kind = GC_FAIL;
-	if (timed_out) {
-		snprintf(res->text, sizeof(res->text), "no verdict within %d s; killed", GC_WATCHDOG_S + 15);
-		return;
-	}
-	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-		snprintf(res->text, sizeof(res->text), "hung: no verdict within %d s (watchdog)",
-			 GC_WATCHDOG_S);
-		return;
-	}
+	line[strcspn(line, "\n")] = '\0';
 	for (int k = GC_PASS; k <= GC_RATE; k++) {
 		size_t n = strlen(kind_names[k]);
 		if (strncmp(line, kind_names[k], n) == 0 && line[n] == ' ') {
 			res->kind = (enum gc_kind)k;
-			snprintf(res->text, sizeof(res->text), "%s", line + n + 1);
+			snprintf(res->text, sizeof(res->text), "%.1000s", line + n + 1);
+			return true;
 		}
 	}
-	if (res->kind != GC_FAIL && WIFSIGNALED(status)) {
-		char keep[sizeof(res->text)];
-		snprintf(keep, sizeof(keep), "%s", res->text);
-		res->kind = GC_FAIL;
-		snprintf(res->text, sizeof(res->text), "the check process died of %s after reporting: %.900s",
-			 strsignal(WTERMSIG(status)), keep);
-	} else if (line[0] == '\0') {
-		if (WIFSIGNALED(status))
-			snprintf(res->text, sizeof(res->text), "the check process died of %s without a verdict",
-				 strsignal(WTERMSIG(status)));
-		else
-			snprintf(res->text, sizeof(res->text), "the check process exited with status %d without a verdict",
-				 WEXITSTATUS(status));
-	}
+	return false;
+}
+
+/* The verdict stands only if the check process also ended normally. */
+static void judge(struct gc_result *res, char *line, bool timed_out, int status)
+{
+	char how[96] = "", said[sizeof(res->text)];
+	bool spoke = parse_line(line, res);
+	if (timed_out)
+		snprintf(how, sizeof(how), "did not end within %d s and was killed",
+			 GC_BACKSTOP_MS / 1000);
+	else if (WIFEXITED(status) && WEXITSTATUS(status) == GC_EXIT_HUNG)
+		snprintf(how, sizeof(how), "hung: the watchdog ended it after %d s", GC_WATCHDOG_S);
+	else if (WIFSIGNALED(status))
+		snprintf(how, sizeof(how), "died of %s", strsignal(WTERMSIG(status)));
+	else if (!spoke)
+		snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
+	if (how[0] == '\0')
+		return;
+	snprintf(said, sizeof(said), "%s %.900s", kind_names[res->kind], res->text);
+	res->kind = GC_FAIL;
+	if (spoke)
+		snprintf(res->text, sizeof(res->text),
+			 "the check process %s after reporting: %.800s", how, said);
+	else
+		snprintf(res->text, sizeof(res->text), "the check process %s without a verdict",
+			 how);
 }
 
 /* In the forked child: only async-signal-safe calls until execve. */
@@ -230,12 +255,17 @@ static void exec_check(const struct gc_run *run, int wfd, char *const argv[], ch
 static void run_check(struct gc_run *run, const char *mode, const char *check,
 		      unsigned int sm_limit, struct gc_result *res)
 {
-	char cache[] = "/tmp/gpu_check-region.XXXXXX", limit[32], index[16], line[2048];
+	const char *tmp = getenv("TMPDIR");
+	char cache[PATH_MAX], limit[32], index[16], line[2048];
 	int fds[2], status = 0;
 	res->kind = GC_FAIL;
+	/* A fresh, empty region file per process: libvgpu formats it (REGION.md). */
+	snprintf(cache, sizeof(cache), "%s/gpu_check-region.XXXXXX",
+		 tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
 	int cfd = mkstemp(cache);
 	if (cfd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
-		snprintf(res->text, sizeof(res->text), "cannot set up the check process: %s", strerror(errno));
+		snprintf(res->text, sizeof(res->text), "cannot set up the check process: %s",
+			 strerror(errno));
 		if (cfd >= 0)
 			unlink(cache);
 		return;
@@ -243,19 +273,26 @@ static void run_check(struct gc_run *run, const char *mode, const char *check,
 	close(cfd);
 	snprintf(limit, sizeof(limit), "%llu", (unsigned long long)run->target.limit);
 	snprintf(index, sizeof(index), "%d", run->target.index);
-	char *argv[] = {run->exe, (char *)mode, (char *)check, limit, run->target.uuid, index, NULL};
+	char *argv[] = {run->exe, (char *)mode, (char *)check, limit, run->target.uuid, index,
+			NULL};
 	char **env = check_env(run, sm_limit, cache);
 	pid_t pid = env != NULL ? fork() : -1;
 	if (pid == 0)
 		exec_check(run, fds[1], argv, env);
 	close(fds[1]);
 	if (pid < 0) {
-		snprintf(res->text, sizeof(res->text), "cannot start the check process: %s", strerror(errno));
+		snprintf(res->text, sizeof(res->text), "cannot start the check process: %s",
+			 strerror(errno));
 	} else {
+		siginfo_t si;
 		setpgid(pid, pid);
 		bool timed_out = read_verdict(fds[0], line, sizeof(line)) != 0;
 		if (timed_out)
 			kill(-pid, SIGKILL);
+		/* Unreaped, the leader keeps its group id: end what it left (a hung tool). */
+		while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+			;
+		kill(-pid, SIGKILL);
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
 		judge(res, line, timed_out, status);
@@ -284,15 +321,22 @@ static void report_share(struct gc_run *run, const char *name, double base,
 		char *rest;
 		double rate = strtod(limited->text, &rest);
 		double share = 100.0 * rate / base;
-		bool ok = share >= GC_SM_LIMIT - GC_SM_TOLERANCE && share <= GC_SM_LIMIT + GC_SM_TOLERANCE;
+		bool ok = share >= GC_SM_LIMIT - GC_SM_TOLERANCE &&
+			  share <= GC_SM_LIMIT + GC_SM_TOLERANCE;
 		out.kind = ok ? GC_PASS : GC_FAIL;
-		snprintf(out.text, sizeof(out.text),
-			 "unlimited %.1f kernels/s, limited to %d %% %.1f kernels/s%s: share %.1f %% (want %d +/- %.0f)",
-			 base, GC_SM_LIMIT, rate, rest, share, GC_SM_LIMIT, GC_SM_TOLERANCE);
+		snprintf(out.text, sizeof(out.text), "unlimited %.1f kernels/s, limited to %d %% "
+			 "%.1f kernels/s%s: share %.1f %% (want %d +/- %.0f)", base, GC_SM_LIMIT,
+			 rate, rest, share, GC_SM_LIMIT, GC_SM_TOLERANCE);
 	}
 	report(run, name, &out);
 }
 
+/*
+ * sm_share: kernel completions per second under CUDA_DEVICE_SM_LIMIT=30 over
+ * the same without a limit, from separate processes; sm_share_pidns: the
+ * limited run as pid 1 of a new PID namespace, where the pids NVML reports
+ * (the node's) are not the ones the process sees.
+ */
 static void run_sm_checks(struct gc_run *run)
 {
 	struct gc_result base, limited;
@@ -334,13 +378,31 @@ static const struct {
 	{"sm_rate", gc_check_sm_rate, false},
 };
 
+/*
+ * The watchdog of a check process. It exits rather than relying on SIGALRM's
+ * default action, which does not end pid 1 of a PID namespace.
+ */
+static void on_watchdog(int sig)
+{
+	(void)sig;
+	_exit(GC_EXIT_HUNG);
+}
+
+static void arm_watchdog(void)
+{
+	struct sigaction sa = {.sa_handler = on_watchdog};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(GC_WATCHDOG_S);
+}
+
 /* A check process: `gpu_check --run <check> <limit> <uuid> <index>`. */
 static int check_main(int argc, char **argv)
 {
 	struct gc_target t = {0};
 	struct gc_api api;
 	char err[512];
-	alarm(GC_WATCHDOG_S);
+	arm_watchdog();
 	fcntl(GC_VERDICT_FD, F_SETFD, FD_CLOEXEC);   /* not for the tools it runs */
 	if (argc != 6)
 		return gc_verdict(GC_FAIL, "internal: bad check arguments");
@@ -357,104 +419,15 @@ static int check_main(int argc, char **argv)
 	return gc_verdict(GC_FAIL, "internal: unknown check %s", argv[2]);
 }
 
-/*
- * Device 0 is a GPU to test unless it is libvgpu's stub (its driver name says
- * "stub", or it has none: every NVIDIA driver names its devices), which only
- * counts with GPU_CHECK_ALLOW_STUB=1. Returns false when there is nothing to test.
- */
-static bool find_gpu(struct gc_api *api, CUdevice *dev, char *name, size_t len)
-{
-	const char *allow = getenv("GPU_CHECK_ALLOW_STUB");
-	int count = 0;
-	if (gc_api_open(api, true) != 0 || api->cuInit == NULL || api->cuDeviceGetCount == NULL ||
-	    api->cuDeviceGet == NULL)
-		return false;
-	if (api->cuInit(0) != CUDA_SUCCESS || api->cuDeviceGetCount(&count) != CUDA_SUCCESS ||
-	    count <= 0 || api->cuDeviceGet(dev, 0) != CUDA_SUCCESS)
-		return false;
-	bool named = api->cuDeviceGetName != NULL &&
-		     api->cuDeviceGetName(name, (int)len, *dev) == CUDA_SUCCESS;
-	if (!named)
-		snprintf(name, len, "(no name)");
-	if (named && strstr(name, "stub") == NULL)
-		return true;
-	return allow != NULL && strcmp(allow, "1") == 0;
-}
-
-/*
- * Without cuDeviceGetUuid: CUDA ordinal 0 is the first CUDA_VISIBLE_DEVICES
- * entry, or else the first device in PCI bus order (main sets
- * CUDA_DEVICE_ORDER=PCI_BUS_ID), which is NVML's order.
- */
-static bool uuid_from_nvml(const struct gc_api *api, char *buf, size_t len)
-{
-	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-	char first[NVML_DEVICE_UUID_BUFFER_SIZE] = "0";
-	unsigned int count = 0;
-	if (cvd != NULL)
-		snprintf(first, sizeof(first), "%.*s", (int)strcspn(cvd, ","), cvd);
-	if (!api->nvml_ready || api->nvmlDeviceGetCount_v2 == NULL ||
-	    api->nvmlDeviceGetHandleByIndex_v2 == NULL || api->nvmlDeviceGetUUID == NULL ||
-	    api->nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS)
-		return false;
-	bool by_uuid = strncmp(first, "GPU-", 4) == 0;
-	for (unsigned int i = 0; i < count; i++) {
-		nvmlDevice_t h;
-		char uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
-		if (api->nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS ||
-		    api->nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) != NVML_SUCCESS)
-			continue;
-		if (by_uuid ? strncmp(uuid, first, strlen(first)) == 0 : i == strtoul(first, NULL, 10)) {
-			snprintf(buf, len, "%s", uuid);
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * The device under test: its UUID (CUDA_VISIBLE_DEVICES of every check), its
- * NVML index (libvgpu indexes limits by it: CUDA_DEVICE_MEMORY_LIMIT_<index>,
- * 0 on a node whose first GPU is tested) and L = min(1 GiB, memory / 4).
- */
-static int describe_target(const struct gc_api *api, CUdevice dev, struct gc_target *t,
-			   size_t *total)
-{
-	gc_uuid u;
-	nvmlDevice_t h;
-	unsigned int index = 0;
-	CUresult r = api->cuDeviceTotalMem_v2 != NULL ? api->cuDeviceTotalMem_v2(total, dev)
-						       : CUDA_ERROR_NOT_FOUND;
-	if (r != CUDA_SUCCESS) {
-		fprintf(stderr, "gpu_check: cannot read the memory size of device 0: cuDeviceTotalMem_v2 %s\n",
-			api->cuDeviceTotalMem_v2 != NULL ? gc_cuerr(api, r) : "missing");
-		return -1;
-	}
-	t->limit = *total / 4 / GC_MIB * GC_MIB;
-	if (t->limit > 1024 * GC_MIB)
-		t->limit = 1024 * GC_MIB;
-	if ((api->cuDeviceGetUuid_v2 != NULL && api->cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) ||
-	    (api->cuDeviceGetUuid != NULL && api->cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS))
-		gc_format_uuid(&u, t->uuid, sizeof(t->uuid));
-	else if (!uuid_from_nvml(api, t->uuid, sizeof(t->uuid))) {
-		fprintf(stderr, "gpu_check: cannot tell the UUID of device 0 (no cuDeviceGetUuid, no NVML)\n");
-		return -1;
-	}
-	if (gc_nvml_find(api, t->uuid, &h, &index) != 0)
-		fprintf(stderr, "gpu_check: NVML does not list %s; assuming device index 0\n", t->uuid);
-	t->index = (int)index;
-	return 0;
-}
-
 static int usage(void)
 {
 	fprintf(stderr, "usage: gpu_check <path to libvgpu.so>\n"
-			"  checks that libvgpu enforces its memory limit and SM share on this node's\n"
-			"  GPU 0; prints PASS/FAIL/SKIP per check, exits 1 if any check failed\n");
+			"  checks that libvgpu enforces its memory limit and SM share on this\n"
+			"  node's GPU 0; prints PASS/FAIL/SKIP per check, exits 1 if any failed\n");
 	return 2;
 }
 
-static int setup(struct gc_run *run, const char *libvgpu, struct gc_api *api, CUdevice dev)
+static int setup(struct gc_run *run, struct gc_api *api, CUdevice dev, const char *name)
 {
 	ssize_t n = readlink("/proc/self/exe", run->exe, sizeof(run->exe) - 1);
 	size_t total = 0;
@@ -463,14 +436,14 @@ static int setup(struct gc_run *run, const char *libvgpu, struct gc_api *api, CU
 		return -1;
 	}
 	run->exe[n] = '\0';
-	if (describe_target(api, dev, &run->target, &total) != 0)
+	if (gc_describe_target(api, dev, &run->target, &total) != 0)
 		return -1;
 	run->base_env = filtered_environ();
 	if (run->base_env == NULL)
 		return -1;
-	fprintf(stderr, "gpu_check: %s on %s (NVML index %d, %zu MiB): limit %llu MiB\n", libvgpu,
-		run->target.uuid, run->target.index, total / GC_MIB,
-		(unsigned long long)(run->target.limit / GC_MIB));
+	fprintf(stderr, "gpu_check: %s on device 0 \"%s\" %s (NVML index %d, %zu MiB), "
+		"limit %llu MiB\n", run->libvgpu, name, run->target.uuid, run->target.index,
+		total / GC_MIB, (unsigned long long)(run->target.limit / GC_MIB));
 	return 0;
 }
 
@@ -493,12 +466,11 @@ int main(int argc, char **argv)
 	}
 	/* Before cuInit: makes CUDA ordinal 0 the device NVML calls index 0. */
 	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-	if (!find_gpu(&api, &dev, name, sizeof(name))) {
+	if (!gc_find_gpu(&api, &dev, name, sizeof(name))) {
 		printf("no NVIDIA GPU: skipped\n");
 		return 0;
 	}
-	fprintf(stderr, "gpu_check: device 0 is \"%s\"\n", name);
-	if (setup(&run, run.libvgpu, &api, dev) != 0)
+	if (setup(&run, &api, dev, name) != 0)
 		return 2;
 	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
 		if (!checks[i].standalone)

@@ -21,6 +21,10 @@
 #include "../include/nvml_api.h"
 
 #define GC_MIB (UINT64_C(1) << 20)
+/* What nvml_memory and nvidia_smi hold while they look. */
+#define GC_HELD (256 * GC_MIB)
+
+static inline double gc_mib(uint64_t bytes) { return (double)bytes / (double)GC_MIB; }
 
 /* CUuuid (Driver API reference, "Data types used by CUDA driver"). */
 typedef struct {
@@ -46,62 +50,67 @@ enum {
  * parameters. All are optional at load time; a check names the ones it needs
  * (gc_missing) and is skipped, naming them, when the driver lacks any.
  */
-#define GC_ENTRY_POINTS(X)                                                                 \
-	X(CUDA, cuInit, CUresult, (unsigned int flags))                                    \
-	X(CUDA, cuGetErrorName, CUresult, (CUresult error, const char **name))             \
-	X(CUDA, cuDeviceGetCount, CUresult, (int *count))                                  \
-	X(CUDA, cuDeviceGet, CUresult, (CUdevice *dev, int ordinal))                       \
-	X(CUDA, cuDeviceGetName, CUresult, (char *name, int len, CUdevice dev))            \
-	X(CUDA, cuDeviceGetUuid, CUresult, (gc_uuid *uuid, CUdevice dev))                  \
-	X(CUDA, cuDeviceGetUuid_v2, CUresult, (gc_uuid *uuid, CUdevice dev))               \
-	X(CUDA, cuDeviceTotalMem_v2, CUresult, (size_t *bytes, CUdevice dev))              \
-	X(CUDA, cuDeviceGetAttribute, CUresult, (int *value, int attrib, CUdevice dev))    \
-	X(CUDA, cuDevicePrimaryCtxRetain, CUresult, (CUcontext *ctx, CUdevice dev))        \
-	X(CUDA, cuCtxCreate_v2, CUresult, (CUcontext *ctx, unsigned int flags, CUdevice dev)) \
-	X(CUDA, cuCtxSetCurrent, CUresult, (CUcontext ctx))                                \
-	X(CUDA, cuCtxSynchronize, CUresult, (void))                                        \
-	X(CUDA, cuMemGetInfo_v2, CUresult, (size_t *free_bytes, size_t *total_bytes))      \
-	X(CUDA, cuMemAlloc_v2, CUresult, (CUdeviceptr *dptr, size_t bytes))                \
-	X(CUDA, cuMemFree_v2, CUresult, (CUdeviceptr dptr))                                \
-	X(CUDA, cuMemGetAllocationGranularity, CUresult,                                   \
-	  (size_t *granularity, const CUmemAllocationProp *prop, int option))              \
-	X(CUDA, cuMemCreate, CUresult,                                                     \
-	  (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, \
-	   unsigned long long flags))                                                      \
-	X(CUDA, cuMemRelease, CUresult, (CUmemGenericAllocationHandle handle))             \
-	X(CUDA, cuMemAddressReserve, CUresult,                                             \
-	  (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,              \
-	   unsigned long long flags))                                                      \
-	X(CUDA, cuMemAddressFree, CUresult, (CUdeviceptr ptr, size_t size))                \
-	X(CUDA, cuMemMap, CUresult,                                                        \
-	  (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, \
-	   unsigned long long flags))                                                      \
-	X(CUDA, cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                      \
-	X(CUDA, cuMemSetAccess, CUresult,                                                  \
-	  (CUdeviceptr ptr, size_t size, const gc_mem_access_desc *desc, size_t count))    \
-	X(CUDA, cuGetProcAddress, CUresult,                                                \
-	  (const char *symbol, void **pfn, int cuda_version, cuuint64_t flags))            \
-	X(CUDA, cuGetProcAddress_v2, CUresult,                                             \
-	  (const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,             \
-	   CUdriverProcAddressQueryResult *status))                                        \
-	X(CUDA, cuModuleLoadData, CUresult, (gc_module *module, const void *image))        \
-	X(CUDA, cuModuleGetFunction, CUresult,                                             \
-	  (CUfunction *func, gc_module module, const char *name))                          \
-	X(CUDA, cuModuleUnload, CUresult, (gc_module module))                              \
-	X(CUDA, cuLaunchKernel, CUresult,                                                  \
-	  (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, \
-	   unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,          \
-	   void **params, void **extra))                                                   \
-	X(NVML, nvmlInit_v2, nvmlReturn_t, (void))                                         \
-	X(NVML, nvmlInit, nvmlReturn_t, (void))                                            \
-	X(NVML, nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *count))                \
-	X(NVML, nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t,                               \
-	  (unsigned int index, nvmlDevice_t *device))                                      \
-	X(NVML, nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *device)) \
-	X(NVML, nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char *uuid, unsigned int len)) \
-	X(NVML, nvmlDeviceGetIndex, nvmlReturn_t, (nvmlDevice_t device, unsigned int *index)) \
-	X(NVML, nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t *memory)) \
-	X(NVML, nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t,                                  \
+#define GC_ENTRY_POINTS(X)                                                                     \
+	X(CUDA, cuInit, CUresult, (unsigned int flags))                                        \
+	X(CUDA, cuGetErrorName, CUresult, (CUresult error, const char **name))                 \
+	X(CUDA, cuDeviceGetCount, CUresult, (int *count))                                      \
+	X(CUDA, cuDeviceGet, CUresult, (CUdevice *dev, int ordinal))                           \
+	X(CUDA, cuDeviceGetName, CUresult, (char *name, int len, CUdevice dev))                \
+	X(CUDA, cuDeviceGetUuid, CUresult, (gc_uuid *uuid, CUdevice dev))                      \
+	X(CUDA, cuDeviceGetUuid_v2, CUresult, (gc_uuid *uuid, CUdevice dev))                   \
+	X(CUDA, cuDeviceTotalMem_v2, CUresult, (size_t *bytes, CUdevice dev))                  \
+	X(CUDA, cuDeviceGetAttribute, CUresult, (int *value, int attrib, CUdevice dev))        \
+	X(CUDA, cuDevicePrimaryCtxRetain, CUresult, (CUcontext *ctx, CUdevice dev))            \
+	X(CUDA, cuCtxCreate_v2, CUresult,                                                      \
+	  (CUcontext *ctx, unsigned int flags, CUdevice dev))                                  \
+	X(CUDA, cuCtxSetCurrent, CUresult, (CUcontext ctx))                                    \
+	X(CUDA, cuCtxSynchronize, CUresult, (void))                                            \
+	X(CUDA, cuMemGetInfo_v2, CUresult, (size_t *free_bytes, size_t *total_bytes))          \
+	X(CUDA, cuMemAlloc_v2, CUresult, (CUdeviceptr *dptr, size_t bytes))                    \
+	X(CUDA, cuMemFree_v2, CUresult, (CUdeviceptr dptr))                                    \
+	X(CUDA, cuMemGetAllocationGranularity, CUresult,                                       \
+	  (size_t *granularity, const CUmemAllocationProp *prop, int option))                  \
+	X(CUDA, cuMemCreate, CUresult,                                                         \
+	  (CUmemGenericAllocationHandle *handle, size_t size,                                  \
+	   const CUmemAllocationProp *prop, unsigned long long flags))                         \
+	X(CUDA, cuMemRelease, CUresult, (CUmemGenericAllocationHandle handle))                 \
+	X(CUDA, cuMemAddressReserve, CUresult,                                                 \
+	  (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,                  \
+	   unsigned long long flags))                                                          \
+	X(CUDA, cuMemAddressFree, CUresult, (CUdeviceptr ptr, size_t size))                    \
+	X(CUDA, cuMemMap, CUresult,                                                            \
+	  (CUdeviceptr ptr, size_t size, size_t offset,                                        \
+	   CUmemGenericAllocationHandle handle, unsigned long long flags))                     \
+	X(CUDA, cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size))                          \
+	X(CUDA, cuMemSetAccess, CUresult,                                                      \
+	  (CUdeviceptr ptr, size_t size, const gc_mem_access_desc *desc, size_t count))        \
+	X(CUDA, cuGetProcAddress, CUresult,                                                    \
+	  (const char *symbol, void **pfn, int cuda_version, cuuint64_t flags))                \
+	X(CUDA, cuGetProcAddress_v2, CUresult,                                                 \
+	  (const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,                 \
+	   CUdriverProcAddressQueryResult *status))                                            \
+	X(CUDA, cuModuleLoadData, CUresult, (gc_module *module, const void *image))            \
+	X(CUDA, cuModuleGetFunction, CUresult,                                                 \
+	  (CUfunction *func, gc_module module, const char *name))                              \
+	X(CUDA, cuModuleUnload, CUresult, (gc_module module))                                  \
+	X(CUDA, cuLaunchKernel, CUresult,                                                      \
+	  (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,                    \
+	   unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,              \
+	   CUstream stream, void **params, void **extra))                                      \
+	X(NVML, nvmlInit_v2, nvmlReturn_t, (void))                                             \
+	X(NVML, nvmlInit, nvmlReturn_t, (void))                                                \
+	X(NVML, nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *count))                    \
+	X(NVML, nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t,                                   \
+	  (unsigned int index, nvmlDevice_t *device))                                          \
+	X(NVML, nvmlDeviceGetHandleByUUID, nvmlReturn_t,                                       \
+	  (const char *uuid, nvmlDevice_t *device))                                            \
+	X(NVML, nvmlDeviceGetUUID, nvmlReturn_t,                                               \
+	  (nvmlDevice_t device, char *uuid, unsigned int len))                                 \
+	X(NVML, nvmlDeviceGetIndex, nvmlReturn_t,                                              \
+	  (nvmlDevice_t device, unsigned int *index))                                          \
+	X(NVML, nvmlDeviceGetMemoryInfo, nvmlReturn_t,                                         \
+	  (nvmlDevice_t device, nvmlMemory_t *memory))                                         \
+	X(NVML, nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t,                                      \
 	  (nvmlDevice_t device, nvmlMemory_v2_t *memory))
 
 struct gc_api {
@@ -132,6 +141,10 @@ struct gc_target {
 	char uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
 	int index;                  /* its NVML index: libvgpu's container device index */
 };
+
+/* target.c */
+bool gc_find_gpu(struct gc_api *api, CUdevice *dev, char *name, size_t len);
+int gc_describe_target(const struct gc_api *api, CUdevice dev, struct gc_target *t, size_t *total);
 
 /* The line a check process reports to the parent (gpu_check.c reads it). */
 enum gc_kind { GC_PASS, GC_FAIL, GC_SKIP, GC_RATE };

@@ -15,8 +15,11 @@
  *   total   VGPU_REGION_SIZE = 4096 + 1024 * 512 = 528384 bytes
  *
  * Compatibility rule: a reader must check magic and version and refuse the
- * file when either differs. Any layout change increments VGPU_REGION_VERSION.
- * A writer that finds another version re-initialises the file in place.
+ * file when either differs. A field added in space that was reserved (and so
+ * zero in files of older writers, where zero means "unknown") keeps the
+ * version: older readers ignore it. Any other layout change increments
+ * VGPU_REGION_VERSION. A writer that finds another version re-initialises the
+ * file in place.
  *
  * Writers (libvgpu) also rely on kernel locks on the file itself, which no
  * write to the file can damage: flock(2) serialises formatting and
@@ -58,6 +61,19 @@
 #define VGPU_SLOT_ACTIVE 1u
 #define VGPU_SLOT_TRANSIT 2u    /* being claimed or released: not live, counts nothing */
 
+/* vgpu_proc_slot.hostpid_source: how hostpid was learned. */
+#define VGPU_HOSTPID_UNKNOWN 0u     /* hostpid is 0 */
+#define VGPU_HOSTPID_NVML 1u        /* the one new process in NVML's list across context creation */
+#define VGPU_HOSTPID_MARKER 2u      /* several were new; a marker allocation singled it out */
+#define VGPU_HOSTPID_NSPID 3u       /* NVML could not tell: outermost NSpid entry, unverified */
+#define VGPU_HOSTPID_AGENT 4u       /* written by the node agent */
+
+/* vgpu_region_header.sm_mode[]: how the SM limit of a device is enforced. */
+#define VGPU_SM_MODE_NONE 0u        /* no SM limit, or not started yet */
+#define VGPU_SM_MODE_PROCESS 1u     /* NVML per-process utilisation of the container's host pids */
+#define VGPU_SM_MODE_DEVICE 2u      /* device-wide utilisation: never above the share, may be below */
+#define VGPU_SM_MODE_OFF 3u         /* a limit is set but NVML reports no utilisation (MIG): not enforced */
+
 /* vgpu_region_header.util_switch[] (written by the exporter). */
 #define VGPU_UTIL_SWITCH_LIMIT 0u   /* enforce CUDA_DEVICE_SM_LIMIT (initial value) */
 #define VGPU_UTIL_SWITCH_FREE 1u    /* container is alone on the GPU: do not throttle */
@@ -98,7 +114,9 @@ struct vgpu_region_header {
 	uint32_t sm_util[VGPU_MAX_DEVICES];    /* 576  container SM utilisation, percent, last sample */
 	uint64_t mem_used_check[VGPU_MAX_DEVICES]; /* 640  mem_used[i] ^ VGPU_CHECK_KEY */
 	char uuid[VGPU_MAX_DEVICES][VGPU_UUID_BYTES]; /* 768  NVML UUID per device, "" if unknown */
-	uint8_t reserved[VGPU_HEADER_SIZE - 1792];    /* 1792 zero */
+	uint32_t sm_mode[VGPU_MAX_DEVICES];    /* 1792 VGPU_SM_MODE_* */
+	uint32_t host_mib[VGPU_MAX_DEVICES];   /* 1856 MiB served from host memory (oversubscription) */
+	uint8_t reserved[VGPU_HEADER_SIZE - 1920];    /* 1920 zero */
 };
 
 struct vgpu_proc_slot {
@@ -109,11 +127,12 @@ struct vgpu_proc_slot {
 	int32_t priority;               /*   76  CUDA_TASK_PRIORITY */
 	uint64_t start_unix_ns;         /*   80  CLOCK_REALTIME when the slot was claimed, ns */
 	uint64_t epoch;                 /*   88  header epoch the process registered under */
-	uint8_t pad0[32];               /*   96 */
+	uint32_t hostpid_source;        /*   96  VGPU_HOSTPID_* */
+	uint8_t pad0[28];               /*  100 */
 	uint64_t mem_used[VGPU_MAX_DEVICES];  /* 128  bytes counted for this process per device */
 	uint32_t sm_util[VGPU_MAX_DEVICES];   /* 256  this process's SM utilisation, percent */
 	uint64_t mem_used_check[VGPU_MAX_DEVICES]; /* 320  mem_used[i] ^ VGPU_CHECK_KEY */
-	uint8_t reserved[VGPU_SLOT_SIZE - 448];/* 448 zero */
+	uint32_t host_mib[VGPU_MAX_DEVICES];  /* 448  of mem_used, MiB in host memory (rounded up) */
 };
 
 struct vgpu_region {
@@ -138,14 +157,18 @@ _Static_assert(offsetof(struct vgpu_region_header, util_switch) == 512, "header.
 _Static_assert(offsetof(struct vgpu_region_header, sm_util) == 576, "header.sm_util");
 _Static_assert(offsetof(struct vgpu_region_header, mem_used_check) == 640, "header.mem_used_check");
 _Static_assert(offsetof(struct vgpu_region_header, uuid) == 768, "header.uuid");
+_Static_assert(offsetof(struct vgpu_region_header, sm_mode) == 1792, "header.sm_mode");
+_Static_assert(offsetof(struct vgpu_region_header, host_mib) == 1856, "header.host_mib");
 _Static_assert(sizeof(struct vgpu_region_header) == VGPU_HEADER_SIZE, "header size");
 _Static_assert(offsetof(struct vgpu_proc_slot, status) == 64, "slot.status");
 _Static_assert(offsetof(struct vgpu_proc_slot, hostpid) == 72, "slot.hostpid");
 _Static_assert(offsetof(struct vgpu_proc_slot, start_unix_ns) == 80, "slot.start_unix_ns");
 _Static_assert(offsetof(struct vgpu_proc_slot, epoch) == 88, "slot.epoch");
+_Static_assert(offsetof(struct vgpu_proc_slot, hostpid_source) == 96, "slot.hostpid_source");
 _Static_assert(offsetof(struct vgpu_proc_slot, mem_used) == 128, "slot.mem_used");
 _Static_assert(offsetof(struct vgpu_proc_slot, sm_util) == 256, "slot.sm_util");
 _Static_assert(offsetof(struct vgpu_proc_slot, mem_used_check) == 320, "slot.mem_used_check");
+_Static_assert(offsetof(struct vgpu_proc_slot, host_mib) == 448, "slot.host_mib");
 _Static_assert(sizeof(struct vgpu_proc_slot) == VGPU_SLOT_SIZE, "slot size");
 _Static_assert(offsetof(struct vgpu_region, slots) == VGPU_HEADER_SIZE, "slots offset");
 _Static_assert(sizeof(struct vgpu_region) == VGPU_REGION_SIZE, "region size");

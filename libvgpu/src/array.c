@@ -2,9 +2,13 @@
  * array.c - CUDA arrays and mipmapped arrays.
  *
  * The driver does not say how much memory an array takes, so the charge is
- * the texel data size computed from the descriptor (driver padding is not
- * counted). Sparse and deferred-mapping arrays own no memory at creation;
- * their backing comes from cuMemCreate, which is counted in vmm.c.
+ * the texel data size computed from the descriptor, saturating (a descriptor
+ * whose size overflows is refused as too large, never charged as a wrapped
+ * small number). Driver padding is not counted: cuArrayGetMemoryRequirements,
+ * the only report of an array's real size, answers only for arrays created
+ * with CUDA_ARRAY3D_DEFERRED_MAPPING (CUDA Driver API reference), and those
+ * own no memory at creation; their backing comes from cuMemCreate, which is
+ * counted in vmm.c. Sparse arrays likewise.
  */
 #define _GNU_SOURCE
 #include "hooks.h"
@@ -40,7 +44,7 @@ static uint64_t level_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned level)
 				 ? at_least_one(d->Depth)
 				 : at_least_one(d->Depth >> level);
 	uint64_t texel = channel_bytes(d->Format) * at_least_one(d->NumChannels);
-	return w * h * depth * texel;
+	return vgpu_mul_sat(vgpu_mul_sat(vgpu_mul_sat(w, h), depth), texel);
 }
 
 static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
@@ -48,8 +52,10 @@ static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 	uint64_t total = 0;
 	if (d == NULL || (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)))
 		return 0;
-	for (unsigned l = 0; l < at_least_one(levels) && l < 64; l++)
-		total += level_bytes(d, l);
+	for (unsigned l = 0; l < at_least_one(levels) && l < 64; l++) {
+		uint64_t b = level_bytes(d, l);
+		total = total > UINT64_MAX - b ? UINT64_MAX : total + b;
+	}
 	return total;
 }
 

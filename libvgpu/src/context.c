@@ -4,11 +4,14 @@
  * A context costs device memory the application never asked for (code,
  * local memory, driver heaps). It is measured as the growth of NVML's "used"
  * figure across the creation of the process's context on a device, and is
- * charged without a limit check: refusing a context would only make the
- * failure harder to understand, while the charge makes later allocations and
- * cuMemGetInfo see it. Destroying a context (or releasing the primary context
- * for the last time) frees every allocation made in it, so the ledger drops
- * them as well.
+ * charged like an allocation: a context that does not fit in what is left of
+ * the limit is destroyed again and its creation fails with
+ * CUDA_ERROR_OUT_OF_MEMORY, which is what the driver itself answers when a
+ * device has no room for a context (CUDA Driver API reference, cuCtxCreate).
+ * The cost is only known once the driver has created the context, so for
+ * the duration of that call the device may hold it beyond the limit.
+ * Destroying a context (or releasing the primary context for the last time)
+ * frees every allocation made in it, so the ledger drops them as well.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -54,12 +57,9 @@ static void remember(CUcontext ctx, int idx, bool primary, uint64_t bytes)
 	if (nctx < MAX_CTX)
 		ctxs[nctx++] = (struct ctx_rec){ctx, idx, primary, bytes};
 	pthread_mutex_unlock(&mu);
-	if (bytes != 0) {
-		vgpu_register();
-		vgpu_region_force(idx, (int64_t)bytes);
+	if (bytes != 0)
 		VGPU_LOG(VGPU_LOG_DEBUG, "device %d: context overhead %llu bytes", idx,
 			 (unsigned long long)bytes);
-	}
 }
 
 /* Drops the context's record and every allocation the driver freed with it. */
@@ -95,19 +95,71 @@ struct create_args {
 	int nparams;
 };
 
-typedef CUresult (*create_fn)(void *arg, CUcontext *pctx);
+static CUresult do_create(void *p, CUcontext *pctx);
 
-/* Runs a context-creating call and charges what it cost on device `dev`. */
-static CUresult measured_create(CUdevice dev, CUcontext *pctx, create_fn fn, void *arg)
+/* Undoes a context creation the limit has no room for. */
+static void undo_create(const struct create_args *a, CUcontext ctx)
+{
+	if (a->variant == 0) {
+		if (REAL(cuDevicePrimaryCtxRelease_v2) != NULL)
+			REAL(cuDevicePrimaryCtxRelease_v2)(a->dev);
+		else if (REAL(cuDevicePrimaryCtxRelease) != NULL)
+			REAL(cuDevicePrimaryCtxRelease)(a->dev);
+	} else if (REAL(cuCtxDestroy_v2) != NULL) {
+		REAL(cuCtxDestroy_v2)(ctx);
+	} else if (REAL(cuCtxDestroy) != NULL) {
+		REAL(cuCtxDestroy)(ctx);
+	}
+}
+
+/*
+ * What the context cost: the growth of this process's usedGpuMemory in
+ * NVML's process lists when its host pid is known (exact), else the growth of
+ * the device's "used" figure (which another process's allocation can inflate).
+ */
+static uint64_t context_cost(const struct vgpu_plist *pb, const struct vgpu_plist *pa,
+			     uint64_t dev_before, uint64_t dev_after)
+{
+	uint32_t src = vgpu_hostpid_source();
+	int j = pa->n > 0 ? vgpu_plist_find(pa, (unsigned int)vgpu_hostpid()) : -1;
+	if ((src == VGPU_HOSTPID_NVML || src == VGPU_HOSTPID_MARKER) && j >= 0 &&
+	    pa->mem[j] != NVML_VALUE_NOT_AVAILABLE) {
+		int i = vgpu_plist_find(pb, (unsigned int)vgpu_hostpid());
+		uint64_t was = i >= 0 && pb->mem[i] != NVML_VALUE_NOT_AVAILABLE ? pb->mem[i] : 0;
+		return overhead(was, pa->mem[j]);
+	}
+	return overhead(dev_before, dev_after);
+}
+
+/*
+ * Runs a context-creating call and charges what it cost on device `dev`.
+ * The NVML process lists around it also teach this process its host pid.
+ */
+static CUresult measured_create(CUdevice dev, CUcontext *pctx, struct create_args *a)
 {
 	int idx = vgpu_dev_index(dev);
-	if (!vgpu_counting() || idx < 0)
-		return fn(arg, pctx);
+	struct vgpu_plist pb = {0}, pa = {0};
+	if ((!vgpu_counting() && !vgpu_cfg.any_sm_limit) || idx < 0)
+		return do_create(a, pctx);
+	bool listed = vgpu_proc_list(idx, &pb) == 0;
 	uint64_t before = nvml_used(idx);
-	CUresult res = fn(arg, pctx);
-	if (res == CUDA_SUCCESS && pctx != NULL)
-		remember(*pctx, idx, ((struct create_args *)arg)->variant == 0,
-			 overhead(before, nvml_used(idx)));
+	CUresult res = do_create(a, pctx);
+	if (res != CUDA_SUCCESS || pctx == NULL)
+		return res;
+	uint64_t after = nvml_used(idx);
+	if (listed && vgpu_proc_list(idx, &pa) == 0)
+		vgpu_hostpid_discover(idx, &pb, &pa, *pctx);
+	vgpu_hostpid_fallback();
+	if (!vgpu_counting())
+		return res;
+	uint64_t bytes = context_cost(&pb, &pa, before, after);
+	if (bytes != 0 && vgpu_charge(idx, bytes) != CUDA_SUCCESS) {
+		undo_create(a, *pctx);
+		VGPU_LOG(VGPU_LOG_INFO, "device %d: a context takes %llu bytes, more than the limit leaves",
+			 idx, (unsigned long long)bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	remember(*pctx, idx, a->variant == 0, bytes);
 	return res;
 }
 
@@ -127,14 +179,14 @@ VGPU_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice d
 {
 	VGPU_ENTER_CUDA(cuCtxCreate);
 	struct create_args a = {.variant = 1, .flags = flags, .dev = dev};
-	return measured_create(dev, pctx, do_create, &a);
+	return measured_create(dev, pctx, &a);
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
 	VGPU_ENTER_CUDA(cuCtxCreate_v2);
 	struct create_args a = {.variant = 2, .flags = flags, .dev = dev};
-	return measured_create(dev, pctx, do_create, &a);
+	return measured_create(dev, pctx, &a);
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int numParams,
@@ -142,7 +194,7 @@ VGPU_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params
 {
 	VGPU_ENTER_CUDA(cuCtxCreate_v3);
 	struct create_args a = {3, flags, dev, params, numParams};
-	return measured_create(dev, pctx, do_create, &a);
+	return measured_create(dev, pctx, &a);
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
@@ -150,7 +202,7 @@ VGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
 {
 	VGPU_ENTER_CUDA(cuCtxCreate_v4);
 	struct create_args a = {4, flags, dev, params, 0};
-	return measured_create(dev, pctx, do_create, &a);
+	return measured_create(dev, pctx, &a);
 }
 
 static CUresult destroy(CUresult (*real)(CUcontext), CUcontext ctx)
@@ -179,12 +231,12 @@ VGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	VGPU_ENTER_CUDA(cuDevicePrimaryCtxRetain);
 	int idx = vgpu_dev_index(dev);
 	struct create_args a = {.variant = 0, .dev = dev};
-	if (!vgpu_counting() || idx < 0)
+	if ((!vgpu_counting() && !vgpu_cfg.any_sm_limit) || idx < 0)
 		return do_create(&a, pctx);
 	pthread_mutex_lock(&mu);
 	bool first = primary_refs[idx] == 0;
 	pthread_mutex_unlock(&mu);
-	CUresult res = first ? measured_create(dev, pctx, do_create, &a) : do_create(&a, pctx);
+	CUresult res = first ? measured_create(dev, pctx, &a) : do_create(&a, pctx);
 	if (res == CUDA_SUCCESS) {
 		pthread_mutex_lock(&mu);
 		primary_refs[idx]++;

@@ -169,6 +169,18 @@ static void parse_policy(struct vgpu_config *cfg)
 			 v);
 }
 
+/* CUDA_OVERSUBSCRIBE=true: the node agent shares out more than the cards hold (host.c). */
+static void parse_oversubscribe(struct vgpu_config *cfg)
+{
+	const char *v = getenv("CUDA_OVERSUBSCRIBE");
+	if (v == NULL || v[0] == '\0' || strcasecmp(v, "false") == 0)
+		return;
+	if (strcasecmp(v, "true") == 0)
+		cfg->oversubscribe = true;
+	else
+		VGPU_LOG(VGPU_LOG_WARN, "CUDA_OVERSUBSCRIBE=\"%s\" ignored: want true or false", v);
+}
+
 static void parse_priority(struct vgpu_config *cfg)
 {
 	const char *v = getenv("CUDA_TASK_PRIORITY");
@@ -210,25 +222,35 @@ static void parse_visible(struct vgpu_config *cfg)
 	}
 }
 
-/*
- * LIBVGPU_TEST_DIE_IN_LOCK=N makes the process SIGKILL itself inside its N-th
- * successful charge, holding the region lock with the update half done. It
- * exists so that the tests can kill a process exactly there; a process can
- * always kill itself, so it gives nobody anything new.
- */
-static void parse_test_hooks(struct vgpu_config *cfg)
+/* A whole number in [lo, hi] from `name`; `dflt` when unset or invalid (said once). */
+static uint32_t parse_count(const char *name, uint32_t lo, uint32_t hi, uint32_t dflt)
 {
-	const char *v = getenv("LIBVGPU_TEST_DIE_IN_LOCK");
+	const char *v = getenv(name);
 	if (v == NULL || v[0] == '\0')
-		return;
+		return dflt;
 	char *end = NULL;
 	errno = 0;
 	unsigned long n = strtoul(v, &end, 10);
-	if (end == v || *end != '\0' || errno != 0 || n == 0 || n > UINT32_MAX) {
-		VGPU_LOG(VGPU_LOG_WARN, "LIBVGPU_TEST_DIE_IN_LOCK=\"%s\" ignored: want a count >= 1", v);
-		return;
+	if (end == v || *end != '\0' || errno != 0 || n < lo || n > hi) {
+		VGPU_LOG(VGPU_LOG_WARN, "%s=\"%s\" ignored: want a whole number from %u to %u", name,
+			 v, lo, hi);
+		return dflt;
 	}
-	cfg->test_die_in_lock = (uint32_t)n;
+	return (uint32_t)n;
+}
+
+/*
+ * LIBVGPU_TEST_DIE_IN_LOCK=N makes the process SIGKILL itself inside its N-th
+ * successful charge, holding the region lock with the update half done;
+ * LIBVGPU_TEST_STOP_IN_LOCK=N makes it SIGSTOP itself there instead, as a
+ * debugger or a frozen cgroup would stop it. They exist so that the tests
+ * can stop a process exactly there; a process can always kill or stop
+ * itself, so they give nobody anything new.
+ */
+static void parse_test_hooks(struct vgpu_config *cfg)
+{
+	cfg->test_die_in_lock = parse_count("LIBVGPU_TEST_DIE_IN_LOCK", 1, UINT32_MAX, 0);
+	cfg->test_stop_in_lock = parse_count("LIBVGPU_TEST_STOP_IN_LOCK", 1, UINT32_MAX, 0);
 }
 
 void vgpu_env_parse(struct vgpu_config *cfg)
@@ -236,9 +258,11 @@ void vgpu_env_parse(struct vgpu_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	parse_limits(cfg);
 	parse_policy(cfg);
+	parse_oversubscribe(cfg);
 	parse_priority(cfg);
 	parse_visible(cfg);
 	parse_test_hooks(cfg);
+	cfg->lock_timeout_ms = parse_count("LIBVGPU_LOCK_TIMEOUT_MS", 100, 600000, 5000);
 
 	const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
 	if (path != NULL && path[0] != '\0') {

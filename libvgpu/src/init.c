@@ -122,6 +122,7 @@ static void fork_child(void)
 	vgpu_pool_reset();
 	vgpu_context_reset();
 	vgpu_limiter_after_fork();
+	vgpu_hostpid_after_fork();
 }
 
 static void do_init(void)

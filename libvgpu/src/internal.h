@@ -49,6 +49,9 @@ struct vgpu_config {
 	bool any_sm_limit;
 	bool accounting;                        /* count allocations at all */
 	uint32_t test_die_in_lock;              /* LIBVGPU_TEST_DIE_IN_LOCK (tests only) */
+	uint32_t test_stop_in_lock;             /* LIBVGPU_TEST_STOP_IN_LOCK (tests only) */
+	uint32_t lock_timeout_ms;               /* LIBVGPU_LOCK_TIMEOUT_MS, default 5000 */
+	bool oversubscribe;                     /* CUDA_OVERSUBSCRIBE=true */
 	char region_path[4096];                 /* "" = process-private region */
 	int cvd_count;                          /* -1: CUDA_VISIBLE_DEVICES unset */
 	char cvd[VGPU_MAX_DEVICES][VGPU_CVD_LEN];
@@ -82,13 +85,34 @@ void vgpu_region_force(int idx, int64_t delta);
 uint64_t vgpu_region_used(int idx);
 void vgpu_region_watch(void);       /* watcher thread, every VGPU_WATCH_NS */
 int vgpu_region_pids(unsigned int *pids, int max, unsigned int *self);
+/* The container's live processes with what is counted for each on device idx. */
+struct vgpu_rproc {
+	int32_t hostpid;        /* 0: unknown */
+	int32_t pid;            /* in the container's pid namespace */
+	uint64_t mem;           /* bytes counted on device idx, UINT64_MAX if idx is invalid */
+};
+int vgpu_region_procs(int idx, struct vgpu_rproc *out, int max);
 void vgpu_region_set_util(int idx, uint32_t mine, uint32_t total);
+void vgpu_region_set_hostpid(int32_t pid, uint32_t source);
+void vgpu_region_set_sm_mode(int idx, uint32_t mode);
+void vgpu_region_host(int idx, int64_t delta);   /* host-backed bytes (host.c) */
 #define VGPU_WATCH_NS (100 * 1000 * 1000ull)
 
-/* memory.c: charge with pool trimming on pressure. */
+/*
+ * memory.c: charge with pool trimming on pressure. Requests above
+ * VGPU_MAX_ALLOC (256 TiB, more than any device has) are refused whether or
+ * not the device has a limit, before they reach the region's totals.
+ */
+#define VGPU_MAX_ALLOC (UINT64_C(1) << 48)
 CUresult vgpu_charge(int idx, uint64_t bytes);
+uint64_t vgpu_mul_sat(uint64_t a, uint64_t b);   /* a * b, UINT64_MAX on overflow */
 void vgpu_uncharge(int idx, uint64_t bytes);
 static inline bool vgpu_counting(void) { return vgpu_cfg.accounting; }
+
+/* host.c: oversubscription from host memory. */
+struct vgpu_resv;
+CUresult vgpu_host_fallback(const struct vgpu_resv *rv, CUdeviceptr *dptr, size_t bytes);
+bool vgpu_host_free(CUdeviceptr dptr, CUresult *res);   /* true if dptr was host memory */
 
 /* ledger.c: process-local record of counted allocations. */
 enum vgpu_kind {
@@ -107,6 +131,7 @@ struct vgpu_entry {
 	uint16_t pad;
 	uint32_t refs;      /* VMM: handle references (cuMemCreate, cuMemRetainAllocationHandle) */
 	uint32_t maps;      /* VMM: live cuMemMap mappings */
+	uint64_t aux;       /* K_HOST: the host pointer */
 };
 void vgpu_ledger_add(const struct vgpu_entry *e);
 bool vgpu_ledger_take(int kind, uint64_t key, struct vgpu_entry *out);
@@ -130,6 +155,23 @@ void vgpu_pool_reset(void);
 
 /* context.c */
 void vgpu_context_reset(void);
+
+/* hostpid.c: this process's pid as NVML knows it. */
+#define VGPU_PLIST_MAX 64
+struct vgpu_plist {
+	unsigned int n;
+	unsigned int pid[VGPU_PLIST_MAX];
+	unsigned long long mem[VGPU_PLIST_MAX];
+};
+int32_t vgpu_hostpid(void);                     /* 0 until learned */
+uint32_t vgpu_hostpid_source(void);             /* VGPU_HOSTPID_* */
+bool vgpu_hostpid_wanted(void);                 /* not learned from NVML yet */
+int vgpu_proc_list(int idx, struct vgpu_plist *out);   /* -1: NVML cannot list */
+int vgpu_plist_find(const struct vgpu_plist *l, unsigned int pid);   /* index or -1 */
+void vgpu_hostpid_discover(int idx, const struct vgpu_plist *before,
+			   const struct vgpu_plist *after, CUcontext ctx);
+void vgpu_hostpid_fallback(void);               /* NSpid, unverified, if nothing better */
+void vgpu_hostpid_after_fork(void);
 
 /* limiter.c */
 extern int vgpu_limiter_enabled;    /* read on every launch */

@@ -159,7 +159,7 @@ uint64_t vgpu_ledger_purge_owner(void *owner, int idx_out[VGPU_MAX_DEVICES],
 	for (size_t i = 0; i < cap;) {
 		struct vgpu_entry *e = &table[i];
 		bool ctx_bound = e->kind == VGPU_K_DEVPTR || e->kind == VGPU_K_ARRAY ||
-				 e->kind == VGPU_K_MIPMAP;
+				 e->kind == VGPU_K_MIPMAP || e->kind == VGPU_K_HOST;
 		if (e->kind != 0 && ctx_bound && e->owner == owner) {
 			if (e->idx >= 0 && e->idx < VGPU_MAX_DEVICES)
 				bytes_out[e->idx] += e->bytes;

@@ -10,11 +10,22 @@
  *  - every tick (10 ms) the bucket is refilled at `rate` units per second,
  *    capped at 20 ms worth so an idle period cannot bank a burst;
  *  - every sample (100 ms) the container's SM utilisation U is read from
- *    nvmlDeviceGetProcessUtilization (summed over the container's pids) and
- *    the rate is scaled by sqrt(L/U). The square root halves the loop gain,
- *    which keeps the loop stable when NVML samples lag by a period;
+ *    nvmlDeviceGetProcessUtilization (summed over the container's host pids,
+ *    hostpid.c) and the rate is scaled by sqrt(L/U). The square root halves
+ *    the loop gain, which keeps the loop stable when NVML samples lag by a
+ *    period;
  *  - the rate only grows while launches actually waited (anti-windup), so an
  *    application that does not use its share cannot build up a huge rate.
+ *
+ * Where that measurement is not available it never runs open loop in
+ * silence. Per-process utilisation NOT_SUPPORTED (MIG, old GPUs), or the
+ * device busy while NVML attributes none of it to the container for a
+ * second (host pids unknown), switches the device to the device-wide
+ * utilisation (nvmlDeviceGetUtilizationRates): it counts the neighbours'
+ * work as the container's, so the share is never exceeded and is undercut
+ * only while others are busy. If NVML has no utilisation at all the limit
+ * is not enforced. Each switch is said once on stderr and published in the
+ * region (sm_mode) for the exporter.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -35,7 +46,10 @@ struct lim {
 	int64_t tokens;         /* atomic: units available, may go negative (debt) */
 	int starved;            /* atomic: a launch waited since the last sample */
 	int sm_count;           /* atomic: 0 until queried */
+	uint32_t launched;      /* atomic: launches since the last sample */
 	uint32_t limit;         /* percent, 0 = no limit; immutable after setup */
+	uint32_t mode;          /* VGPU_SM_MODE_*; watcher thread only */
+	uint32_t blind;         /* samples in a row: busy device, nothing attributed */
 	double rate;            /* units per second; watcher thread only */
 	unsigned long long last_seen_us;
 };
@@ -63,14 +77,19 @@ void vgpu_limiter_setup(void)
 	for (int d = 0; d < VGPU_MAX_DEVICES; d++)
 		if (vgpu_cfg.sm_limit[d] != 0 && first < 0)
 			first = d;
-	if (!vgpu_nvml_loaded() || REAL(nvmlDeviceGetProcessUtilization) == NULL ||
-	    vgpu_nvml_device(first) == NULL) {
+	if (!vgpu_nvml_loaded() || vgpu_nvml_device(first) == NULL ||
+	    (REAL(nvmlDeviceGetProcessUtilization) == NULL &&
+	     REAL(nvmlDeviceGetUtilizationRates) == NULL)) {
 		VGPU_LOG(VGPU_LOG_WARN,
-			 "SM limit disabled: NVML per-process utilisation is not available");
+			 "SM limit not enforced: NVML reports no utilisation (no NVML, or neither "
+			 "per-process nor device utilisation)");
 		return;
 	}
 	for (int d = 0; d < VGPU_MAX_DEVICES; d++) {
 		lims[d].limit = vgpu_cfg.sm_limit[d];
+		lims[d].mode = lims[d].limit == 0 ? VGPU_SM_MODE_NONE
+			       : REAL(nvmlDeviceGetProcessUtilization) != NULL ? VGPU_SM_MODE_PROCESS
+										: VGPU_SM_MODE_DEVICE;
 		lims[d].rate = initial_rate(lims[d].limit);
 		lims[d].tokens = 2 * VGPU_WAVE;
 	}
@@ -116,8 +135,10 @@ void vgpu_limiter_gate(uint64_t blocks)
 	if (vgpu_current_dev(&dev, &idx) != 0)
 		return;
 	struct lim *l = &lims[idx];
-	if (l->limit == 0 || switched_off(idx))
+	if (l->limit == 0 || __atomic_load_n(&l->mode, __ATOMIC_RELAXED) == VGPU_SM_MODE_OFF ||
+	    switched_off(idx))
 		return;
+	__atomic_fetch_add(&l->launched, 1, __ATOMIC_RELAXED);
 	vgpu_register();
 	int64_t cost = VGPU_WAVE;
 	if (blocks != 0) {
@@ -150,18 +171,34 @@ static void refill(struct lim *l, uint64_t dt_ns)
 					      __ATOMIC_RELAXED));
 }
 
-/* Container utilisation (percent) from one NVML query; -1 on error. */
-static int measure(int idx, struct lim *l, unsigned int *mine)
+/* Device-wide utilisation (percent), -1 if NVML cannot say, -2 if it never will. */
+static int measure_device(nvmlDevice_t dev)
+{
+	nvmlUtilization_t u;
+	if (REAL(nvmlDeviceGetUtilizationRates) == NULL)
+		return -2;
+	nvmlReturn_t rc = REAL(nvmlDeviceGetUtilizationRates)(dev, &u);
+	if (rc == NVML_ERROR_NOT_SUPPORTED)
+		return -2;
+	return rc == NVML_SUCCESS ? (int)(u.gpu > 100 ? 100 : u.gpu) : -1;
+}
+
+/*
+ * Container utilisation (percent) from one NVML per-process query: -1 on
+ * error, -2 when the device does not support it. *any says whether the
+ * device reported samples for anyone at all.
+ */
+static int measure_procs(nvmlDevice_t dev, struct lim *l, unsigned int *mine, bool *any)
 {
 	static nvmlProcessUtilizationSample_t buf[MAX_SAMPLES];
 	unsigned int pids[MAX_PIDS], sum[MAX_PIDS] = {0}, cnt[MAX_PIDS] = {0};
 	unsigned int n = MAX_SAMPLES;
-	nvmlDevice_t dev = vgpu_nvml_device(idx);
-	if (dev == NULL)
-		return -1;
 	nvmlReturn_t rc = REAL(nvmlDeviceGetProcessUtilization)(dev, buf, &n, l->last_seen_us);
+	*any = false;
 	if (rc == NVML_ERROR_NOT_FOUND)
 		n = 0;  /* no new samples: nothing ran */
+	else if (rc == NVML_ERROR_NOT_SUPPORTED)
+		return -2;
 	else if (rc != NVML_SUCCESS)
 		return -1;
 	unsigned int self_pid;
@@ -169,6 +206,7 @@ static int measure(int idx, struct lim *l, unsigned int *mine)
 	for (unsigned int i = 0; i < n && i < MAX_SAMPLES; i++) {
 		if (buf[i].timeStamp > l->last_seen_us)
 			l->last_seen_us = buf[i].timeStamp;
+		*any |= buf[i].smUtil > 0;
 		for (int p = 0; p < np; p++)
 			if (pids[p] == buf[i].pid) {
 				sum[p] += buf[i].smUtil;
@@ -187,6 +225,59 @@ static int measure(int idx, struct lim *l, unsigned int *mine)
 			*mine = sum[p] / cnt[p];
 	}
 	return (int)total;
+}
+
+static void switch_mode(int d, struct lim *l, uint32_t mode, const char *why)
+{
+	static const char *const names[] = {"off", "enforced from per-process utilisation",
+					    "enforced from device-wide utilisation", "NOT enforced"};
+	if (l->mode == mode)
+		return;
+	__atomic_store_n(&l->mode, mode, __ATOMIC_RELAXED);
+	VGPU_LOG(mode == VGPU_SM_MODE_PROCESS ? VGPU_LOG_INFO : VGPU_LOG_WARN,
+		 "device %d: SM limit %u%% %s: %s", d, l->limit, names[mode], why);
+}
+
+/* Samples in a row the device may be busy with nothing attributed to us. */
+#define BLIND_SAMPLES 10
+
+/*
+ * Container utilisation of device d for this sample, in whatever mode the
+ * device is in, switching modes as described at the top. -1: no figure now.
+ */
+static int measure(int d, struct lim *l, unsigned int *mine)
+{
+	nvmlDevice_t dev = vgpu_nvml_device(d);
+	if (dev == NULL)
+		return -1;
+	uint32_t launched = __atomic_exchange_n(&l->launched, 0, __ATOMIC_RELAXED);
+	*mine = 0;
+	if (l->mode == VGPU_SM_MODE_PROCESS) {
+		bool any;
+		int used = measure_procs(dev, l, mine, &any);
+		if (used == -2) {
+			switch_mode(d, l, VGPU_SM_MODE_DEVICE,
+				    "NVML per-process utilisation is not supported on this device (MIG?)");
+		} else {
+			/* Our kernels ran, someone is busy, and none of it is ours: attribution is broken. */
+			l->blind = used == 0 && any && launched != 0 ? l->blind + 1 : 0;
+			if (l->blind < BLIND_SAMPLES)
+				return used;
+			switch_mode(d, l, VGPU_SM_MODE_DEVICE,
+				    "NVML attributes none of the device's work to this container's "
+				    "processes (their host pids are unknown)");
+		}
+	}
+	if (l->mode == VGPU_SM_MODE_DEVICE) {
+		int used = measure_device(dev);
+		if (used != -2) {
+			*mine = used < 0 ? 0 : (unsigned int)used;
+			return used;
+		}
+		switch_mode(d, l, VGPU_SM_MODE_OFF,
+			    "NVML reports no utilisation for this device (MIG instance?)");
+	}
+	return -1;
 }
 
 static void adapt(struct lim *l, int used)
@@ -215,10 +306,12 @@ void vgpu_limiter_tick(void)
 		if (l->limit == 0)
 			continue;
 		refill(l, dt);
-		if (!sample)
+		/* A device this process never launched on has nothing to measure. */
+		if (!sample || __atomic_load_n(&l->sm_count, __ATOMIC_RELAXED) == 0)
 			continue;
 		unsigned int mine = 0;
 		int used = measure(d, l, &mine);
+		vgpu_region_set_sm_mode(d, l->mode);
 		if (used < 0)
 			continue;
 		vgpu_region_set_util(d, mine, (uint32_t)used);

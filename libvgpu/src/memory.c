@@ -11,6 +11,12 @@
 CUresult vgpu_charge(int idx, uint64_t bytes)
 {
 	uint64_t limit = vgpu_cfg.mem_limit[idx];
+	/* A size no device can have never touches the totals, limit or not. */
+	if (bytes > VGPU_MAX_ALLOC) {
+		VGPU_LOG(VGPU_LOG_INFO, "device %d: refusing %llu bytes: no device has that much memory",
+			 idx, (unsigned long long)bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	vgpu_register();
 	if (vgpu_region_charge(idx, bytes, limit) == 0)
 		return CUDA_SUCCESS;
@@ -101,6 +107,10 @@ VGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = REAL(cuMemAlloc_v2)(dptr, bytesize);
+	/* The card is full, the container is not: host memory (host.c). */
+	if (res == CUDA_ERROR_OUT_OF_MEMORY && rv.idx >= 0 && vgpu_cfg.oversubscribe && dptr != NULL &&
+	    vgpu_host_fallback(&rv, dptr, bytesize) == CUDA_SUCCESS)
+		return CUDA_SUCCESS;
 	vgpu_settle(&rv, res, VGPU_K_DEVPTR, dptr ? *dptr : 0);
 	return res;
 }
@@ -117,22 +127,47 @@ VGPU_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 	return res;
 }
 
+uint64_t vgpu_mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 /* The driver picks the pitch; charge a 512-byte-aligned guess, then correct it. */
 static uint64_t pitch_guess(uint64_t width, uint64_t height)
 {
-	return ((width + 511) & ~UINT64_C(511)) * height;
+	uint64_t w = width > UINT64_MAX - 511 ? UINT64_MAX : (width + 511) & ~UINT64_C(511);
+	return vgpu_mul_sat(w, height);
 }
 
-static void pitch_settle(struct vgpu_resv *rv, CUresult res, uint64_t pitch, uint64_t height,
-			 uint64_t key)
+/*
+ * Settles a pitched allocation: the driver's pitch may pad more than the
+ * guess charged. The difference is charged like any allocation, and if it
+ * does not fit the allocation is freed and refused: the limit holds whatever
+ * the driver's alignment. Returns the result to give the caller.
+ */
+static CUresult pitch_settle(struct vgpu_resv *rv, CUresult res, uint64_t pitch, uint64_t height,
+			     uint64_t key, CUresult (*release)(uint64_t))
 {
-	if (rv->idx >= 0 && res == CUDA_SUCCESS && pitch * height != rv->bytes) {
-		int64_t delta = (int64_t)(pitch * height) - (int64_t)rv->bytes;
-		vgpu_region_force(rv->idx, delta);
-		rv->bytes = pitch * height;
+	uint64_t real = vgpu_mul_sat(pitch, height);
+	if (rv->idx >= 0 && res == CUDA_SUCCESS && real != rv->bytes) {
+		if (real < rv->bytes) {
+			vgpu_uncharge(rv->idx, rv->bytes - real);
+		} else if (vgpu_charge(rv->idx, real - rv->bytes) != CUDA_SUCCESS) {
+			release(key);
+			vgpu_uncharge(rv->idx, rv->bytes);
+			VGPU_LOG(VGPU_LOG_INFO, "device %d: the driver's pitch %llu needs %llu bytes, over the limit",
+				 rv->idx, (unsigned long long)pitch, (unsigned long long)real);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		rv->bytes = real;
 	}
 	vgpu_settle(rv, res, VGPU_K_DEVPTR, key);
+	return res;
 }
+
+static CUresult free_v2(uint64_t p) { return REAL(cuMemFree_v2)(p); }
+static CUresult free_v1(uint64_t p) { return REAL(cuMemFree)((CUdeviceptr_v1)p); }
 
 VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t widthInBytes,
 					size_t height, unsigned int elementSizeBytes)
@@ -143,8 +178,7 @@ VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = REAL(cuMemAllocPitch_v2)(dptr, pPitch, widthInBytes, height, elementSizeBytes);
-	pitch_settle(&rv, res, pPitch ? *pPitch : 0, height, dptr ? *dptr : 0);
-	return res;
+	return pitch_settle(&rv, res, pPitch ? *pPitch : 0, height, dptr ? *dptr : 0, free_v2);
 }
 
 VGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -157,8 +191,7 @@ VGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = REAL(cuMemAllocPitch)(dptr, pPitch, widthInBytes, height, elementSizeBytes);
-	pitch_settle(&rv, res, pPitch ? *pPitch : 0, height, dptr ? *dptr : 0);
-	return res;
+	return pitch_settle(&rv, res, pPitch ? *pPitch : 0, height, dptr ? *dptr : 0, free_v1);
 }
 
 VGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -178,7 +211,10 @@ VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	struct vgpu_entry e;
 	VGPU_ENTER_CUDA(cuMemFree_v2);
 	bool had = vgpu_forget(VGPU_K_DEVPTR, dptr, &e);
-	CUresult res = REAL(cuMemFree_v2)(dptr);
+	CUresult res;
+	if (!had && vgpu_host_free(dptr, &res))
+		return res;
+	res = REAL(cuMemFree_v2)(dptr);
 	vgpu_finish_free(had, &e, res);
 	return res;
 }

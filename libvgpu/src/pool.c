@@ -41,6 +41,8 @@ static int pool_attr(CUmemoryPool pool, int attr, uint64_t *value)
 	return 0;
 }
 
+static void adjust_charged(CUmemoryPool pool, int64_t delta);
+
 static struct pool_rec *find_locked(CUmemoryPool pool)
 {
 	for (int i = 0; i < npools; i++)
@@ -49,12 +51,19 @@ static struct pool_rec *find_locked(CUmemoryPool pool)
 	return NULL;
 }
 
-/* Moves the difference between the pool's reserve and its charge to the region. */
-static void resync(CUmemoryPool pool)
+/*
+ * Moves the difference between the pool's reserve and its charge to the
+ * region. With `enforce`, growth is charged like an allocation and may be
+ * refused (-1: over the limit, nothing charged); otherwise it is recorded as
+ * it is, since the memory is already in use (a shrink always is).
+ */
+static int resync_mode(CUmemoryPool pool, bool enforce)
 {
 	uint64_t reserved;
 	if (pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != 0)
-		return;
+		return 0;
+	if (reserved > VGPU_MAX_ALLOC)
+		reserved = VGPU_MAX_ALLOC;      /* garbage from the driver must not wreck the totals */
 	pthread_mutex_lock(&mu);
 	struct pool_rec *rec = find_locked(pool);
 	int64_t delta = 0;
@@ -65,9 +74,16 @@ static void resync(CUmemoryPool pool)
 		idx = rec->idx;
 	}
 	pthread_mutex_unlock(&mu);
-	if (delta != 0)
+	if (delta > 0 && enforce && vgpu_charge(idx, (uint64_t)delta) != CUDA_SUCCESS) {
+		adjust_charged(pool, -delta);
+		return -1;
+	}
+	if (delta != 0 && !(delta > 0 && enforce))
 		vgpu_region_force(idx, delta);
+	return 0;
 }
+
+static void resync(CUmemoryPool pool) { (void)resync_mode(pool, false); }
 
 /* Starts tracking a pool; returns false when the table is full. */
 static bool track(CUmemoryPool pool, int idx)
@@ -114,6 +130,53 @@ static CUresult call_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CUm
 	}
 }
 
+static CUresult call_free(enum async_fn fn, CUdeviceptr dptr, CUstream stream)
+{
+	if (fn == A_ALLOC_PTSZ || fn == A_POOL_PTSZ)
+		return REAL(cuMemFreeAsync_ptsz)(dptr, stream);
+	return REAL(cuMemFreeAsync)(dptr, stream);
+}
+
+/*
+ * Device memory granularity (cuMemGetAllocationGranularity, minimum) of the
+ * device: a pool grows its reserve in whole granules, so growth is charged
+ * rounded up to one before the driver is asked. 2 MiB when unknown.
+ */
+static uint64_t granule(CUdevice dev)
+{
+	size_t g = 0;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, dev}};
+	if (REAL(cuMemGetAllocationGranularity) == NULL ||
+	    REAL(cuMemGetAllocationGranularity)(&g, &prop, 0) != CUDA_SUCCESS || g == 0 ||
+	    (g & (g - 1)) != 0)
+		g = 2u << 20;
+	return g;
+}
+
+/* What an allocation of `size` may add to the pool's reserve, in granules. */
+static uint64_t growth(uint64_t size, uint64_t reserved, uint64_t used, uint64_t g)
+{
+	uint64_t spare = reserved >= used ? reserved - used : 0;
+	if (spare >= size)
+		return 0;
+	uint64_t need = size - spare;
+	return need > UINT64_MAX - (g - 1) ? UINT64_MAX : (need + g - 1) & ~(g - 1);
+}
+
+/* The allocation made the pool grow past the limit: undo it and refuse. */
+static CUresult roll_back(enum async_fn fn, CUmemoryPool p, CUdeviceptr dptr, CUstream stream,
+			  int idx, uint64_t size)
+{
+	call_free(fn, dptr, stream);
+	if (REAL(cuMemPoolTrimTo) != NULL)
+		REAL(cuMemPoolTrimTo)(p, 0);
+	resync(p);      /* what the pool still reserves until the stream reaches the free */
+	VGPU_LOG(VGPU_LOG_INFO, "device %d: the pool grew past the limit for %llu bytes; refused",
+		 idx, (unsigned long long)size);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
 			    CUstream stream)
 {
@@ -121,6 +184,8 @@ static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CU
 	int idx;
 	if (!vgpu_counting() || vgpu_current_dev(&dev, &idx) != 0)
 		return call_alloc(fn, dptr, size, pool, stream);
+	if (size > VGPU_MAX_ALLOC)
+		return vgpu_charge(idx, size);  /* refused, never reaches the totals */
 
 	CUmemoryPool p = pool;
 	if (p == NULL && REAL(cuDeviceGetMemPool) != NULL &&
@@ -131,7 +196,7 @@ static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CU
 		       pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == 0 &&
 		       pool_attr(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == 0 && track(p, idx);
 	/* Served from the pool's free reserve: no new device memory. */
-	uint64_t need = (tracked && reserved >= used && reserved - used >= size) ? 0 : size;
+	uint64_t need = tracked ? growth(size, reserved, used, granule(dev)) : size;
 	if (need != 0) {
 		CUresult res = vgpu_charge(idx, need);
 		if (res != CUDA_SUCCESS)
@@ -148,11 +213,12 @@ static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CU
 		}
 		return res;
 	}
+	/* Growth beyond the granules charged (a driver growing in bigger steps) must fit too. */
+	if (tracked && resync_mode(p, true) != 0)
+		return roll_back(fn, p, dptr ? *dptr : 0, stream, idx, size);
 	struct vgpu_entry e = {.key = dptr ? *dptr : 0, .bytes = size, .owner = tracked ? p : NULL,
 			       .idx = idx, .kind = VGPU_K_ASYNC, .refs = 1};
 	vgpu_ledger_add(&e);
-	if (tracked)
-		resync(p);
 	return res;
 }
 

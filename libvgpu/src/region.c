@@ -78,9 +78,12 @@ static struct {
 	uint32_t seq;
 	uint64_t epoch;                 /* header epoch this process registered under */
 	uint64_t mine[VGPU_MAX_DEVICES];/* bytes this process has charged: what it re-registers */
+	uint64_t host[VGPU_MAX_DEVICES];/* of those, bytes served from host memory (host.c) */
 	uint64_t last_sweep_ns;
-	uint32_t charges;               /* for LIBVGPU_TEST_DIE_IN_LOCK */
+	uint32_t charges;               /* for LIBVGPU_TEST_DIE_IN_LOCK / _STOP_IN_LOCK */
+	bool claim_retry;               /* the claim gave up on a stuck lock: try again */
 	int32_t hostpid;
+	uint32_t hostpid_source;
 	char boot_id[VGPU_BOOT_ID_BYTES];
 	char uuid[VGPU_MAX_DEVICES][VGPU_UUID_BYTES];
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .slot = -1};
@@ -120,16 +123,47 @@ static bool used_ok(const uint64_t *val, const uint64_t *chk)
 	return get_used(val, chk, &ignored);
 }
 
+/* Host-backed bytes as the region publishes them: MiB, rounded up. */
+static uint32_t host_mib(uint64_t bytes)
+{
+	uint64_t mib = (bytes + (UINT64_C(1) << 20) - 1) >> 20;
+	return mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib;
+}
+
 /* ---- kernel locks on the file ---- */
 
 static off_t slot_byte(uint32_t i) { return (off_t)VGPU_HEADER_SIZE + (off_t)i * VGPU_SLOT_SIZE; }
 
+/*
+ * How long a lock may be held with no progress before waiters give up: a
+ * holder that is alive but stopped (SIGSTOP, a debugger, a frozen cgroup)
+ * must not block every other process of the container forever. Legitimate
+ * holds last microseconds to milliseconds. LIBVGPU_LOCK_TIMEOUT_MS (env.c).
+ */
+static uint64_t stuck_ns(void) { return (uint64_t)vgpu_cfg.lock_timeout_ms * 1000000u; }
+
+/* flock(LOCK_EX), given up with ETIMEDOUT after twice the stuck time. */
 static int flock_ex(int fd)
 {
-	while (flock(fd, LOCK_EX) != 0)
-		if (errno != EINTR)
+	uint64_t deadline = 0;
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
 			return -1;
-	return 0;
+		uint64_t now = vgpu_now_ns();
+		if (deadline == 0) {
+			deadline = now + 2 * stuck_ns();
+		} else if (now > deadline) {
+			VGPU_LOG(VGPU_LOG_WARN, "shared region %s: another process has held its file lock "
+				 "for %u ms without releasing it (stopped by SIGSTOP, a debugger or a frozen "
+				 "cgroup?)", vgpu_cfg.region_path, 2 * vgpu_cfg.lock_timeout_ms);
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		struct timespec pause = {0, 1000 * 1000};
+		nanosleep(&pause, NULL);
+	}
 }
 
 static int slot_lock(int cmd, short type, uint32_t i)
@@ -214,16 +248,35 @@ static bool owner_gone(uint32_t word)
 	return !slot_alive(owner - 1);
 }
 
-enum { LOCKED = 0, LOCKED_FROM_DEAD = 1 };
+enum { LOCK_STUCK = -1, LOCKED = 0, LOCKED_FROM_DEAD = 1 };
+
+/* Says, once per stuck holding, who holds the region lock and for how long. */
+static void report_stuck(struct vgpu_region *r, uint32_t word)
+{
+	static uint32_t reported;
+	if (__atomic_exchange_n(&reported, word, __ATOMIC_RELAXED) == word)
+		return;
+	uint32_t owner = word & LOCK_OWNER_MASK;
+	int32_t pid = owner >= 1 && owner <= VGPU_MAX_PROCS
+			      ? __atomic_load_n(&r->slots[owner - 1].pid, __ATOMIC_RELAXED) : 0;
+	VGPU_LOG(VGPU_LOG_WARN, "shared region %s: pid %d has held the region lock for more than "
+		 "%u ms and is alive (stopped by SIGSTOP, a debugger or a frozen cgroup?); giving up: "
+		 "allocations are refused until it lets go, frees are recorded and settled later",
+		 vgpu_cfg.region_path, pid, vgpu_cfg.lock_timeout_ms);
+}
 
 /*
  * Takes the region lock as slot g.slot. The word carries a fresh sequence
  * number per acquisition so that a waiter can never take over a lock that a
  * new owner of the same slot acquired meanwhile (the compare-and-swap would
- * see a different word).
+ * see a different word). The same sequence number tells progress: a word
+ * that stays the same for stuck_ns() while its owner lives is a holder that
+ * does not run; the wait ends with LOCK_STUCK.
  */
 static int region_lock(struct vgpu_region *r)
 {
+	uint32_t last = 0;
+	uint64_t since = 0;
 	uint32_t *w = &r->hdr.lock.word;
 	g.seq = (g.seq + 1) & LOCK_SEQ_MASK;
 	if (g.seq == 0)
@@ -246,11 +299,19 @@ static int region_lock(struct vgpu_region *r)
 			continue;
 		cur |= LOCK_WAITERS;
 		struct timespec ts = {0, LOCK_POLL_NS};
-		if (futex(w, FUTEX_WAIT, cur, &ts) != 0 && errno == ETIMEDOUT && owner_gone(cur)) {
-			uint32_t seen = cur;
-			if (__atomic_compare_exchange_n(w, &seen, me | LOCK_WAITERS, false, __ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
-				return LOCKED_FROM_DEAD;
+		if (futex(w, FUTEX_WAIT, cur, &ts) != 0 && errno == ETIMEDOUT) {
+			if (owner_gone(cur)) {
+				uint32_t seen = cur;
+				if (__atomic_compare_exchange_n(w, &seen, me | LOCK_WAITERS, false,
+								__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+					return LOCKED_FROM_DEAD;
+			} else if ((cur & ~LOCK_WAITERS) != last) {
+				last = cur & ~LOCK_WAITERS;
+				since = vgpu_now_ns();
+			} else if (vgpu_now_ns() - since > stuck_ns()) {
+				report_stuck(r, last);
+				return LOCK_STUCK;
+			}
 		}
 		cur = __atomic_load_n(w, __ATOMIC_RELAXED);
 	}
@@ -412,6 +473,7 @@ static int rebuild_locked(struct vgpu_region *r)
 	struct vgpu_region_header *h = &r->hdr;
 	bool held[VGPU_MAX_PROCS];
 	uint64_t used[VGPU_MAX_DEVICES] = {0};
+	uint32_t host[VGPU_MAX_DEVICES] = {0};
 	uint32_t live = 0, hwm = 0;
 	int pending = 0;
 
@@ -437,21 +499,27 @@ static int rebuild_locked(struct vgpu_region *r)
 		}
 		hwm = i + 1;
 		if ((int)i == g.slot) {
-			for (int d = 0; d < VGPU_MAX_DEVICES; d++)
+			for (int d = 0; d < VGPU_MAX_DEVICES; d++) {
 				used[d] += g.mine[d];
+				host[d] += host_mib(g.host[d]);
+			}
 			live++;
 		} else if (status == VGPU_SLOT_TRANSIT) {
 			continue;   /* being claimed or released: holds nothing */
 		} else if (status != VGPU_SLOT_ACTIVE || s->epoch != h->epoch || !slot_counters(s, mem)) {
 			pending++;
 		} else {
-			for (int d = 0; d < VGPU_MAX_DEVICES; d++)
+			for (int d = 0; d < VGPU_MAX_DEVICES; d++) {
 				used[d] += mem[d];
+				host[d] += __atomic_load_n(&s->host_mib[d], __ATOMIC_RELAXED);
+			}
 			live++;
 		}
 	}
-	for (int d = 0; d < VGPU_MAX_DEVICES; d++)
+	for (int d = 0; d < VGPU_MAX_DEVICES; d++) {
 		put_used(&h->mem_used[d], &h->mem_used_check[d], used[d]);
+		__atomic_store_n(&h->host_mib[d], host[d], __ATOMIC_RELAXED);
+	}
 	h->live_procs = live;
 	if (hwm > h->slot_hwm)
 		__atomic_store_n(&h->slot_hwm, hwm, __ATOMIC_RELEASE);
@@ -472,11 +540,14 @@ static void write_slot_locked(struct vgpu_region *r)
 	zero(&s->pid, s + 1);
 	s->pid = (int32_t)getpid();
 	s->hostpid = g.hostpid;
+	s->hostpid_source = g.hostpid_source;
 	s->priority = vgpu_cfg.priority;
 	s->start_unix_ns = vgpu_wall_ns();
 	s->epoch = r->hdr.epoch;
-	for (int d = 0; d < VGPU_MAX_DEVICES; d++)
+	for (int d = 0; d < VGPU_MAX_DEVICES; d++) {
 		put_used(&s->mem_used[d], &s->mem_used_check[d], g.mine[d]);
+		s->host_mib[d] = host_mib(g.host[d]);
+	}
 	__atomic_store_n(&s->status, VGPU_SLOT_ACTIVE, __ATOMIC_RELEASE);
 	if ((uint32_t)g.slot + 1 > hwm)
 		__atomic_store_n(&r->hdr.slot_hwm, (uint32_t)g.slot + 1, __ATOMIC_RELEASE);
@@ -494,7 +565,12 @@ static int recover(void)
 	struct vgpu_region *r = g.r;
 	if (g.fd < 0 || flock_ex(g.fd) != 0)
 		return -1;
-	if (region_lock(r) == LOCKED_FROM_DEAD)
+	int how = region_lock(r);
+	if (how == LOCK_STUCK) {
+		flock(g.fd, LOCK_UN);
+		return -1;
+	}
+	if (how == LOCKED_FROM_DEAD)
 		VGPU_LOG(VGPU_LOG_WARN, "a process died holding the region lock");
 	const char *why = header_invalid(r);
 	if (why != NULL) {
@@ -521,14 +597,21 @@ static int recover(void)
  * process registered in, repairing it first if not. Caller holds g.mu.
  * Returns 0 with the lock held; -1 if this process has no usable slot.
  */
+static int claim_shared(void);
+
 static int enter(void)
 {
+	/* A claim that gave up on a stuck lock is tried again: the holder may have gone on. */
+	if (g.slot < 0 && g.shared && g.claim_retry && claim_shared() == 0)
+		g.claim_retry = false;
 	if (g.slot < 0)
 		return -1;
 	if (!g.shared)
 		return 0;   /* private: g.mu is the lock */
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int how = region_lock(g.r);
+		if (how == LOCK_STUCK)
+			return -1;
 		if (still_mine(g.r)) {
 			if (how == LOCKED_FROM_DEAD) {
 				VGPU_LOG(VGPU_LOG_WARN, "a process died holding the region lock; rebuilding the totals");
@@ -561,7 +644,9 @@ static int attach_shared(const char *path)
 		VGPU_LOG(VGPU_LOG_WARN, "cannot open shared region %s: %s", path, strerror(errno));
 		return -1;
 	}
-	if (flock_ex(fd) != 0) {
+	/* A stuck lock holder: attach without formatting; registration formats if need be. */
+	bool locked = flock_ex(fd) == 0;
+	if (!locked && errno != ETIMEDOUT) {
 		VGPU_LOG(VGPU_LOG_WARN, "cannot lock shared region %s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
@@ -590,7 +675,7 @@ static int attach_shared(const char *path)
 	 * which format it under the region lock.
 	 */
 	const char *why = st.st_size < (off_t)VGPU_REGION_SIZE ? "is truncated" : header_invalid(g.r);
-	if (why != NULL && !other_users()) {
+	if (locked && why != NULL && !other_users()) {
 		if (st.st_size != 0)
 			VGPU_LOG(VGPU_LOG_WARN, "shared region %s %s; re-initialising it", path, why);
 		format_region(g.r, false, true);
@@ -627,26 +712,6 @@ int vgpu_region_attach(void)
 	return 0;
 }
 
-/* The pid NVML reports: the outermost pid namespace visible in NSpid. */
-static int32_t host_pid(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	int32_t pid = (int32_t)getpid();
-	if (f == NULL)
-		return pid;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, "NSpid:", 6) == 0) {
-			long v = strtol(line + 6, NULL, 10);
-			if (v > 0)
-				pid = (int32_t)v;
-			break;
-		}
-	}
-	fclose(f);
-	return pid;
-}
-
 /*
  * Wins a slot's file lock (the kernel arbitrates), free slots first, then
  * slots the file says are live (their owners may be dead). Caller holds flock.
@@ -677,11 +742,14 @@ static int claim_shared(void)
 			return -1;
 		}
 	}
-	g.hostpid = host_pid();
+	g.hostpid = vgpu_hostpid();
+	g.hostpid_source = vgpu_hostpid_source();
 	/* Lock words of a dead previous owner of our slot must not repeat. */
 	g.seq = (uint32_t)(vgpu_wall_ns() ^ (uint64_t)getpid() * 2654435761u) & LOCK_SEQ_MASK;
-	if (flock_ex(g.fd) != 0)
+	if (flock_ex(g.fd) != 0) {
+		g.claim_retry = errno == ETIMEDOUT;
 		return -1;
+	}
 	int i = pick_slot();
 	if (i < 0) {
 		flock(g.fd, LOCK_UN);
@@ -691,7 +759,14 @@ static int claim_shared(void)
 	}
 	__atomic_store_n(&g.slot, i, __ATOMIC_RELEASE);
 	struct vgpu_region *r = g.r;
-	region_lock(r);
+	if (region_lock(r) == LOCK_STUCK) {
+		__atomic_store_n(&g.slot, -1, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->slots[i].status, VGPU_SLOT_FREE, __ATOMIC_RELAXED);
+		slot_lock(F_OFD_SETLK, F_UNLCK, (uint32_t)i);
+		flock(g.fd, LOCK_UN);
+		g.claim_retry = true;
+		return -1;
+	}
 	const char *why = header_invalid(r);
 	if (why != NULL) {
 		bool others = other_users();
@@ -719,7 +794,8 @@ int vgpu_region_claim_slot(void)
 	if (g.slot < 0 && g.shared) {
 		rc = claim_shared();
 	} else if (g.slot < 0) {
-		g.hostpid = host_pid();
+		g.hostpid = vgpu_hostpid();
+		g.hostpid_source = vgpu_hostpid_source();
 		__atomic_store_n(&g.slot, 0, __ATOMIC_RELEASE);
 		g.epoch = g.r->hdr.epoch;
 		write_slot_locked(g.r);
@@ -736,8 +812,10 @@ void vgpu_region_release_slot(void)
 	if (r == NULL)
 		return;
 	pthread_mutex_lock(&g.mu);
-	if (g.slot >= 0 && g.shared) {
-		region_lock(r);
+	if (g.slot >= 0 && g.shared && region_lock(r) == LOCK_STUCK) {
+		/* The others reclaim the slot as a dead process's once its lock is gone. */
+		slot_lock(F_OFD_SETLK, F_UNLCK, (uint32_t)g.slot);
+	} else if (g.slot >= 0 && g.shared) {
 		if (still_mine(r)) {
 			struct vgpu_region_header *h = &r->hdr;
 			for (int d = 0; d < VGPU_MAX_DEVICES; d++) {
@@ -770,6 +848,7 @@ void vgpu_region_after_fork(void)
 	g.charges = 0;
 	g.last_sweep_ns = 0;
 	memset(g.mine, 0, sizeof(g.mine));
+	memset(g.host, 0, sizeof(g.host));
 	if (g.shared && g.fd >= 0) {
 		/* It shares the parent's open file description, and so its slot lock. */
 		close(g.fd);
@@ -788,8 +867,13 @@ static void set_mine_locked(int idx, uint64_t now, bool charge)
 	struct vgpu_proc_slot *s = &g.r->slots[g.slot];
 	uint64_t old = g.mine[idx];
 	put_used(&s->mem_used[idx], &s->mem_used_check[idx], now);
-	if (charge && vgpu_cfg.test_die_in_lock != 0 && ++g.charges == vgpu_cfg.test_die_in_lock)
-		kill(getpid(), SIGKILL);    /* test hook: die mid-update, holding the lock */
+	if (charge && (vgpu_cfg.test_die_in_lock != 0 || vgpu_cfg.test_stop_in_lock != 0)) {
+		++g.charges;
+		if (g.charges == vgpu_cfg.test_die_in_lock)
+			kill(getpid(), SIGKILL);    /* test hook: die mid-update, holding the lock */
+		if (g.charges == vgpu_cfg.test_stop_in_lock)
+			kill(getpid(), SIGSTOP);    /* test hook: stop holding the lock, until SIGCONT */
+	}
 	g.mine[idx] = now;
 	/* Re-checked here: the file may have been damaged since still_mine(). */
 	uint64_t total;
@@ -936,6 +1020,28 @@ int vgpu_region_pids(unsigned int *pids, int max, unsigned int *self)
 	return n;
 }
 
+int vgpu_region_procs(int idx, struct vgpu_rproc *out, int max)
+{
+	int n = 0;
+	if (g.r == NULL)
+		return 0;
+	pthread_mutex_lock(&g.mu);
+	uint32_t hwm = __atomic_load_n(&g.r->hdr.slot_hwm, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < hwm && i < VGPU_MAX_PROCS && n < max; i++) {
+		const struct vgpu_proc_slot *s = &g.r->slots[i];
+		uint64_t mem = UINT64_MAX;
+		if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
+			continue;
+		if (idx >= 0 && idx < VGPU_MAX_DEVICES &&
+		    !get_used(&s->mem_used[idx], &s->mem_used_check[idx], &mem))
+			mem = UINT64_MAX;
+		out[n++] = (struct vgpu_rproc){__atomic_load_n(&s->hostpid, __ATOMIC_RELAXED),
+					       __atomic_load_n(&s->pid, __ATOMIC_RELAXED), mem};
+	}
+	pthread_mutex_unlock(&g.mu);
+	return n;
+}
+
 /* Publishes SM utilisation: this process's share and the container's. */
 void vgpu_region_set_util(int idx, uint32_t mine, uint32_t total)
 {
@@ -945,5 +1051,53 @@ void vgpu_region_set_util(int idx, uint32_t mine, uint32_t total)
 	if (g.slot >= 0)
 		__atomic_store_n(&g.r->slots[g.slot].sm_util[idx], mine, __ATOMIC_RELAXED);
 	__atomic_store_n(&g.r->hdr.sm_util[idx], total, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&g.mu);
+}
+
+/* Records this process's host pid, learned after registration (hostpid.c). */
+void vgpu_region_set_hostpid(int32_t pid, uint32_t source)
+{
+	pthread_mutex_lock(&g.mu);
+	g.hostpid = pid;
+	g.hostpid_source = source;
+	if (g.r != NULL && g.slot >= 0) {
+		struct vgpu_proc_slot *s = &g.r->slots[g.slot];
+		__atomic_store_n(&s->hostpid_source, source, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->hostpid, pid, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
+/* Publishes how the SM limit of device idx is enforced (VGPU_SM_MODE_*). */
+void vgpu_region_set_sm_mode(int idx, uint32_t mode)
+{
+	if (g.r == NULL || idx < 0 || idx >= VGPU_MAX_DEVICES)
+		return;
+	__atomic_store_n(&g.r->hdr.sm_mode[idx], mode, __ATOMIC_RELAXED);
+}
+
+/*
+ * Records that `delta` bytes of this process's usage on device idx are (no
+ * longer) served from host memory, and republishes the container's total.
+ */
+void vgpu_region_host(int idx, int64_t delta)
+{
+	if (g.r == NULL || idx < 0 || idx >= VGPU_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&g.mu);
+	uint64_t now = g.host[idx];
+	g.host[idx] = delta < 0 && (uint64_t)-delta > now ? 0 : now + (uint64_t)delta;
+	if (g.slot >= 0)
+		__atomic_store_n(&g.r->slots[g.slot].host_mib[idx], host_mib(g.host[idx]),
+				 __ATOMIC_RELAXED);
+	if (enter() == 0) {
+		uint32_t total = 0;
+		uint32_t hwm = __atomic_load_n(&g.r->hdr.slot_hwm, __ATOMIC_ACQUIRE);
+		for (uint32_t i = 0; i < hwm && i < VGPU_MAX_PROCS; i++)
+			if (__atomic_load_n(&g.r->slots[i].status, __ATOMIC_ACQUIRE) == VGPU_SLOT_ACTIVE)
+				total += __atomic_load_n(&g.r->slots[i].host_mib[idx], __ATOMIC_RELAXED);
+		__atomic_store_n(&g.r->hdr.host_mib[idx], total, __ATOMIC_RELAXED);
+		leave();
+	}
 	pthread_mutex_unlock(&g.mu);
 }

@@ -82,6 +82,16 @@
 	X(cuDeviceGetMemPool, CUDA, CALL, 0)                                   \
 	X(cuMemPoolGetAttribute, CUDA, CALL, 0)                                \
 	X(cuMemPoolTrimTo, CUDA, CALL, 0)                                      \
+	X(cuMemGetAllocationGranularity, CUDA, CALL, 0)                        \
+	X(cuMemHostAlloc, CUDA, CALL, 0)                                              \
+	X(cuMemFreeHost, CUDA, CALL, 0)                                               \
+	X(cuMemHostGetDevicePointer_v2, CUDA, CALL, 0)                                \
+	X(cuDeviceGet, CUDA, CALL, 0)                                          \
+	X(cuDeviceGetCount, CUDA, CALL, 0)                                     \
+	X(cuDeviceGetUuid, CUDA, CALL, 0)                                      \
+	X(cuDeviceGetUuid_v2, CUDA, CALL, 0)                                   \
+	X(cuCtxPushCurrent_v2, CUDA, CALL, 0)                                  \
+	X(cuCtxPopCurrent_v2, CUDA, CALL, 0)                                   \
 	X(nvmlDeviceGetMemoryInfo, NVML, HOOK, 0)                              \
 	X(nvmlDeviceGetMemoryInfo_v2, NVML, HOOK, 0)                           \
 	X(nvmlInit_v2, NVML, CALL, 0)                                          \
@@ -90,7 +100,16 @@
 	X(nvmlDeviceGetHandleByIndex_v2, NVML, CALL, 0)                        \
 	X(nvmlDeviceGetIndex, NVML, CALL, 0)                                   \
 	X(nvmlDeviceGetUUID, NVML, CALL, 0)                                    \
-	X(nvmlDeviceGetProcessUtilization, NVML, CALL, 0)
+	X(nvmlDeviceGetHandleByUUID, NVML, CALL, 0)                            \
+	X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, NVML, CALL, 0)         \
+	X(nvmlDeviceGetProcessUtilization, NVML, HOOK, 0)                      \
+	X(nvmlDeviceGetComputeRunningProcesses, NVML, HOOK, 0)                 \
+	X(nvmlDeviceGetComputeRunningProcesses_v2, NVML, HOOK, 0)              \
+	X(nvmlDeviceGetComputeRunningProcesses_v3, NVML, HOOK, 0)              \
+	X(nvmlDeviceGetGraphicsRunningProcesses, NVML, HOOK, 0)                \
+	X(nvmlDeviceGetGraphicsRunningProcesses_v2, NVML, HOOK, 0)             \
+	X(nvmlDeviceGetGraphicsRunningProcesses_v3, NVML, HOOK, 0)             \
+	X(nvmlDeviceGetUtilizationRates, NVML, CALL, 0)
 
 enum vgpu_sym {
 #define VGPU_SYM_ENUM(name, lib, kind, version) SYM_##name,

@@ -1,11 +1,15 @@
 /* harness.c - runs one named test case (or child role) per invocation. */
+#define _GNU_SOURCE
 #include "test.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,7 +94,8 @@ int t_wait(int pid)
 {
 	int st = 0;
 	while (waitpid(pid, &st, 0) < 0)
-		;
+		if (errno != EINTR)
+			return 255;     /* no such child: a failure, never a spin */
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -129,16 +134,68 @@ const char *t_dir(void)
 	return d ? d : "/tmp";
 }
 
+/*
+ * Runs case `name` in a new PID namespace with its own /proc, as a container
+ * runtime starts a container's process: the case then knows only
+ * its namespaced pid, while the stub driver, like the kernel driver, knows it
+ * by its host pid (VGPU_STUB_HOST_PROC_FD: the host's /proc, opened before
+ * the namespace exists, see cuda_procs.c). Exit 77 when the kernel refuses.
+ */
+static int run_in_pidns(const char *name)
+{
+	/*
+	 * unshare(CLONE_NEWPID) moves the caller's future children, not the
+	 * caller: it happens in a child that leaves with _exit, so that this
+	 * process (and its sanitizer's exit-time threads) stays where it was.
+	 */
+	fflush(NULL);
+	pid_t outer = fork();
+	if (outer != 0)
+		return outer < 0 ? 1 : t_wait(outer);
+	int fd = open("/proc", O_PATH | O_DIRECTORY);
+	char num[16];
+	if (fd < 0 || unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+		printf("SKIP: cannot create a PID namespace: %s\n", strerror(errno));
+		fflush(NULL);
+		_exit(77);
+	}
+	snprintf(num, sizeof(num), "%d", fd);
+	setenv("VGPU_STUB_HOST_PROC_FD", num, 1);
+	if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0) {
+		printf("SKIP: cannot make mounts private: %s\n", strerror(errno));
+		fflush(NULL);
+		_exit(77);
+	}
+	pid_t init = fork();
+	if (init == 0) {
+		if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+			fprintf(stderr, "FAIL mount /proc in the namespace: %s\n", strerror(errno));
+			_exit(1);
+		}
+		/* pid 1 is a minimal init that waits for the case, as in a container with one. */
+		pid_t c = fork();
+		if (c == 0) {
+			execl(t_self, t_self, name, (char *)NULL);
+			_exit(127);
+		}
+		_exit(c < 0 ? 1 : t_wait(c));
+	}
+	_exit(init < 0 ? 1 : t_wait(init));
+}
+
 int main(int argc, char **argv)
 {
 	static char self[PATH_MAX];
 	const struct t_case *groups[] = {t_memory_cases, t_api_cases, t_region_cases, t_sm_cases,
-					 t_stress_cases, t_corrupt_cases};
+					 t_stress_cases, t_corrupt_cases, t_limit_cases, t_device_cases,
+					 t_view_cases};
 	if (realpath(argv[0], self) == NULL)
 		snprintf(self, sizeof(self), "%s", argv[0]);
 	t_self = self;
+	if (argc == 3 && strcmp(argv[1], "pidns") == 0)
+		return run_in_pidns(argv[2]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s <case>\n", argv[0]);
+		fprintf(stderr, "usage: %s [pidns] <case>\n", argv[0]);
 		return 2;
 	}
 	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++)

@@ -14,6 +14,7 @@
 # Stress cases (flag stress) run 8 processes for 3 s (6 under TSan, 4 under
 # valgrind). RUN_ONLY=stress runs only them, with STRESS_PROCS processes for
 # STRESS_SECS seconds (STRESS_PROCS_VALGRIND under valgrind): `make stress`.
+# ONLY=<regex> runs only the cases whose label matches.
 set -u
 B=$(cd "$1" && pwd); shift
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,8 +22,10 @@ pass=0
 fail=0
 failed=""
 
-# label|sub-command|environment|flags (region: give it a region file;
+# label|sub-command|environment|flags (pidns: run it in a new PID namespace
+# with its own /proc, the stub reporting host pids, see harness.c; region: give it a region file;
 # observer: the stub records device bytes across processes (stub.h);
+# shared: the stub's devices are one state for all processes, as a real GPU is;
 # minstub: use the stub without optional entry points; novg: skip under
 # valgrind; tsan: also run under ThreadSanitizer; stress: a stress campaign)
 CASES='
@@ -33,9 +36,21 @@ clamped_queries|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region
 families|families|CUDA_DEVICE_MEMORY_LIMIT=8g|region
 vmm_lifetime|vmm_lifetime|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
 pools|pools|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+huge_sizes|huge_sizes||region
+pitch_padding|pitch_padding|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_PITCH_ALIGN=4096|region
+pool_granules|pool_granules|CUDA_DEVICE_MEMORY_LIMIT=1001m VGPU_STUB_OBSERVER_LIMIT=1049624576|region observer
+pool_step|pool_step|CUDA_DEVICE_MEMORY_LIMIT=1000m VGPU_STUB_POOL_STEP=33554432|region
+ctx_over_limit|ctx_over_limit|CUDA_DEVICE_MEMORY_LIMIT_0=32m|region
+ctx_at_limit|ctx_at_limit|CUDA_DEVICE_MEMORY_LIMIT=100m|region
+oversubscribe|oversubscribe|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1|region shared
+oversubscribe_off|oversubscribe|CUDA_DEVICE_MEMORY_LIMIT=768m VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1 OVERSUB_EXPECT=off|region shared
 stress|stress|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0|region tsan
 cvd_index|cvd_index|CUDA_VISIBLE_DEVICES=1 CUDA_DEVICE_MEMORY_LIMIT_1=128m|
 cvd_uuid|cvd_uuid|CUDA_VISIBLE_DEVICES=GPU-5ab0e000-0000-4000-8000-000000000002 CUDA_DEVICE_MEMORY_LIMIT_2=96m|
+device_order|device_order|CUDA_DEVICE_MEMORY_LIMIT_0=128m CUDA_DEVICE_MEMORY_LIMIT_1=256m CUDA_DEVICE_MEMORY_LIMIT_2=512m VGPU_STUB_CTX_MEM=0 VGPU_STUB_CUDA_ORDER=reverse EXPECT_ORDER=210|region
+device_order_pci|device_order|CUDA_DEVICE_MEMORY_LIMIT_0=128m CUDA_DEVICE_MEMORY_LIMIT_1=256m CUDA_DEVICE_MEMORY_LIMIT_2=512m VGPU_STUB_CTX_MEM=0 VGPU_STUB_CUDA_ORDER=reverse CUDA_DEVICE_ORDER=PCI_BUS_ID EXPECT_ORDER=012|region
+cvd_order|cvd_order|CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_MEMORY_LIMIT_2=96m VGPU_STUB_CTX_MEM=0 VGPU_STUB_CUDA_ORDER=reverse|region
+cvd_mig|cvd_mig|CUDA_VISIBLE_DEVICES=MIG-5ab0e000-0000-4000-9000-000000000011 CUDA_DEVICE_MEMORY_LIMIT_1=200m VGPU_STUB_CTX_MEM=0 VGPU_STUB_MIG=1|region
 no_nvml|no_nvml|CUDA_DEVICE_MEMORY_LIMIT=1g LIBVGPU_NVML_PATH=/nonexistent/libnvidia-ml.so.1|
 dlsym_paths|dlsym_paths|CUDA_DEVICE_MEMORY_LIMIT=1g|
 procaddr|procaddr|CUDA_DEVICE_MEMORY_LIMIT=1g|
@@ -46,6 +61,7 @@ minimal_driver|minimal_driver|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_SM_LIMIT=3
 multiproc|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region tsan
 reclaim_sigkill|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
 lock_owner_death|lock_owner_death|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
+lock_stopped_holder|lock_stopped_holder|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 LIBVGPU_LOCK_TIMEOUT_MS=300|region
 region_corrupt|region_corrupt|CUDA_DEVICE_MEMORY_LIMIT=1g|region
 corrupt_live|corrupt_live|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer tsan
 region_ro_dir|region_ro_dir|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region
@@ -57,7 +73,21 @@ fork_child|fork_child|CUDA_DEVICE_MEMORY_LIMIT=1g|region
 init_256|init_256|CUDA_DEVICE_MEMORY_LIMIT=1g|region novg tsan
 sm_limit_30|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30|novg tsan
 sm_limit_30_132sm|sm_limit_30|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_SM=132|novg tsan
+sm_pidns_10|sm_share|CUDA_DEVICE_SM_LIMIT=10|pidns novg tsan
+sm_pidns_30|sm_share|CUDA_DEVICE_SM_LIMIT=30|pidns novg tsan
+sm_pidns_50|sm_share|CUDA_DEVICE_SM_LIMIT=50|pidns novg tsan
+sm_pidns_90|sm_share|CUDA_DEVICE_SM_LIMIT=90|pidns novg tsan
+sm_pidns_132sm|sm_share|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_SM=132|pidns novg
+sm_mig_device_util|sm_fallback|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_NVML_PROC_UTIL=unsupported SM_FALLBACK_EXPECT=not_supported_on_this_device|novg
+sm_mig_no_util|sm_fallback|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_NVML_PROC_UTIL=unsupported VGPU_STUB_NVML_DEV_UTIL=unsupported SM_FALLBACK_UNLIMITED=1 SM_FALLBACK_EXPECT=NOT_enforced|novg
+sm_pidns_unattributed|sm_fallback|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_NVML_PROC_LIST=unsupported SM_FALLBACK_EXPECT=attributes_none|pidns novg
 sm_no_limit|sm_unlimited||novg
+nvml_view|nvml_view|CUDA_DEVICE_MEMORY_LIMIT=1g|region pidns shared
+limit_basic_pidns|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|pidns
+clamped_queries_pidns|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region pidns
+multiproc_pidns|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region pidns tsan
+reclaim_sigkill_pidns|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region pidns
+stress_kill_pidns|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer pidns stress
 sm_policy_disable|sm_unlimited|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=disable|novg
 sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
 sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force|region novg tsan
@@ -80,6 +110,20 @@ shell_exports() {
 	extra=$(nm -D --defined-only "$ROOT/libvgpu.so" | awk '{print $3}' |
 		grep -v -E '^(cu[A-Za-z0-9_]+|nvml[A-Za-z0-9_]+|dlsym)$' | grep -v '^$')
 	[ -z "$extra" ] || { echo "unexpected exports: $extra"; return 1; }
+}
+
+# make gpu-check against the stub driver, so that it cannot rot where no GPU
+# is: every check passes (nvidia_smi skips: no nvidia-smi here), and without
+# GPU_CHECK_ALLOW_STUB the stub is no GPU.
+shell_gpu_check() {
+	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
+	[ "$out" = "no NVIDIA GPU: skipped" ] || { echo "without a GPU: $out"; return 1; }
+	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 \
+		"$B/gpu_check" "$ROOT/libvgpu.so" 2>&1) || { echo "$out"; return 1; }
+	echo "$out"
+	for c in memory_limit nvml_memory vmm_lifetime procaddr sm_share sm_share_pidns; do
+		echo "$out" | grep -q "^PASS $c:" || { echo "check $c did not pass"; return 1; }
+	done
 }
 
 # Preloaded into a process that never touches the GPU, the library is silent.
@@ -118,10 +162,13 @@ run_mode() {
 		[ "$mode" = valgrind ] && sprocs=${STRESS_PROCS_VALGRIND:-8}
 	else
 		[ "$mode" = normal ] && run_shell "$mode" exports shell_exports
+		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && run_shell "$mode" gpu_check_stub shell_gpu_check
 		[ "$mode" != valgrind ] && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
 	fi
 	echo "$CASES" | while IFS='|' read -r label cmd envs flags; do
 		[ -n "$label" ] || continue
+		# ONLY=<regex> runs the matching cases only (development).
+		[ -z "${ONLY:-}" ] || echo "$label" | grep -Eq "$ONLY" || continue
 		case " $flags " in *" novg "*) [ "$mode" = valgrind ] && continue ;; esac
 		case " $flags " in *" tsan "*) ;; *) [ "$mode" = tsan ] && continue ;; esac
 		case " $flags " in *" stress "*) ;; *) [ "${RUN_ONLY:-}" = stress ] && continue ;; esac
@@ -132,8 +179,12 @@ run_mode() {
 		case " $flags " in *" region "*) region="CUDA_DEVICE_MEMORY_SHARED_CACHE=$dir/vgpu.cache" ;; esac
 		observer=""
 		case " $flags " in *" observer "*) observer="VGPU_STUB_OBSERVER=$dir/observer" ;; esac
+		shared=""
+		case " $flags " in *" shared "*) shared="VGPU_STUB_STATE=$dir/stub.state" ;; esac
 		limit=240
 		case " $flags " in *" stress "*) limit=$((ssecs * 3 + 240)) ;; esac
+		pidns=""
+		case " $flags " in *" pidns "*) pidns=pidns ;; esac
 		start=$(date +%s)
 		# shellcheck disable=SC2086
 		(cd "$dir" && env -i PATH="$PATH" HOME="${HOME:-/}" LD_LIBRARY_PATH="$stub" \
@@ -143,8 +194,14 @@ run_mode() {
 			ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
 			UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
 			TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$ROOT/test/tsan.supp" \
-			$region $observer $envs timeout $limit $wrap "$bin" "$cmd") >"$dir/log" 2>&1
+			$region $observer $shared $envs timeout $limit $wrap "$bin" $pidns "$cmd") >"$dir/log" 2>&1
 		rc=$?
+		# 77: the kernel refused a PID namespace; the case says why in one line.
+		if [ "$rc" -eq 77 ]; then
+			printf 'SKIP  %-8s %-20s %s\n' "$mode" "$label" "$(grep -m1 '^SKIP' "$dir/log")"
+			rm -rf "$dir"
+			continue
+		fi
 		report "$mode" "$label" "$rc" $(( $(date +%s) - start )) "$dir/log"
 		# Stress cases print one line of figures (README: Stress and fault tests).
 		grep -h '^\(stress_[a-z]*\|corrupt_live\): ' "$dir/log" | sed "s/^/      $mode /"

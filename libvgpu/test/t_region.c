@@ -222,7 +222,78 @@ static int fork_child(void)
 	return 0;
 }
 
+/* Child: 64 MiB, then a second charge inside which it stops (LIBVGPU_TEST_STOP_IN_LOCK=2). */
+static int child_stopper(void)
+{
+	t_ctx(0);
+	CUdeviceptr p, q;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 64 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&q, 32 * MiB), CUDA_SUCCESS);  /* stops inside, resumes on SIGCONT */
+	char c = 1;
+	if (write(20, &c, 1) != 1 || read(21, &c, 1) < 0)
+		return 1;
+	return 0;
+}
+
+/*
+ * A process stopped while it holds the region lock (SIGSTOP, as a debugger
+ * or a frozen cgroup would) blocks nobody for good: after
+ * LIBVGPU_LOCK_TIMEOUT_MS (300 here) an allocation is refused with
+ * CUDA_ERROR_OUT_OF_MEMORY and a message naming the holder, a free goes
+ * through and is settled once the holder runs again; then everything is
+ * exact. Limit 1g, contexts free.
+ */
+static int lock_stopped_holder(void)
+{
+	int up[2], down[2], st;
+	t_watchdog(60);
+	if (pipe2(up, O_CLOEXEC) || pipe2(down, O_CLOEXEC))
+		return 1;
+	dup2(up[1], 20);
+	dup2(down[0], 21);
+	t_ctx(0);
+	CUdeviceptr p, q;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 100 * MiB), CUDA_SUCCESS);
+	static const char *const env[] = {"LIBVGPU_TEST_STOP_IN_LOCK=2", NULL};
+	int pid = t_spawn("child_stopper", env, -1);
+	CHECK(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st), "the holder did not stop");
+	/* Waiting on the stopped holder: refused, and said on stderr. */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644), saved = dup(2);
+	dup2(fd, 2);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CUresult r = CU(cuMemAlloc_v2)(&q, 10 * MiB);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CUresult f = CU(cuMemFree_v2)(p);
+	dup2(saved, 2);
+	close(fd);
+	CHECK_EQ(r, CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(f, CUDA_SUCCESS);
+	fprintf(stderr, "refused after %.2f s\n",
+		(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	const char *err = t_read_file(path);
+	char want[64];
+	snprintf(want, sizeof(want), "pid %d has held the region lock", pid);
+	CHECK(strstr(err, want) != NULL, "the message must name the holder (%s); stderr:\n%s", want, err);
+	/* The holder runs again: it finishes its charge, and all is exact. */
+	kill(pid, SIGCONT);
+	char c;
+	CHECK(read(up[0], &c, 1) == 1, "holder report");
+	CHECK_EQ(CU(cuMemAlloc_v2)(&q, 10 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 10 * MiB);
+	CHECK_EQ(t_region()->hdr.mem_used[0], 10 * MiB + 96 * MiB);
+	close(down[1]);
+	close(21);
+	CHECK_EQ(t_wait(pid), 0);
+	CHECK_EQ(t_region()->hdr.mem_used[0], 10 * MiB);
+	return 0;
+}
+
 const struct t_case t_region_cases[] = {
+	{"lock_stopped_holder", lock_stopped_holder},
+	{"child_stopper", child_stopper},
 	{"multiproc", multiproc},
 	{"child_mp", child_mp},
 	{"reclaim_sigkill", reclaim_sigkill},

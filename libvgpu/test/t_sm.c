@@ -7,8 +7,10 @@
  */
 #include "test.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,9 +72,11 @@ static double run_load(unsigned settle_ms, unsigned total_ms, void (*after_init)
 	__atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
 	pthread_create(&th, NULL, launcher, &ctx);
 	sleep_ms(settle_ms);
-	uint64_t b0 = busy(0, getpid()), t0 = now();
+	/* The stub knows this process by its host pid, as the driver does. */
+	int pid = STUB(vgpuStubHostPid)();
+	uint64_t b0 = busy(0, pid), t0 = now();
 	sleep_ms(total_ms - settle_ms);
-	uint64_t b1 = busy(0, getpid()), t1 = now();
+	uint64_t b1 = busy(0, pid), t1 = now();
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	double util = 100.0 * (double)(b1 - b0) / (double)(t1 - t0);
@@ -96,6 +100,71 @@ static int sm_limit_30(void)
 {
 	double u = run_load(1500, 4500, NULL);
 	CHECK(!timing() || (u >= 20.0 && u <= 40.0), "utilisation %.1f%% outside 30 +/- 10", u);
+	return 0;
+}
+
+/*
+ * CUDA_DEVICE_SM_LIMIT=L: held within L +/- 5 points. Run in a new PID
+ * namespace (flag pidns in run.sh) with the stub reporting host pids, this is
+ * the container case: the process knows only its namespaced pid.
+ */
+static int sm_share(void)
+{
+	const char *v = getenv("CUDA_DEVICE_SM_LIMIT");
+	double want = v != NULL ? atof(v) : 0;
+	double u = run_load(1500, 4500, NULL);
+	CHECK(!timing() || (u >= want - 5.0 && u <= want + 5.0), "utilisation %.1f%% outside %.0f +/- 5",
+	      u, want);
+	return 0;
+}
+
+/*
+ * Child of sm_fallback: the share through a fallback, with the warning that
+ * names it expected exactly once on stderr (checked by the parent).
+ */
+static int sm_unlimited(void);
+
+static int child_sm_fallback(void)
+{
+	const char *v = getenv("SM_FALLBACK_UNLIMITED");
+	return v != NULL && strcmp(v, "1") == 0 ? sm_unlimited() : sm_share();
+}
+
+static int count_in(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+/*
+ * SM_FALLBACK_EXPECT names the warning: per-process utilisation NOT_SUPPORTED
+ * (MIG) or unattributable (host pids unknown in a PID namespace) both end in
+ * device-wide utilisation, and the share still holds (one process: the
+ * device's utilisation is the container's).
+ */
+static int sm_fallback(void)
+{
+	/* run.sh separates settings by spaces: the words of the message come with underscores. */
+	const char *env = getenv("SM_FALLBACK_EXPECT");
+	char want_buf[128], *want = NULL;
+	if (env != NULL) {
+		snprintf(want_buf, sizeof(want_buf), "%s", env);
+		for (char *c = want_buf; *c; c++)
+			if (*c == '_')
+				*c = ' ';
+		want = want_buf;
+	}
+	char path[512];
+	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	int pid = t_spawn("child_sm_fallback", NULL, fd);
+	CHECK_EQ(t_wait(pid), 0);
+	close(fd);
+	const char *err = t_read_file(path);
+	fputs(err, stderr);
+	CHECK(want == NULL || count_in(err, want) == 1, "want \"%s\" once on stderr", want);
 	return 0;
 }
 
@@ -131,6 +200,9 @@ static int sm_policy_force(void)
 
 const struct t_case t_sm_cases[] = {
 	{"sm_limit_30", sm_limit_30},
+	{"sm_share", sm_share},
+	{"sm_fallback", sm_fallback},
+	{"child_sm_fallback", child_sm_fallback},
 	{"sm_unlimited", sm_unlimited},
 	{"sm_switch_free", sm_switch_free},
 	{"sm_policy_force", sm_policy_force},

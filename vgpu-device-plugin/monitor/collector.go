@@ -31,6 +31,7 @@ type Collector struct {
 
 	hostMem, hostUtil                        *prometheus.Desc
 	ctrMemUsed, ctrMemLimit, ctrSM, ctrSMLim *prometheus.Desc
+	ctrSMMode, ctrHostMem                    *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -48,12 +49,16 @@ func NewCollector(lib nvml.Interface, inventory func() *nvidia.Inventory, pods P
 		ctrMemLimit: prometheus.NewDesc("vGPU_device_memory_limit_in_bytes", "Device memory limit of the container", ctr, nil),
 		ctrSM:       prometheus.NewDesc("vGPU_device_sm_utilization_percent", "SM utilisation of the container, percent", ctr, nil),
 		ctrSMLim:    prometheus.NewDesc("vGPU_device_sm_limit_percent", "SM limit of the container, percent (0: none)", ctr, nil),
+		ctrHostMem: prometheus.NewDesc("vGPU_device_memory_host_backed_in_bytes",
+			"Of the container's device memory usage, what libvgpu serves from host memory because the card is full (oversubscription)", ctr, nil),
+		ctrSMMode: prometheus.NewDesc("vGPU_device_sm_limit_mode",
+			"How libvgpu enforces the SM limit: 0 no limit or idle, 1 per-process utilisation, 2 device-wide utilisation (never above the share), 3 not enforced (no utilisation from NVML)", ctr, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.hostMem, c.hostUtil, c.ctrMemUsed, c.ctrMemLimit, c.ctrSM, c.ctrSMLim} {
+	for _, d := range []*prometheus.Desc{c.hostMem, c.hostUtil, c.ctrMemUsed, c.ctrMemLimit, c.ctrSM, c.ctrSMLim, c.ctrSMMode, c.ctrHostMem} {
 		ch <- d
 	}
 }
@@ -111,6 +116,8 @@ func (c *Collector) collectContainers(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.ctrMemLimit, prometheus.GaugeValue, float64(r.MemLimit[i]), labels...)
 				ch <- prometheus.MustNewConstMetric(c.ctrSM, prometheus.GaugeValue, float64(r.SMUtil[i]), labels...)
 				ch <- prometheus.MustNewConstMetric(c.ctrSMLim, prometheus.GaugeValue, float64(r.SMLimit[i]), labels...)
+				ch <- prometheus.MustNewConstMetric(c.ctrSMMode, prometheus.GaugeValue, float64(r.SMMode[i]), labels...)
+				ch <- prometheus.MustNewConstMetric(c.ctrHostMem, prometheus.GaugeValue, float64(r.HostMiB[i])*(1<<20), labels...)
 			}
 		}
 	}

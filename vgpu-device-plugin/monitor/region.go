@@ -44,6 +44,17 @@ const (
 	offUtilSwitch  = 512
 	offSMUtil      = 576
 	offUUID        = 768
+	offSMMode      = 1792
+	offHostMiB     = 1856
+)
+
+// How a device's SM limit is enforced (the header's sm_mode, VGPU_SM_MODE_*).
+// Zero also in regions of libvgpu builds older than the field.
+const (
+	SMModeNone    = 0 // no SM limit, or no kernel launched yet
+	SMModeProcess = 1 // NVML per-process utilisation of the container's host pids
+	SMModeDevice  = 2 // device-wide utilisation: never above the share, may be below
+	SMModeOff     = 3 // a limit is set but NVML reports no utilisation: not enforced
 )
 
 // Sentinel errors of ReadRegion.
@@ -68,6 +79,8 @@ type Region struct {
 	MemUsed  []uint64 // bytes
 	SMLimit  []uint32 // percent, 0: no limit
 	SMUtil   []uint32 // percent
+	SMMode   []uint32 // SMMode* constants
+	HostMiB  []uint32 // of MemUsed, MiB served from host memory (oversubscription)
 }
 
 // ReadRegion reads a shared region's header.
@@ -106,13 +119,16 @@ func parseRegion(path string, buf []byte) (*Region, error) {
 		Version: RegionVersion, DeviceCount: n,
 		LiveProcs: le.Uint32(buf[offLiveProcs:]), Priority: int32(le.Uint32(buf[offPriority:])),
 		UUID: make([]string, n), MemLimit: make([]uint64, n), MemUsed: make([]uint64, n),
-		SMLimit: make([]uint32, n), SMUtil: make([]uint32, n),
+		SMLimit: make([]uint32, n), SMUtil: make([]uint32, n), SMMode: make([]uint32, n),
+		HostMiB: make([]uint32, n),
 	}
 	for i := 0; i < n; i++ {
 		r.MemLimit[i] = le.Uint64(buf[offMemLimit+8*i:])
 		r.MemUsed[i] = le.Uint64(buf[offMemUsed+8*i:])
 		r.SMLimit[i] = le.Uint32(buf[offSMLimit+4*i:])
 		r.SMUtil[i] = le.Uint32(buf[offSMUtil+4*i:])
+		r.SMMode[i] = le.Uint32(buf[offSMMode+4*i:])
+		r.HostMiB[i] = le.Uint32(buf[offHostMiB+4*i:])
 		raw := buf[offUUID+UUIDBytes*i : offUUID+UUIDBytes*(i+1)]
 		if end := bytes.IndexByte(raw, 0); end >= 0 {
 			raw = raw[:end]

@@ -34,7 +34,9 @@ int main(void) {
 	OFF(max_devices); OFF(device_count); OFF(total_size); OFF(created_unix_ns);
 	OFF(boot_id); OFF(slot_hwm); OFF(live_procs); OFF(generation); OFF(priority);
 	OFF(lock); OFF(mem_limit); OFF(mem_used); OFF(sm_limit); OFF(util_switch);
-	OFF(sm_util); OFF(uuid);
+	OFF(sm_util); OFF(uuid); OFF(sm_mode); OFF(host_mib);
+	printf("sm_mode_values=%u%u%u%u\n", VGPU_SM_MODE_NONE, VGPU_SM_MODE_PROCESS, VGPU_SM_MODE_DEVICE,
+	       VGPU_SM_MODE_OFF);
 	return 0;
 }
 `
@@ -79,6 +81,8 @@ func TestRegionLayoutMatchesHeader(t *testing.T) {
 		"off_generation": offGeneration, "off_priority": offPriority, "off_lock": offLock,
 		"off_mem_limit": offMemLimit, "off_mem_used": offMemUsed, "off_sm_limit": offSMLimit,
 		"off_util_switch": offUtilSwitch, "off_sm_util": offSMUtil, "off_uuid": offUUID,
+		"off_sm_mode": offSMMode, "off_host_mib": offHostMiB,
+		"sm_mode_values": SMModeNone*1000 + SMModeProcess*100 + SMModeDevice*10 + SMModeOff,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Go mirror vs %s (-go +C):\n%s", headerPath, diff)
@@ -93,6 +97,8 @@ type regionFile struct {
 	memUsed  []uint64
 	smLimit  []uint32
 	smUtil   []uint32
+	smMode   []uint32
+	hostMiB  []uint32
 }
 
 func (r regionFile) write(t testing.TB, path string) {
@@ -117,6 +123,12 @@ func (r regionFile) write(t testing.TB, path string) {
 		le.PutUint64(buf[offMemUsed+8*i:], r.memUsed[i])
 		le.PutUint32(buf[offSMLimit+4*i:], r.smLimit[i])
 		le.PutUint32(buf[offSMUtil+4*i:], r.smUtil[i])
+		if i < len(r.smMode) {
+			le.PutUint32(buf[offSMMode+4*i:], r.smMode[i])
+		}
+		if i < len(r.hostMiB) {
+			le.PutUint32(buf[offHostMiB+4*i:], r.hostMiB[i])
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -130,13 +142,15 @@ func TestReadRegion(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.cache")
 	regionFile{uuids: []string{"GPU-a", "GPU-b"}, memLimit: []uint64{1 << 30, 2 << 30}, memUsed: []uint64{5, 6},
-		smLimit: []uint32{30, 30}, smUtil: []uint32{12, 0}}.write(t, good)
+		smLimit: []uint32{30, 30}, smUtil: []uint32{12, 0}, smMode: []uint32{SMModeProcess, SMModeOff},
+		hostMiB: []uint32{0, 300}}.write(t, good)
 	r, err := ReadRegion(good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &Region{Version: 1, DeviceCount: 2, UUID: []string{"GPU-a", "GPU-b"}, MemLimit: []uint64{1 << 30, 2 << 30},
-		MemUsed: []uint64{5, 6}, SMLimit: []uint32{30, 30}, SMUtil: []uint32{12, 0}}
+		MemUsed: []uint64{5, 6}, SMLimit: []uint32{30, 30}, SMUtil: []uint32{12, 0}, SMMode: []uint32{1, 3},
+		HostMiB: []uint32{0, 300}}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("region (-want +got):\n%s", diff)
 	}

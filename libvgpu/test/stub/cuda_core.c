@@ -23,6 +23,7 @@ static struct stub_shared *g;
 static struct stub_stats stats;
 int stub_inited;
 static int visible[STUB_MAX_DEV];
+static int visible_mig[STUB_MAX_DEV];    /* MIG instance of a visible entry, -1: whole GPU */
 static int nvisible;
 
 struct stub_shared *vgpuStubShared(void) { return g; }
@@ -59,32 +60,88 @@ static void format(struct stub_shared *s)
 	__atomic_store_n(&s->magic, STUB_MAGIC, __ATOMIC_RELEASE);
 }
 
+/*
+ * MIG (VGPU_STUB_MIG=<physical index>): that GPU is in MIG mode with two
+ * instances, MIG-...-0000000000<d>0 and ...<d>1. CUDA sees an instance
+ * only when CUDA_VISIBLE_DEVICES names its MIG- UUID.
+ */
+int stub_mig_phys(void)
+{
+	const char *v = getenv("VGPU_STUB_MIG");
+	return v != NULL && *v ? atoi(v) : -1;
+}
+
+void stub_mig_uuid(int phys, int k, char *out, size_t len)
+{
+	snprintf(out, len, "MIG-5ab0e000-0000-4000-9000-0000000000%d%d", phys, k);
+}
+
+/*
+ * CUDA's enumeration order: fastest first unless CUDA_DEVICE_ORDER is
+ * PCI_BUS_ID (CUDA programming guide, "CUDA Environment Variables").
+ * VGPU_STUB_CUDA_ORDER=reverse models devices of different speeds, the
+ * fastest last on the PCI bus, so CUDA's order is the reverse of NVML's.
+ * CUDA_VISIBLE_DEVICES indices are taken in that order.
+ */
+static void cuda_order(int order[STUB_MAX_DEV])
+{
+	const char *o = getenv("CUDA_DEVICE_ORDER");
+	const char *r = getenv("VGPU_STUB_CUDA_ORDER");
+	int reverse = r != NULL && strcmp(r, "reverse") == 0 &&
+		      !(o != NULL && strcmp(o, "PCI_BUS_ID") == 0);
+	for (int d = 0; d < g->ndev; d++)
+		order[d] = reverse ? g->ndev - 1 - d : d;
+}
+
+static int visible_entry(const char *tok, const int order[STUB_MAX_DEV], int *mig)
+{
+	*mig = -1;
+	if (strncmp(tok, "GPU-", 4) == 0) {
+		for (int d = 0; d < g->ndev; d++)
+			if (strncmp(g->dev[d].uuid, tok, strlen(tok)) == 0)
+				return d;
+		return -1;
+	}
+	if (strncmp(tok, "MIG-", 4) == 0) {
+		int p = stub_mig_phys();
+		char u[64];
+		for (int k = 0; p >= 0 && p < g->ndev && k < 2; k++) {
+			stub_mig_uuid(p, k, u, sizeof(u));
+			if (strcmp(u, tok) == 0) {
+				*mig = k;
+				return p;
+			}
+		}
+		return -1;
+	}
+	char *end;
+	long idx = strtol(tok, &end, 10);
+	return *end == '\0' && idx >= 0 && idx < g->ndev ? order[idx] : -1;
+}
+
 static void parse_visible(void)
 {
 	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	int order[STUB_MAX_DEV];
+	cuda_order(order);
 	nvisible = 0;
 	if (v == NULL) {
 		for (int d = 0; d < g->ndev; d++)
-			visible[nvisible++] = d;
+			if (order[d] != stub_mig_phys()) {  /* MIG instances only when named */
+				visible_mig[nvisible] = -1;
+				visible[nvisible++] = order[d];
+			}
 		return;
 	}
 	char buf[256];
 	snprintf(buf, sizeof(buf), "%s", v);
 	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && nvisible < STUB_MAX_DEV;
 	     tok = strtok_r(NULL, ",", &save)) {
-		int found = -1;
-		if (strncmp(tok, "GPU-", 4) == 0) {
-			for (int d = 0; d < g->ndev; d++)
-				if (strncmp(g->dev[d].uuid, tok, strlen(tok)) == 0)
-					found = d;
-		} else {
-			char *end;
-			long idx = strtol(tok, &end, 10);
-			if (*end == '\0' && idx >= 0 && idx < g->ndev)
-				found = (int)idx;
-		}
+		int mig;
+		int found = visible_entry(tok, order, &mig);
 		if (found < 0)
 			break;  /* like CUDA: stop at the first invalid entry */
+		visible_mig[nvisible] = mig;
 		visible[nvisible++] = found;
 	}
 }
@@ -122,11 +179,12 @@ int stub_dev_charge(int phys, uint64_t bytes)
 {
 	uint64_t cur = __atomic_load_n(&g->dev[phys].used, __ATOMIC_RELAXED);
 	do {
-		if (cur + bytes > g->dev[phys].total)
+		if (bytes > g->dev[phys].total || cur + bytes > g->dev[phys].total)
 			return -1;
 	} while (!__atomic_compare_exchange_n(&g->dev[phys].used, &cur, cur + bytes, 1,
 					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
 	__atomic_fetch_add(&stats.held[phys], bytes, __ATOMIC_RELAXED);
+	stub_proc_mem(phys, (int64_t)bytes);
 	stub_obs_charge(phys, bytes);
 	return 0;
 }
@@ -134,6 +192,7 @@ int stub_dev_charge(int phys, uint64_t bytes)
 void stub_dev_release(int phys, uint64_t bytes)
 {
 	stub_obs_release(phys, bytes);
+	stub_proc_mem(phys, -(int64_t)bytes);
 	__atomic_fetch_sub(&g->dev[phys].used, bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
 }
@@ -182,6 +241,45 @@ CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+/* 16 bytes of a "GPU-xxxxxxxx-xxxx-..." string. */
+static void uuid_bytes(const char *s, CUuuid *u)
+{
+	int n = 0;
+	memset(u, 0, sizeof(*u));
+	for (const char *c = s + 4; *c != '\0' && n < 32; c++) {
+		int v = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : -1;
+		if (v < 0)
+			continue;
+		u->bytes[n / 2] = (char)(u->bytes[n / 2] | (n % 2 == 0 ? v << 4 : v));
+		n++;
+	}
+}
+
+/*
+ * cuDeviceGetUuid_v2 returns a MIG instance's own UUID in MIG mode (CUDA
+ * Driver API reference); the first version, the GPU's.
+ */
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev, int v2)
+{
+	STUB_NEED_INIT();
+	int phys = stub_phys(dev);
+	if (phys < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (uuid == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	char mig[64];
+	if (v2 && visible_mig[dev] >= 0) {
+		stub_mig_uuid(phys, visible_mig[dev], mig, sizeof(mig));
+		uuid_bytes(mig, uuid);
+	} else {
+		uuid_bytes(g->dev[phys].uuid, uuid);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev, 0); }
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev, 1); }
+
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
 	STUB_NEED_INIT();
@@ -223,6 +321,7 @@ static CUresult ctx_new(CUcontext *pctx, CUdevice dev)
 	struct stub_ctx *c = calloc(1, sizeof(*c));
 	c->phys = phys;
 	c->ordinal = dev;
+	stub_proc_ctx(phys, 1);
 	current = c;
 	*pctx = (CUcontext)c;
 	return CUDA_SUCCESS;
@@ -257,6 +356,7 @@ static CUresult ctx_destroy(CUcontext ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	stub_free_owned(c);
 	stub_dev_release(c->phys, g->ctx_mem);
+	stub_proc_ctx(c->phys, -1);
 	if (current == c)
 		current = NULL;
 	free(c);
@@ -300,6 +400,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 		pthread_mutex_unlock(&ctx_mu);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	if (primary_refs[phys] == 0)
+		stub_proc_ctx(phys, 1);
 	primary_refs[phys]++;
 	primary[phys].phys = phys;
 	primary[phys].ordinal = dev;
@@ -324,6 +426,7 @@ static CUresult primary_release(CUdevice dev)
 	if (last) {
 		stub_free_owned(&primary[phys]);
 		stub_dev_release(phys, g->ctx_mem);
+		stub_proc_ctx(phys, -1);
 		if (current == &primary[phys])
 			current = NULL;
 	}

@@ -19,27 +19,6 @@
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
-static struct stub_proc *proc_rec(int phys, int pid, int create)
-{
-	struct stub_dev *d = &vgpuStubShared()->dev[phys];
-	for (int i = 0; i < STUB_MAX_PROC; i++)
-		if (__atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == pid)
-			return &d->procs[i];
-	if (!create)
-		return NULL;
-	for (int i = 0; i < STUB_MAX_PROC; i++) {
-		int32_t zero = 0;
-		if (__atomic_compare_exchange_n(&d->procs[i].pid, &zero, pid, 0, __ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED)) {
-			d->procs[i].first_ns = vgpuStubNowNs();
-			d->procs[i].enq_ns = 0;
-			d->procs[i].busy_until_ns = 0;
-			return &d->procs[i];
-		}
-	}
-	return NULL;
-}
-
 static uint64_t completed(const struct stub_proc *p, uint64_t t)
 {
 	uint64_t until = __atomic_load_n(&p->busy_until_ns, __ATOMIC_ACQUIRE);
@@ -50,7 +29,7 @@ static uint64_t completed(const struct stub_proc *p, uint64_t t)
 
 uint64_t vgpuStubBusyNs(int phys, int pid)
 {
-	struct stub_proc *p = proc_rec(phys, pid, 0);
+	struct stub_proc *p = stub_proc_rec(phys, pid, 0);
 	return p ? completed(p, vgpuStubNowNs()) : 0;
 }
 
@@ -73,7 +52,7 @@ static CUresult launch(uint64_t blocks)
 	uint64_t dur = blocks * g->wave_ns / (uint64_t)g->dev[c->phys].sm;
 	if (dur == 0)
 		return CUDA_SUCCESS;
-	struct stub_proc *p = proc_rec(c->phys, getpid(), 1);
+	struct stub_proc *p = stub_proc_rec(c->phys, vgpuStubHostPid(), 1);
 	if (p == NULL)
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&mu);
@@ -137,7 +116,7 @@ static CUresult sync_ctx(void)
 	struct stub_ctx *c = stub_current();
 	if (c == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	struct stub_proc *p = proc_rec(c->phys, getpid(), 0);
+	struct stub_proc *p = stub_proc_rec(c->phys, vgpuStubHostPid(), 0);
 	uint64_t now = vgpuStubNowNs();
 	if (p != NULL && p->busy_until_ns > now)
 		sleep_ns(p->busy_until_ns - now);
@@ -162,6 +141,8 @@ struct entry { const char *name; void *fn; int min_version; };
 static const struct entry table[] = {
 	E(cuInit, 2000), E(cuDriverGetVersion, 2020), E(cuDeviceGet, 2000),
 	E(cuDeviceGetCount, 2000), E(cuDeviceGetAttribute, 2000), E(cuDeviceTotalMem, 2000),
+	E(cuDeviceGetUuid, 9020), E(cuDeviceGetUuid_v2, 11040), E(cuMemHostAlloc, 2020),
+	E(cuMemFreeHost, 2000), E(cuMemHostGetDevicePointer_v2, 3020),
 	E(cuDeviceTotalMem_v2, 3020), E(cuCtxCreate, 2000), E(cuCtxCreate_v2, 3020),
 	E(cuCtxCreate_v3, 11040), E(cuCtxCreate_v4, 12050), E(cuCtxDestroy, 2000),
 	E(cuCtxDestroy_v2, 4000), E(cuCtxGetCurrent, 4000), E(cuCtxSetCurrent, 4000),

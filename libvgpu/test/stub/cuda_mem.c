@@ -163,7 +163,26 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
 	return cuMemAlloc_v2(dptr, size);
 }
 
-static uint64_t pitch_of(uint64_t width) { return (width + 511) & ~UINT64_C(511); }
+/*
+ * The driver chooses the pitch: the API reference of cuMemAllocPitch only
+ * says it "may pad the allocation" so rows are aligned for coalescing, and
+ * returns the pitch it chose. VGPU_STUB_PITCH_ALIGN (default 512) models a
+ * driver whose alignment is larger than an interposer can guess.
+ */
+static uint64_t pitch_of(uint64_t width)
+{
+	const char *v = getenv("VGPU_STUB_PITCH_ALIGN");
+	uint64_t a = v != NULL && *v ? strtoull(v, NULL, 0) : 512;
+	if (a == 0 || (a & (a - 1)) != 0)
+		a = 512;
+	return width > UINT64_MAX - a ? UINT64_MAX : (width + a - 1) & ~(a - 1);
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, size_t h,
 			    unsigned int elem)
@@ -171,7 +190,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, size_t 
 	(void)elem;
 	NEED_CTX(c);
 	uint64_t k = 0, pitch = pitch_of(w);
-	CUresult r = linear(&k, pitch * h, K_LINEAR, c, c->phys, 0);
+	CUresult r = linear(&k, mul_sat(pitch, h), K_LINEAR, c, c->phys, 0);
 	if (r == CUDA_SUCCESS) {
 		*dptr = k;
 		*pPitch = pitch;
@@ -185,7 +204,7 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned in
 	(void)elem;
 	NEED_CTX(c);
 	uint64_t k = 0, pitch = pitch_of(w);
-	CUresult r = linear(&k, pitch * h, K_LINEAR, c, c->phys, 1);
+	CUresult r = linear(&k, mul_sat(pitch, h), K_LINEAR, c, c->phys, 1);
 	if (r == CUDA_SUCCESS) {
 		*dptr = (CUdeviceptr_v1)k;
 		*pPitch = (unsigned int)pitch;

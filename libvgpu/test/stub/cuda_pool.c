@@ -1,7 +1,10 @@
 /*
  * cuda_pool.c - stub stream-ordered allocator. A pool grows its reserve in
- * 2 MiB steps, keeps freed memory reserved, and releases the part above its
+ * steps, keeps freed memory reserved, and releases the part above its
  * release threshold on synchronisation or cuMemPoolTrimTo, like the driver.
+ * The step is 2 MiB, the minimum device memory granularity; the CUDA
+ * documentation leaves how far a pool grows to the driver, and
+ * VGPU_STUB_POOL_STEP models one that grows in bigger chunks.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -24,6 +27,19 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 struct rec { uint64_t ptr, size; struct stub_pool *pool; };
 static struct rec recs[8192];
 static uint64_t next_ptr = UINT64_C(0x7e0000000000);
+
+static uint64_t step(void)
+{
+	const char *v = getenv("VGPU_STUB_POOL_STEP");
+	uint64_t st = v != NULL && *v ? strtoull(v, NULL, 0) : 0;
+	return st != 0 && (st & (st - 1)) == 0 ? st : 2u << 20;
+}
+
+static uint64_t round_step(uint64_t v)
+{
+	uint64_t st = step();
+	return v > UINT64_MAX - st ? UINT64_MAX : (v + st - 1) & ~(st - 1);
+}
 
 static struct stub_pool *default_pool(int phys)
 {
@@ -78,7 +94,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 static void shrink_locked(struct stub_pool *p, uint64_t keep)
 {
 	uint64_t target = p->used > keep ? p->used : keep;
-	target = (target + 0x1fffff) & ~UINT64_C(0x1fffff);
+	target = round_step(target);
 	if (p->reserved > target) {
 		stub_dev_release(p->phys, p->reserved - target);
 		p->reserved = target;
@@ -141,7 +157,7 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct stub_pool *p)
 	pthread_mutex_lock(&mu);
 	uint64_t spare = p->reserved - p->used;
 	if (spare < size) {
-		uint64_t grow = (size - spare + 0x1fffff) & ~UINT64_C(0x1fffff);
+		uint64_t grow = round_step(size - spare);
 		if (stub_dev_charge(p->phys, grow) != 0) {
 			pthread_mutex_unlock(&mu);
 			return CUDA_ERROR_OUT_OF_MEMORY;

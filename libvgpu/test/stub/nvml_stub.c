@@ -1,10 +1,23 @@
 /*
  * nvml_stub.c - stub NVML over the stub driver's shared device state.
  * Per-process SM utilisation is the busy time a process's kernels completed
- * since this querier last asked, divided by the elapsed time.
+ * since this querier last asked, divided by the elapsed time. Processes are
+ * reported by host pid, as the real NVML does inside containers
+ * (cuda_procs.c), and only while alive.
+ *
+ * Modes, each a behaviour the NVML API reference documents:
+ *   VGPU_STUB_NVML_PROC_UTIL=unsupported  nvmlDeviceGetProcessUtilization
+ *       returns NVML_ERROR_NOT_SUPPORTED ("On MIG-enabled GPUs, querying
+ *       process utilization is not currently supported"; also pre-Maxwell)
+ *   VGPU_STUB_NVML_DEV_UTIL=unsupported  nvmlDeviceGetUtilizationRates does
+ *       too ("On MIG-enabled GPUs, querying device utilization rates is not
+ *       currently supported")
+ *   VGPU_STUB_NVML_PROC_LIST=unsupported  the running-process queries return
+ *       NVML_ERROR_NOT_SUPPORTED ("if this query is not supported by device")
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -12,15 +25,35 @@
 #include "nvml_api.h"
 #include "stub.h"
 
-struct nvmlDevice_st { unsigned int index; };
+/* mig: 0 for a GPU, k + 1 for MIG instance k of GPU `index`. */
+struct nvmlDevice_st { unsigned int index; unsigned int mig; };
+static struct nvmlDevice_st mig_devs[STUB_MAX_DEV][2];
+
+static int unsupported(const char *mode)
+{
+	const char *v = getenv(mode);
+	return v != NULL && strcmp(v, "unsupported") == 0;
+}
+
+/* A process the driver still knows on the device: has a pid and is alive. */
+static int listed(const struct stub_proc *p, int need_ctx)
+{
+	int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+	if (pid == 0 || (need_ctx && __atomic_load_n(&p->ctxs, __ATOMIC_RELAXED) <= 0))
+		return 0;
+	return stub_host_pid_alive(pid);
+}
 static struct nvmlDevice_st devs[STUB_MAX_DEV];
 static int inited;
 
 nvmlReturn_t nvmlInit_v2(void)
 {
 	inited = 1;
-	for (unsigned i = 0; i < STUB_MAX_DEV; i++)
+	for (unsigned i = 0; i < STUB_MAX_DEV; i++) {
 		devs[i].index = i;
+		for (unsigned k = 0; k < 2; k++)
+			mig_devs[i][k] = (struct nvmlDevice_st){i, k + 1};
+	}
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
@@ -54,13 +87,52 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
 	if (device == NULL || index == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	if (device->mig != 0)
+		return NVML_ERROR_NOT_SUPPORTED;    /* MIG handles have no index of their own */
 	*index = device->index;
 	return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-	snprintf(uuid, length, "%s", vgpuStubShared()->dev[device->index].uuid);
+	if (device->mig != 0)
+		stub_mig_uuid((int)device->index, (int)device->mig - 1, uuid, length);
+	else
+		snprintf(uuid, length, "%s", vgpuStubShared()->dev[device->index].uuid);
+	return NVML_SUCCESS;
+}
+
+/* A GPU or a MIG instance by its full UUID (NVML API reference). */
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+	char u[64];
+	if (!inited)
+		return NVML_ERROR_UNINITIALIZED;
+	if (uuid == NULL || device == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int d = 0; d < vgpuStubShared()->ndev; d++) {
+		if (strcmp(vgpuStubShared()->dev[d].uuid, uuid) == 0) {
+			*device = &devs[d];
+			return NVML_SUCCESS;
+		}
+		for (int k = 0; d == stub_mig_phys() && k < 2; k++) {
+			stub_mig_uuid(d, k, u, sizeof(u));
+			if (strcmp(u, uuid) == 0) {
+				*device = &mig_devs[d][k];
+				return NVML_SUCCESS;
+			}
+		}
+	}
+	return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device)
+{
+	if (mig == NULL || device == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (mig->mig == 0)
+		return NVML_ERROR_NOT_FOUND;
+	*device = &devs[mig->index];
 	return NVML_SUCCESS;
 }
 
@@ -135,10 +207,12 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 		return NVML_ERROR_UNINITIALIZED;
 	if (device == NULL || count == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	if (unsupported("VGPU_STUB_NVML_PROC_UTIL"))
+		return NVML_ERROR_NOT_SUPPORTED;
 	struct stub_dev *d = &vgpuStubShared()->dev[device->index];
 	unsigned int n = 0;
 	for (int i = 0; i < STUB_MAX_PROC; i++)
-		if (__atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) != 0)
+		if (listed(&d->procs[i], 0))
 			n++;
 	if (n == 0)
 		return NVML_ERROR_NOT_FOUND;
@@ -154,7 +228,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < STUB_MAX_PROC && k < n; i++) {
 		const struct stub_proc *p = &d->procs[i];
-		if (__atomic_load_n(&p->pid, __ATOMIC_ACQUIRE) == 0)
+		if (!listed(p, 0))
 			continue;
 		utilization[k] = (nvmlProcessUtilizationSample_t){
 			.pid = (unsigned int)p->pid, .timeStamp = stamp,
@@ -164,5 +238,92 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 	pthread_mutex_unlock(&mu);
 	*count = k;
 	return NVML_SUCCESS;
+}
+
+/* Device-wide: the busy time of all its processes since this querier last asked. */
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+	static uint64_t last_t[STUB_MAX_DEV], last_busy[STUB_MAX_DEV];
+	if (!inited)
+		return NVML_ERROR_UNINITIALIZED;
+	if (device == NULL || utilization == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (unsupported("VGPU_STUB_NVML_DEV_UTIL"))
+		return NVML_ERROR_NOT_SUPPORTED;
+	unsigned int idx = device->index;
+	struct stub_dev *d = &vgpuStubShared()->dev[idx];
+	uint64_t now = vgpuStubNowNs(), busy = 0;
+	for (int i = 0; i < STUB_MAX_PROC; i++) {
+		int32_t pid = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
+		if (pid != 0)
+			busy += vgpuStubBusyNs((int)idx, pid);
+	}
+	pthread_mutex_lock(&mu);
+	uint64_t dt = last_t[idx] != 0 && now > last_t[idx] ? now - last_t[idx] : 0;
+	uint64_t db = busy > last_busy[idx] ? busy - last_busy[idx] : 0;
+	last_t[idx] = now;
+	last_busy[idx] = busy;
+	pthread_mutex_unlock(&mu);
+	uint64_t u = dt != 0 ? db * 100 / dt : 0;
+	utilization->gpu = u > 100 ? 100 : (unsigned int)u;
+	utilization->memory = 0;
+	return NVML_SUCCESS;
+}
+#endif
+
+/*
+ * Processes with a context on the device, by host pid, with the device
+ * memory each holds. Protocol of the NVML API reference: *infoCount = 0 asks
+ * for the count (NVML_ERROR_INSUFFICIENT_SIZE, or NVML_SUCCESS when none run);
+ * too small an array gets NVML_ERROR_INSUFFICIENT_SIZE and the count needed.
+ */
+static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *infos, int v1)
+{
+	if (!inited)
+		return NVML_ERROR_UNINITIALIZED;
+	if (device == NULL || count == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (unsupported("VGPU_STUB_NVML_PROC_LIST"))
+		return NVML_ERROR_NOT_SUPPORTED;
+	struct stub_dev *d = &vgpuStubShared()->dev[device->index];
+	unsigned int n = 0, cap = *count;
+	for (int i = 0; i < STUB_MAX_PROC; i++) {
+		const struct stub_proc *p = &d->procs[i];
+		if (!listed(p, 1))
+			continue;
+		if (n < cap && infos != NULL) {
+			unsigned int pid = (unsigned int)p->pid;
+			unsigned long long mem = __atomic_load_n(&p->mem, __ATOMIC_RELAXED);
+			if (v1)
+				((nvmlProcessInfo_v1_t *)infos)[n] = (nvmlProcessInfo_v1_t){pid, mem};
+			else
+				((nvmlProcessInfo_t *)infos)[n] =
+					(nvmlProcessInfo_t){pid, mem, 0xFFFFFFFFu, 0xFFFFFFFFu};
+		}
+		n++;
+	}
+	*count = n;
+	if (n > cap || (n > 0 && infos == NULL))
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+						  nvmlProcessInfo_v1_t *infos)
+{
+	return running(device, infoCount, infos, 1);
+}
+
+#ifndef STUB_MINIMAL
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+						     nvmlProcessInfo_t *infos)
+{
+	return running(device, infoCount, infos, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+						     nvmlProcessInfo_t *infos)
+{
+	return running(device, infoCount, infos, 0);
 }
 #endif

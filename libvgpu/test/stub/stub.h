@@ -13,23 +13,30 @@
  *   VGPU_STUB_CTX_MEM   device memory a context takes (default 64 MiB)
  *   VGPU_STUB_OBSERVER  file of the observer below (default: none)
  *   VGPU_STUB_OBSERVER_LIMIT  bytes; live bytes above it count as violations
+ *   VGPU_STUB_HOST_PROC_FD  descriptor of the host's /proc (cuda_procs.c)
+ *   VGPU_STUB_GPA_INTERNAL, VGPU_STUB_GPA_FUTURE, VGPU_STUB_PITCH_ALIGN,
+ *   VGPU_STUB_POOL_STEP, VGPU_STUB_NVML_PROC_UTIL, VGPU_STUB_NVML_PROC_LIST,
+ *   VGPU_STUB_CUDA_ORDER  driver behaviours, documented where they are read
  */
 #ifndef VGPU_STUB_H
 #define VGPU_STUB_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define STUB_MAX_DEV 8
 #define STUB_MAX_PROC 512
 #define STUB_MAGIC UINT64_C(0x5354554256475055)
 
+/* A process on one device, by host pid (cuda_procs.c). */
 struct stub_proc {
-	int32_t pid;                /* 0 = free */
-	int32_t pad;
+	int32_t pid;                /* host pid, 0 = free */
+	int32_t ctxs;               /* live contexts on the device */
 	uint64_t first_ns;
 	uint64_t enq_ns;            /* total busy time enqueued */
 	uint64_t busy_until_ns;     /* end of this process's queued work */
+	uint64_t mem;               /* device bytes it holds (NVML usedGpuMemory) */
 };
 
 struct stub_dev {
@@ -58,6 +65,7 @@ struct stub_stats {
 	uint64_t launch_calls;
 	uint64_t last_blocks;
 	uint64_t held[STUB_MAX_DEV];    /* device bytes this process holds */
+	uint64_t host_bytes;            /* page-locked host memory it holds (cuMemHostAlloc) */
 };
 
 /*
@@ -109,7 +117,14 @@ struct stub_observer *vgpuStubObserver(void);
 /* Drops dead processes' bytes now; returns how many processes it reaped. */
 int vgpuStubObserverReap(void);
 struct stub_stats *vgpuStubStats(void);
-uint64_t vgpuStubBusyNs(int dev, int pid);
+uint64_t vgpuStubBusyNs(int dev, int pid);   /* pid: host pid */
+/* This process's pid as the driver knows it: in the host pid namespace. */
+int32_t vgpuStubHostPid(void);
+/* MIG model (cuda_core.c): the physical device in MIG mode (-1: none), its instances' UUIDs. */
+int stub_mig_phys(void);
+void stub_mig_uuid(int phys, int k, char *out, size_t len);
+/* Whether a host pid is alive (the driver tears a process down when it dies). */
+int stub_host_pid_alive(int32_t pid);
 uint64_t vgpuStubNowNs(void);
 
 #endif /* VGPU_STUB_H */

@@ -23,6 +23,10 @@ void stub_dev_release(int phys, uint64_t bytes);
 struct stub_ctx *stub_current(void);
 void stub_free_owned(struct stub_ctx *ctx);
 void stub_pools_sync(void);
+/* cuda_procs.c: processes by host pid. */
+struct stub_proc *stub_proc_rec(int phys, int32_t pid, int create);
+void stub_proc_mem(int phys, int64_t delta);
+void stub_proc_ctx(int phys, int delta);
 /* cuda_observer.c: no-ops unless VGPU_STUB_OBSERVER is set. */
 void stub_obs_attach(void);
 void stub_obs_charge(int phys, uint64_t bytes);
@@ -39,8 +43,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevi
 			     unsigned long long flags);
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count);
-CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
-				       int option);
+
 /* cuda_internal.c: the internal entry point of a hooked function, or NULL. */
 void *stub_internal_entry(const char *name);
 

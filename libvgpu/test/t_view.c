@@ -1,0 +1,126 @@
+/*
+ * t_view.c - what the container sees of the device: NVML's process lists
+ * and utilisation samples show only the container's processes, by the pids
+ * the container knows, with the memory counted for each. Run in a PID
+ * namespace (run.sh flag pidns), where NVML reports host pids.
+ */
+#include "test.h"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Child: allocate BYTES_MIB on device 0 (and launch kernels), report, hold until killed. */
+static int child_view_holder(void)
+{
+	t_ctx(0);
+	CUdeviceptr p;
+	const char *mib = getenv("VIEW_MIB");
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, (uint64_t)atoi(mib ? mib : "1") * MiB), CUDA_SUCCESS);
+	for (int i = 0; i < 50; i++)
+		CU(cuLaunchKernel)((CUfunction)1, 64, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	char c = 1;
+	if (write(20, &c, 1) != 1)
+		return 1;
+	pause();
+	return 0;
+}
+
+static int spawn_holder(const char *const *env)
+{
+	int fds[2];
+	char c;
+	if (pipe(fds) != 0)
+		return -1;
+	dup2(fds[1], 20);
+	close(fds[1]);
+	int pid = t_spawn("child_view_holder", env, -1);
+	CHECK(read(fds[0], &c, 1) == 1, "holder did not start");
+	close(fds[0]);
+	close(20);
+	return pid;
+}
+
+/* The entry of `pid` in a v3 list, or NULL. */
+static const nvmlProcessInfo_t *entry(const nvmlProcessInfo_t *l, unsigned int n, int pid)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if ((int)l[i].pid == pid)
+			return &l[i];
+	return NULL;
+}
+
+static void check_lists(nvmlDevice_t dev, int self, int sibling)
+{
+	nvmlProcessInfo_t l[8];
+	nvmlProcessInfo_v1_t l1[8];
+	unsigned int n = 0;
+	CHECK_EQ(NV(nvmlDeviceGetComputeRunningProcesses_v3)(dev, &n, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+	CHECK_EQ(n, 2);
+	n = 1;
+	CHECK_EQ(NV(nvmlDeviceGetComputeRunningProcesses_v3)(dev, &n, l), NVML_ERROR_INSUFFICIENT_SIZE);
+	CHECK_EQ(n, 2);
+	n = 8;
+	CHECK_EQ(NV(nvmlDeviceGetComputeRunningProcesses_v3)(dev, &n, l), NVML_SUCCESS);
+	CHECK_EQ(n, 2);
+	const nvmlProcessInfo_t *me = entry(l, n, self), *sib = entry(l, n, sibling);
+	CHECK(me != NULL && sib != NULL, "want this process (%d) and its sibling (%d) by their pids "
+	      "in the container; got %u and %u", self, sibling, l[0].pid, l[1].pid);
+	CHECK(me == NULL || me->usedGpuMemory == 64 * MiB + 50 * MiB, "own memory %llu",
+	      me ? me->usedGpuMemory : 0ull);
+	CHECK(sib == NULL || sib->usedGpuMemory == 64 * MiB + 100 * MiB, "sibling's memory %llu",
+	      sib ? sib->usedGpuMemory : 0ull);
+	n = 8;
+	CHECK_EQ(NV(nvmlDeviceGetComputeRunningProcesses_v2)(dev, &n, l), NVML_SUCCESS);
+	CHECK_EQ(n, 2);
+	n = 8;
+	CHECK_EQ(NV(nvmlDeviceGetComputeRunningProcesses)(dev, &n, l1), NVML_SUCCESS);
+	CHECK_EQ(n, 2);
+	CHECK((int)l1[0].pid == self || (int)l1[0].pid == sibling, "v1 pid %u", l1[0].pid);
+}
+
+/*
+ * This process and a sibling share the container's region (limit 1g); a
+ * neighbour in another container (another region) holds 300 MiB on the same
+ * device. Inside the container the neighbour does not exist.
+ */
+static int nvml_view(void)
+{
+	char other[512];
+	snprintf(other, sizeof(other), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/other.cache", t_dir());
+	static const char *const sib_env[] = {"VIEW_MIB=100", NULL};
+	const char *nb_env[] = {"VIEW_MIB=300", other, NULL};
+	int sibling = spawn_holder(sib_env), neighbour = spawn_holder(nb_env);
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 50 * MiB), CUDA_SUCCESS);
+	for (int i = 0; i < 50; i++)
+		CU(cuLaunchKernel)((CUfunction)1, 64, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	CHECK_EQ(STUB(cuCtxSynchronize)(), CUDA_SUCCESS);
+	nvmlDevice_t dev;
+	CHECK_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+	CHECK_EQ(NV(nvmlDeviceGetHandleByIndex_v2)(0, &dev), NVML_SUCCESS);
+	check_lists(dev, getpid(), sibling);
+	nvmlMemory_t m;
+	CHECK_EQ(NV(nvmlDeviceGetMemoryInfo)(dev, &m), NVML_SUCCESS);
+	CHECK_EQ(m.total, 1 * GiB);
+	CHECK_EQ(m.used, 2 * 64 * MiB + 150 * MiB);
+	/* Utilisation samples: ours, by our pids; never the neighbour's. */
+	nvmlProcessUtilizationSample_t u[8];
+	unsigned int n = 8;
+	nvmlReturn_t rc = NV(nvmlDeviceGetProcessUtilization)(dev, u, &n, 0);
+	CHECK(rc == NVML_SUCCESS, "process utilisation: %d", rc);
+	for (unsigned int i = 0; rc == NVML_SUCCESS && i < n; i++)
+		CHECK((int)u[i].pid == getpid() || (int)u[i].pid == sibling, "sample of pid %u", u[i].pid);
+	kill(sibling, SIGKILL);
+	kill(neighbour, SIGKILL);
+	t_wait(sibling);
+	t_wait(neighbour);
+	return 0;
+}
+
+const struct t_case t_view_cases[] = {
+	{"nvml_view", nvml_view},
+	{"child_view_holder", child_view_holder},
+	{NULL, NULL},
+};
