@@ -155,22 +155,14 @@ void vgpu_region_watch(void)
 /* Pids NVML may report for this container's live processes, and our own. */
 int vgpu_region_pids(unsigned int *pids, int max, unsigned int *self)
 {
-	int n = 0;
+	struct vgpu_rproc procs[64];
+	int n = vgpu_region_procs(-1, procs, max < 64 ? max : 64);
+	for (int i = 0; i < n; i++)
+		pids[i] = (unsigned int)(procs[i].hostpid > 0 ? procs[i].hostpid : procs[i].pid);
 	*self = 0;
-	if (vgpu_rs.r == NULL)
-		return 0;
-	pthread_mutex_lock(&vgpu_rs.mu);
-	uint32_t hwm = __atomic_load_n(&vgpu_rs.r->hdr.slot_hwm, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < hwm && i < VGPU_MAX_PROCS && n < max; i++) {
-		const struct vgpu_proc_slot *s = &vgpu_rs.r->slots[i];
-		if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
-			continue;
-		int32_t hp = __atomic_load_n(&s->hostpid, __ATOMIC_RELAXED);
-		pids[n++] = (unsigned int)(hp > 0 ? hp : __atomic_load_n(&s->pid, __ATOMIC_RELAXED));
-	}
-	if (vgpu_rs.slot >= 0)
-		*self = (unsigned int)__atomic_load_n(&vgpu_rs.r->slots[vgpu_rs.slot].hostpid, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&vgpu_rs.mu);
+	int slot = __atomic_load_n(&vgpu_rs.slot, __ATOMIC_ACQUIRE);
+	if (vgpu_rs.r != NULL && slot >= 0)
+		*self = (unsigned int)__atomic_load_n(&vgpu_rs.r->slots[slot].hostpid, __ATOMIC_RELAXED);
 	return n;
 }
 

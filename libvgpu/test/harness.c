@@ -113,6 +113,47 @@ char *t_read_file(const char *path)
 	return buf;
 }
 
+const char *t_child_stderr(const char *cmd, const char *const *env, int *rc)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	*rc = t_wait(t_spawn(cmd, env, fd));
+	close(fd);
+	return t_read_file(path);
+}
+
+int t_spawn_ready(const char *cmd, const char *const *env)
+{
+	int fds[2];
+	char c;
+	if (pipe(fds) != 0)
+		return -1;
+	dup2(fds[1], 20);
+	close(fds[1]);
+	int pid = t_spawn(cmd, env, -1);
+	close(20);
+	int ok = read(fds[0], &c, 1) == 1;
+	close(fds[0]);
+	return ok ? pid : -1;
+}
+
+void t_ready(void)
+{
+	char c = 1;
+	if (write(20, &c, 1) != 1)
+		_exit(1);
+	close(20);
+}
+
+int t_count(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
 static void on_alarm(int sig)
 {
 	static const char msg[] = "FAIL watchdog: the case did not finish in time (hang?)\n";

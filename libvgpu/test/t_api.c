@@ -13,14 +13,6 @@ static int in_lib(void *p, const char *lib)
 	return p != NULL && dladdr(p, &info) && info.dli_fname && strstr(info.dli_fname, lib);
 }
 
-static int count(const char *text, const char *needle)
-{
-	int n = 0;
-	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	return n;
-}
-
 /* dlopen + dlsym: hooked names give libvgpu's entry points, others the driver's. */
 static int dlsym_paths(void)
 {
@@ -193,13 +185,10 @@ static int child_procaddr_future(void)
 static int procaddr_future(void)
 {
 	static const char *const env[] = {"VGPU_STUB_GPA_FUTURE=1", "VGPU_STUB_GPA_INTERNAL=1", NULL};
-	char path[512];
-	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
-	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-	CHECK_EQ(t_wait(t_spawn("child_procaddr_future", env, fd)), 0);
-	close(fd);
-	const char *err = t_read_file(path);
-	CHECK(count(err, "cuGetProcAddress(\"cuMemAlloc\", 13090)") == 1,
+	int rc;
+	const char *err = t_child_stderr("child_procaddr_future", env, &rc);
+	CHECK_EQ(rc, 0);
+	CHECK(t_count(err, "cuGetProcAddress(\"cuMemAlloc\", 13090)") == 1,
 	      "the refusal must be reported once; stderr:\n%s", err);
 	CHECK(strstr(err, "cuMemAlloc_v2") != NULL, "the message names the variant libvgpu knows");
 	return 0;
@@ -228,21 +217,17 @@ static int env_invalid(void)
 		"CUDA_DEVICE_MEMORY_LIMIT_X=1g", "CUDA_DEVICE_SM_LIMIT=abc",
 		"CUDA_TASK_PRIORITY=high", "GPU_CORE_UTILIZATION_POLICY=sometimes",
 		"LIBCUDA_LOG_LEVEL=chatty", NULL};
-	char path[512];
-	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
-	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-	int rc = t_wait(t_spawn("child_env_invalid", env, fd));
-	close(fd);
+	int rc;
+	const char *err = t_child_stderr("child_env_invalid", env, &rc);
 	CHECK_EQ(rc, 0);
-	const char *err = t_read_file(path);
 	static const char *const names[] = {
 		"CUDA_DEVICE_MEMORY_LIMIT=\"lots\"", "CUDA_DEVICE_MEMORY_LIMIT_0=\"12q\"",
 		"CUDA_DEVICE_MEMORY_LIMIT_X ignored", "CUDA_DEVICE_SM_LIMIT=\"abc\"",
 		"CUDA_TASK_PRIORITY=\"high\"", "GPU_CORE_UTILIZATION_POLICY=\"sometimes\"",
 		"LIBCUDA_LOG_LEVEL=\"chatty\""};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		CHECK(count(err, names[i]) == 1, "%s reported %d times; stderr:\n%s", names[i],
-		      count(err, names[i]), err);
+		CHECK(t_count(err, names[i]) == 1, "%s reported %d times; stderr:\n%s", names[i],
+		      t_count(err, names[i]), err);
 	return 0;
 }
 

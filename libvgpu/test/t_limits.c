@@ -66,12 +66,9 @@ static int child_huge_sizes(void)
 static int huge_sizes(void)
 {
 	static const char *const env[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=1g", NULL};
-	char path[512];
-	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
-	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-	CHECK_EQ(t_wait(t_spawn("child_huge_sizes", env, fd)), 0);
-	close(fd);
-	const char *err = t_read_file(path);
+	int rc;
+	const char *err = t_child_stderr("child_huge_sizes", env, &rc);
+	CHECK_EQ(rc, 0);
 	CHECK(strstr(err, "W:") == NULL && strstr(err, "E:") == NULL,
 	      "no warning or error expected; stderr:\n%s", err);
 	return 0;
@@ -202,9 +199,7 @@ static int child_oversub_neighbour(void)
 	t_ctx(0);
 	CUdeviceptr p;
 	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 700 * MiB), CUDA_SUCCESS);
-	char c = 1;
-	if (write(20, &c, 1) != 1)
-		return 1;
+	t_ready();
 	pause();
 	return 0;
 }
@@ -220,15 +215,11 @@ static int oversubscribe(void)
 {
 	const char *expect = getenv("OVERSUB_EXPECT");
 	bool on = expect == NULL || strcmp(expect, "off") != 0;
-	int fds[2];
-	char other[512], c;
+	char other[512];
 	snprintf(other, sizeof(other), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/other.cache", t_dir());
 	const char *env[] = {other, NULL};
-	if (pipe(fds) != 0)
-		return 1;
-	dup2(fds[1], 20);
-	int nb = t_spawn("child_oversub_neighbour", env, -1);
-	CHECK(read(fds[0], &c, 1) == 1, "neighbour did not start");
+	int nb = t_spawn_ready("child_oversub_neighbour", env);
+	CHECK(nb > 0, "neighbour did not start");
 	t_ctx(0);
 	struct stub_stats *st = STUB(vgpuStubStats)();
 	CUdeviceptr big, small, more;

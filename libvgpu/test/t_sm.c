@@ -130,14 +130,6 @@ static int child_sm_fallback(void)
 	return v != NULL && strcmp(v, "1") == 0 ? sm_unlimited() : sm_share();
 }
 
-static int count_in(const char *text, const char *needle)
-{
-	int n = 0;
-	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	return n;
-}
-
 /*
  * SM_FALLBACK_EXPECT names the warning: per-process utilisation NOT_SUPPORTED
  * (MIG) or unattributable (host pids unknown in a PID namespace) both end in
@@ -156,15 +148,11 @@ static int sm_fallback(void)
 				*c = ' ';
 		want = want_buf;
 	}
-	char path[512];
-	snprintf(path, sizeof(path), "%s/stderr.txt", t_dir());
-	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-	int pid = t_spawn("child_sm_fallback", NULL, fd);
-	CHECK_EQ(t_wait(pid), 0);
-	close(fd);
-	const char *err = t_read_file(path);
+	int rc;
+	const char *err = t_child_stderr("child_sm_fallback", NULL, &rc);
+	CHECK_EQ(rc, 0);
 	fputs(err, stderr);
-	CHECK(want == NULL || count_in(err, want) == 1, "want \"%s\" once on stderr", want);
+	CHECK(want == NULL || t_count(err, want) == 1, "want \"%s\" once on stderr", want);
 	return 0;
 }
 

@@ -19,26 +19,9 @@ static int child_view_holder(void)
 	CHECK_EQ(CU(cuMemAlloc_v2)(&p, (uint64_t)atoi(mib ? mib : "1") * MiB), CUDA_SUCCESS);
 	for (int i = 0; i < 50; i++)
 		CU(cuLaunchKernel)((CUfunction)1, 64, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
-	char c = 1;
-	if (write(20, &c, 1) != 1)
-		return 1;
+	t_ready();
 	pause();
 	return 0;
-}
-
-static int spawn_holder(const char *const *env)
-{
-	int fds[2];
-	char c;
-	if (pipe(fds) != 0)
-		return -1;
-	dup2(fds[1], 20);
-	close(fds[1]);
-	int pid = t_spawn("child_view_holder", env, -1);
-	CHECK(read(fds[0], &c, 1) == 1, "holder did not start");
-	close(fds[0]);
-	close(20);
-	return pid;
 }
 
 /* The entry of `pid` in a v3 list, or NULL. */
@@ -90,7 +73,9 @@ static int nvml_view(void)
 	snprintf(other, sizeof(other), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/other.cache", t_dir());
 	static const char *const sib_env[] = {"VIEW_MIB=100", NULL};
 	const char *nb_env[] = {"VIEW_MIB=300", other, NULL};
-	int sibling = spawn_holder(sib_env), neighbour = spawn_holder(nb_env);
+	int sibling = t_spawn_ready("child_view_holder", sib_env);
+	int neighbour = t_spawn_ready("child_view_holder", nb_env);
+	CHECK(sibling > 0 && neighbour > 0, "holders did not start");
 	t_ctx(0);
 	CUdeviceptr p;
 	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 50 * MiB), CUDA_SUCCESS);

@@ -55,6 +55,16 @@ struct vgpu_proc_slot *t_slot_of(struct vgpu_region *r, int pid);
 int t_spawn(const char *cmd, const char *const *env, int stderr_fd);
 int t_wait(int pid);            /* exit status, or 128+signal */
 char *t_read_file(const char *path);
+/* Runs sub-command `cmd` with `env` to the end; its stderr, and its exit status in *rc. */
+const char *t_child_stderr(const char *cmd, const char *const *env, int *rc);
+/*
+ * Spawns `cmd` and returns its pid once it called t_ready() (a byte on fd
+ * 20), or -1 if it never did.
+ */
+int t_spawn_ready(const char *cmd, const char *const *env);
+void t_ready(void);
+/* How often `needle` occurs in `text`. */
+int t_count(const char *text, const char *needle);
 const char *t_dir(void);        /* per-test scratch directory (VGPU_TEST_DIR) */
 /* Fails the case (exit 124) instead of hanging if it is still running after `seconds`. */
 void t_watchdog(unsigned seconds);
