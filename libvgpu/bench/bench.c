@@ -207,6 +207,8 @@ static const struct bcase cases[] = {
 	{"launch_lim", "cuLaunchKernel, SM limit 50% (not throttling)", "CUDA_DEVICE_SM_LIMIT=50", "ns", 0},
 	{"init256", "256 concurrent process inits (total)", "CUDA_DEVICE_MEMORY_LIMIT=8g REGION", "ms", 0},
 	{"first_ctx", "first context (register, host-pid discovery)", "CUDA_DEVICE_MEMORY_LIMIT=8g REGION", "us", 0},
+	{"first_ctx", "first context, NVML lists no processes (no discovery)",
+	 "CUDA_DEVICE_MEMORY_LIMIT=8g REGION VGPU_STUB_NVML_PROC_LIST=unsupported", "us", 0},
 	{"first_alloc256", "256 processes at once: first cuMemAlloc p99", "CUDA_DEVICE_MEMORY_LIMIT=8g REGION", "us", 0},
 };
 

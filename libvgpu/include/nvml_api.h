@@ -72,9 +72,31 @@ typedef struct {
 
 #define NVML_VALUE_NOT_AVAILABLE (~0ULL)
 
+/* nvmlDeviceGetRunningProcessDetailList (R550+): one list for a process mode. */
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+	unsigned long long usedGpuCcProtectedMemory;
+} nvmlProcessDetail_v1_t;
+
+typedef struct {
+	unsigned int version;           /* nvmlProcessDetailList_v1 */
+	unsigned int mode;              /* NVML_PROCESS_MODE_* */
+	unsigned int numProcArrayEntries;
+	nvmlProcessDetail_v1_t *procArray;
+} nvmlProcessDetailList_t;
+
+enum { NVML_PROCESS_MODE_COMPUTE = 0, NVML_PROCESS_MODE_GRAPHICS = 1, NVML_PROCESS_MODE_MPS = 2,
+       NVML_PROCESS_MODE_ALL = 3 };
+#define nvmlProcessDetailList_v1 ((unsigned int)(sizeof(nvmlProcessDetailList_t) | (1u << 24)))
+
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t layout");
+_Static_assert(sizeof(nvmlProcessDetail_v1_t) == 32, "nvmlProcessDetail_v1_t layout");
+_Static_assert(sizeof(nvmlProcessDetailList_t) == 24, "nvmlProcessDetailList_t layout");
 _Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t layout");
 
 nvmlReturn_t nvmlInit(void);
@@ -101,6 +123,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
 						     nvmlProcessInfo_t *infos);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
 						     nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+						   nvmlProcessDetailList_t *plist);
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
 						   nvmlProcessInfo_v1_t *infos);
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,

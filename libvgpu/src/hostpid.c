@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hooks.h"
@@ -193,12 +194,15 @@ void vgpu_hostpid_discover(int idx, const struct vgpu_plist *before,
 		learn((int32_t)cand[0], VGPU_HOSTPID_NVML);
 		return;
 	}
-	for (int attempt = 0; n > 1 && attempt < 3; attempt++) {
+	for (int attempt = 0; n > 1 && attempt < 5; attempt++) {
 		unsigned int pid = by_marker(idx, ctx, cand, n);
 		if (pid != 0) {
 			learn((int32_t)pid, VGPU_HOSTPID_MARKER);
 			return;
 		}
+		/* Others were marking too: try again at a moment of our own. */
+		struct timespec pause = {0, (long)(1 + (unsigned)getpid() % 13) * 1000000L};
+		nanosleep(&pause, NULL);
 	}
 	VGPU_LOG(VGPU_LOG_INFO, "host pid not found in NVML's process list (%u candidates)", n);
 }

@@ -184,6 +184,41 @@ PLIST_HOOK(nvmlDeviceGetGraphicsRunningProcesses, GRAPHICS_V1, nvmlProcessInfo_v
 PLIST_HOOK(nvmlDeviceGetGraphicsRunningProcesses_v2, GRAPHICS_V2, nvmlProcessInfo_t)
 PLIST_HOOK(nvmlDeviceGetGraphicsRunningProcesses_v3, GRAPHICS_V3, nvmlProcessInfo_t)
 
+/*
+ * The R550 form of the same lists (nvmlDeviceGetRunningProcessDetailList,
+ * which newer nvidia-smi uses): the same filter, on the caller's structure.
+ */
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+							       nvmlProcessDetailList_t *plist)
+{
+	VGPU_ENTER_NVML(nvmlDeviceGetRunningProcessDetailList);
+	if (!view_on() || plist == NULL || plist->version != nvmlProcessDetailList_v1)
+		return REAL(nvmlDeviceGetRunningProcessDetailList)(device, plist);
+	nvmlProcessDetail_v1_t buf[VIEW_BUF];
+	nvmlProcessDetailList_t all = {plist->version, plist->mode, VIEW_BUF, buf};
+	nvmlReturn_t rc = REAL(nvmlDeviceGetRunningProcessDetailList)(device, &all);
+	if (rc != NVML_SUCCESS)
+		return rc;
+	struct vgpu_rproc procs[64];
+	int np = vgpu_region_procs(index_of(device), procs, 64);
+	unsigned int kept = 0, cap = plist->numProcArrayEntries;
+	for (unsigned int i = 0; i < all.numProcArrayEntries && i < VIEW_BUF; i++) {
+		const struct vgpu_rproc *p = ours(procs, np, buf[i].pid);
+		if (p == NULL)
+			continue;
+		if (plist->procArray != NULL && kept < cap) {
+			plist->procArray[kept] = buf[i];
+			plist->procArray[kept].pid = (unsigned int)p->pid;
+			if (p->mem != UINT64_MAX)
+				plist->procArray[kept].usedGpuMemory = p->mem;
+		}
+		kept++;
+	}
+	bool fits = kept <= cap && (plist->procArray != NULL || kept == 0);
+	plist->numProcArrayEntries = kept;
+	return fits ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
 /* Per-process utilisation samples: the container's processes only, by container pid. */
 VGPU_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 							 nvmlProcessUtilizationSample_t *utilization,

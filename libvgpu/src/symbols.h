@@ -106,6 +106,7 @@
 	X(nvmlDeviceGetComputeRunningProcesses, NVML, HOOK, 0)                 \
 	X(nvmlDeviceGetComputeRunningProcesses_v2, NVML, HOOK, 0)              \
 	X(nvmlDeviceGetComputeRunningProcesses_v3, NVML, HOOK, 0)              \
+	X(nvmlDeviceGetRunningProcessDetailList, NVML, HOOK, 0)                       \
 	X(nvmlDeviceGetGraphicsRunningProcesses, NVML, HOOK, 0)                \
 	X(nvmlDeviceGetGraphicsRunningProcesses_v2, NVML, HOOK, 0)             \
 	X(nvmlDeviceGetGraphicsRunningProcesses_v3, NVML, HOOK, 0)             \

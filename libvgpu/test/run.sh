@@ -83,6 +83,7 @@ sm_mig_no_util|sm_fallback|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_NVML_PROC_UTIL=unsu
 sm_pidns_unattributed|sm_fallback|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_NVML_PROC_LIST=unsupported SM_FALLBACK_EXPECT=attributes_none|pidns novg
 sm_no_limit|sm_unlimited||novg
 nvml_view|nvml_view|CUDA_DEVICE_MEMORY_LIMIT=1g|region pidns shared
+hostpid_concurrent|hostpid_concurrent|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_DELAY_US=30000|pidns shared
 limit_basic_pidns|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|pidns
 clamped_queries_pidns|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region pidns
 multiproc_pidns|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region pidns tsan

@@ -6,6 +6,7 @@
  */
 #include "test.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,6 +54,16 @@ static void check_lists(nvmlDevice_t dev, int self, int sibling)
 	      me ? me->usedGpuMemory : 0ull);
 	CHECK(sib == NULL || sib->usedGpuMemory == 64 * MiB + 100 * MiB, "sibling's memory %llu",
 	      sib ? sib->usedGpuMemory : 0ull);
+	nvmlProcessDetail_v1_t d[8];
+	nvmlProcessDetailList_t dl = {nvmlProcessDetailList_v1, NVML_PROCESS_MODE_ALL, 8, d};
+	CHECK_EQ(NV(nvmlDeviceGetRunningProcessDetailList)(dev, &dl), NVML_SUCCESS);
+	CHECK_EQ(dl.numProcArrayEntries, 2);
+	CHECK(((int)d[0].pid == self || (int)d[0].pid == sibling) &&
+	      ((int)d[1].pid == self || (int)d[1].pid == sibling), "detail list pids %u %u", d[0].pid,
+	      d[1].pid);
+	dl.numProcArrayEntries = 1;
+	CHECK_EQ(NV(nvmlDeviceGetRunningProcessDetailList)(dev, &dl), NVML_ERROR_INSUFFICIENT_SIZE);
+	CHECK_EQ(dl.numProcArrayEntries, 2);
 	n = 8;
 	CHECK_EQ(NV(nvmlDeviceGetComputeRunningProcesses_v2)(dev, &n, l), NVML_SUCCESS);
 	CHECK_EQ(n, 2);
@@ -104,7 +115,64 @@ static int nvml_view(void)
 	return 0;
 }
 
+/*
+ * Child of hostpid_concurrent: its own container (region), released with
+ * the others at once into a slow context creation. Exit 0: the host pid it
+ * learned is right (from NVML's list, 1, or a marker, 2: printed); 10: it
+ * learned none or only the unverified NSpid; 1: a wrong one.
+ */
+static int child_hostpid(void)
+{
+	char c;
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	if (read(21, &c, 1) < 0)
+		return 1;
+	t_ctx(0);
+	struct vgpu_proc_slot *s = t_slot_of(t_region(), getpid());
+	if (s == NULL)
+		return 1;
+	int want = STUB(vgpuStubHostPid)();
+	printf("source=%u\n", s->hostpid_source);
+	if (s->hostpid_source == VGPU_HOSTPID_NVML || s->hostpid_source == VGPU_HOSTPID_MARKER)
+		return s->hostpid == want ? 0 : 1;
+	return 10;
+}
+
+/*
+ * Eight containers start on one card at the same instant, each context
+ * taking 30 ms (VGPU_STUB_CTX_DELAY_US), so their NVML lists overlap: each
+ * sees the others appear too. None may learn another's host pid; those the
+ * lists cannot single out use a marker allocation or stay unverified.
+ */
+static int hostpid_concurrent(void)
+{
+	int down[2], pids[8], right = 0, unknown = 0;
+	if (pipe2(down, O_CLOEXEC) != 0)        /* the children keep only the read end */
+		return 1;
+	dup2(down[0], 21);
+	close(down[0]);
+	for (int i = 0; i < 8; i++) {
+		char region[512];
+		snprintf(region, sizeof(region), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/c%d.cache", t_dir(), i);
+		const char *env[] = {region, NULL};
+		pids[i] = t_spawn("child_hostpid", env, -1);
+	}
+	close(21);
+	usleep(200000);                 /* all of them in cuInit, waiting */
+	close(down[1]);                 /* go */
+	for (int i = 0; i < 8; i++) {
+		int rc = t_wait(pids[i]);
+		CHECK(rc == 0 || rc == 10, "process %d learned a wrong host pid (exit %d)", i, rc);
+		right += rc == 0;
+		unknown += rc == 10;
+	}
+	fprintf(stderr, "host pids: %d right, %d unknown or unverified, of 8\n", right, unknown);
+	return 0;
+}
+
 const struct t_case t_view_cases[] = {
+	{"hostpid_concurrent", hostpid_concurrent},
+	{"child_hostpid", child_hostpid},
 	{"nvml_view", nvml_view},
 	{"child_view_holder", child_view_holder},
 	{NULL, NULL},

@@ -308,9 +308,25 @@ static __thread struct stub_ctx *current;
 
 struct stub_ctx *stub_current(void) { return current; }
 
+/*
+ * Creating a context takes a real driver tens to hundreds of milliseconds;
+ * VGPU_STUB_CTX_DELAY_US makes the stub's take that long too, so that
+ * processes starting together create theirs at overlapping times.
+ */
+static void ctx_delay(void)
+{
+	const char *v = getenv("VGPU_STUB_CTX_DELAY_US");
+	long us = v != NULL ? atol(v) : 0;
+	if (us > 0) {
+		struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static CUresult ctx_new(CUcontext *pctx, CUdevice dev)
 {
 	STUB_NEED_INIT();
+	ctx_delay();
 	int phys = stub_phys(dev);
 	if (phys < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
@@ -380,6 +396,35 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * The per-thread context stack (CUDA Driver API reference, Context
+ * Management): push makes ctx current above the previous one, pop returns
+ * the current one and makes the previous current again. Eight deep here.
+ */
+static __thread struct stub_ctx *ctx_stack[8];
+static __thread int ctx_depth;
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	STUB_NEED_INIT();
+	if (ctx == NULL || ctx_depth >= 8)
+		return CUDA_ERROR_INVALID_VALUE;
+	ctx_stack[ctx_depth++] = current;
+	current = (struct stub_ctx *)ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	STUB_NEED_INIT();
+	if (current == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (pctx != NULL)
+		*pctx = (CUcontext)current;
+	current = ctx_depth > 0 ? ctx_stack[--ctx_depth] : NULL;
+	return CUDA_SUCCESS;
+}
+
 CUresult cuCtxGetDevice(CUdevice *device)
 {
 	STUB_NEED_INIT();
@@ -396,6 +441,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (phys < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&ctx_mu);
+	if (primary_refs[phys] == 0)
+		ctx_delay();
 	if (primary_refs[phys] == 0 && stub_dev_charge(phys, g->ctx_mem) != 0) {
 		pthread_mutex_unlock(&ctx_mu);
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -315,6 +315,31 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
 }
 
 #ifndef STUB_MINIMAL
+/* The R550 list: compute processes for modes COMPUTE and ALL, none for the others here. */
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+						   nvmlProcessDetailList_t *plist)
+{
+	nvmlProcessInfo_t buf[STUB_MAX_PROC];
+	if (plist == NULL || plist->version != nvmlProcessDetailList_v1 ||
+	    plist->mode > NVML_PROCESS_MODE_ALL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	unsigned int n = STUB_MAX_PROC;
+	nvmlReturn_t rc = NVML_SUCCESS;
+	if (plist->mode == NVML_PROCESS_MODE_COMPUTE || plist->mode == NVML_PROCESS_MODE_ALL)
+		rc = running(device, &n, buf, 0);
+	else
+		n = 0;
+	if (rc != NVML_SUCCESS)
+		return rc;
+	unsigned int cap = plist->numProcArrayEntries;
+	for (unsigned int i = 0; i < n && i < cap && plist->procArray != NULL; i++)
+		plist->procArray[i] = (nvmlProcessDetail_v1_t){buf[i].pid, buf[i].usedGpuMemory,
+			buf[i].gpuInstanceId, buf[i].computeInstanceId, 0};
+	plist->numProcArrayEntries = n;
+	return n > cap || (n > 0 && plist->procArray == NULL) ? NVML_ERROR_INSUFFICIENT_SIZE
+								: NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
 						     nvmlProcessInfo_t *infos)
 {
