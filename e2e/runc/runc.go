@@ -64,7 +64,11 @@ var ErrNoRunc = errors.New("runc not found on PATH (apt-get install runc)")
 func New(dir string) (*Runtime, error) {
 	bin, err := exec.LookPath("runc")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoRunc, err)
+		// Debian installs it in /usr/sbin, which a user's PATH may lack.
+		if _, serr := os.Stat("/usr/sbin/runc"); serr != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoRunc, err)
+		}
+		bin = "/usr/sbin/runc"
 	}
 	r := &Runtime{binary: bin, root: filepath.Join(dir, "state"), dir: filepath.Join(dir, "bundles")}
 	for _, d := range []string{r.root, r.dir} {
