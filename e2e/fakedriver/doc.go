@@ -1,0 +1,64 @@
+// Package fakedriver is a fake GPU driver daemon for the node-side
+// end-to-end tests: it stands where the NVIDIA kernel driver stands, below
+// libvgpu, and keeps the ground truth the tests judge libvgpu by. libvgpu's
+// stub libcuda.so.1 and libnvidia-ml.so.1 (libvgpu/test/stub), running in
+// real containers, speak to it over a Unix stream socket with the line
+// protocol of PROTOCOL.md in this directory. The test harness runs the
+// daemon in-process (Start) and reads the truth directly (Stats, Peak,
+// ProcessPeak, GroupPeak, ProcessBusy, Processes), never through libvgpu's
+// own numbers.
+//
+// # What it models, and after what
+//
+// Processes by host pid. The NVIDIA driver knows a process by its pid in the
+// host's (the driver's) pid namespace: NVML's process lists
+// (nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetProcessUtilization in
+// the NVML API reference) carry host pids, which is why nvidia-smi run
+// inside a container shows pids the container cannot see. The daemon gets
+// the same pid from the connection's SO_PEERCRED, which the kernel records
+// at connect(2) and translates into the reading process's pid namespace
+// (unix(7)). A process keeps one connection for its lifetime; when the last
+// connection of a pid ends (exit, SIGKILL, close) the daemon frees its
+// memory, drops its contexts and discards its queued work, as the kernel
+// driver does when a process exits.
+//
+// Memory. Each device has a capacity; ALLOC beyond the free memory is OOM
+// (CUDA_ERROR_OUT_OF_MEMORY). Memory is counted per process and device, with
+// the device's peak, each process's peak and, for groups of pids (a
+// container: SetGroup or Config.GroupOf), the peak of their sum, so a test
+// can assert that a container never held more than its limit at any
+// instant, not just at the instants it looked.
+//
+// Contexts. A process with a context on a device is listed on it (PROCS,
+// like nvmlDeviceGetComputeRunningProcesses), with the memory it holds.
+//
+// Execution. Work is whole-device time. Each device runs its processes'
+// queued work by processor sharing in 1 ms ticks: the tick is split evenly
+// among the processes with work queued, and what one needs less of goes to
+// the others. That is what time-slicing between contexts gives on a real
+// GPU at a coarser grain: one busy process gets the whole device, two get
+// half each. LAUNCH is held back while the caller has more than 4 ms queued
+// on the device, like cuLaunchKernel blocking on a full push buffer; SYNC
+// returns once the caller's queue is empty, like cuCtxSynchronize.
+//
+// Utilisation. Every 100 ms each device closes a sample period and keeps
+// the last 64. PUTIL follows nvmlDeviceGetProcessUtilization: one entry per
+// process with samples newer than the caller's last-seen timestamp
+// (CLOCK_REALTIME microseconds), carrying the newest sample's timestamp and
+// the mean SM utilisation of those samples. DUTIL follows
+// nvmlDeviceGetUtilizationRates: the percentage of the last complete period
+// during which any work ran.
+//
+// # What it does not model
+//
+// Memory belongs to the process, not to a context, and has no addresses:
+// no fragmentation, alignment or allocation granularity, and destroying a
+// context frees nothing (the client frees first). One queue per process
+// and device: no streams, no concurrent kernels, no MPS, no MIG, no
+// compute modes, no context-switch cost, no SM partitioning or memory
+// bandwidth; only SM utilisation, not memory, encoder or decoder
+// utilisation. No ECC, clocks, power, Xid errors or device resets. A pid
+// reused by a new process continues the old record's peaks and service.
+// A forked child that uses its parent's connection is the parent: the
+// kernel's credentials are those of the process that connected.
+package fakedriver
