@@ -16,12 +16,25 @@ import (
 // ldd prints "name => /path (addr)" and "/lib64/ld-linux... (addr)".
 var lddPath = regexp.MustCompile(`(/[^ \t()]+)`)
 
-// closure is files plus every shared object ldd says they load.
+// closure is files plus every shared object ldd says they load; a library
+// among the files themselves (the stub libnvidia-ml needs the stub libcuda)
+// is found through their directories.
 func closure(files []string) ([]string, error) {
 	seen := map[string]bool{}
+	dirs := map[string]bool{}
+	for _, f := range files {
+		dirs[filepath.Dir(f)] = true
+	}
+	var path []string
+	for d := range dirs {
+		path = append(path, d)
+	}
+	sort.Strings(path)
 	for _, f := range files {
 		seen[f] = true
-		out, err := exec.Command("ldd", f).CombinedOutput()
+		cmd := exec.Command("ldd", f)
+		cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+strings.Join(path, ":"))
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			// Not a dynamic object (a script, data, a static binary).
 			continue
@@ -46,9 +59,18 @@ func closure(files []string) ([]string, error) {
 // buildRootfs makes a minimal root: the files with their libraries at their
 // host paths, the mount points, and the directories a process expects.
 func buildRootfs(root string, s Spec) error {
-	files, err := closure(s.Files)
+	srcs := append([]string{}, s.Files...)
+	for _, c := range s.Copies {
+		srcs = append(srcs, c.Host)
+	}
+	files, err := closure(srcs)
 	if err != nil {
 		return err
+	}
+	for _, c := range s.Copies {
+		if err := copyFile(c.Host, filepath.Join(root, c.Container)); err != nil {
+			return err
+		}
 	}
 	for _, f := range files {
 		if err := copyFile(f, filepath.Join(root, f)); err != nil {

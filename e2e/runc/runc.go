@@ -45,6 +45,9 @@ type Spec struct {
 	// Files are host files copied into the root filesystem at the same
 	// path; executables and shared objects bring their ldd closure.
 	Files []string
+	// Copies are host files copied to another path in the root filesystem
+	// (libraries a container runtime hook would inject), closure included.
+	Copies []Mount
 	// Devices are device nodes the container may use (Allocate's
 	// DeviceSpecs); those missing on the host are left out.
 	Devices []string

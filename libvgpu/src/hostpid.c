@@ -123,15 +123,24 @@ int vgpu_plist_find(const struct vgpu_plist *l, unsigned int pid)
 	return -1;
 }
 
-/* Strikes off candidates that are this container's other, registered processes. */
+/*
+ * Strikes off candidates that are host pids this container's other
+ * processes have learned from NVML already (never an unverified one, and
+ * never this process's own slot, whose pid is ours).
+ */
 static unsigned int strike_siblings(unsigned int *cand, unsigned int n)
 {
-	unsigned int pids[64], self, k = 0;
-	int np = vgpu_region_pids(pids, 64, &self);
+	struct vgpu_rproc procs[64];
+	int np = vgpu_region_procs(-1, procs, 64);
+	unsigned int k = 0;
 	for (unsigned int i = 0; i < n; i++) {
 		bool sibling = false;
 		for (int j = 0; j < np; j++)
-			sibling |= pids[j] == cand[i] && pids[j] != self;
+			sibling |= procs[j].pid != (int32_t)getpid() && procs[j].hostpid > 0 &&
+				   (unsigned int)procs[j].hostpid == cand[i] &&
+				   (procs[j].source == VGPU_HOSTPID_NVML ||
+				    procs[j].source == VGPU_HOSTPID_MARKER ||
+				    procs[j].source == VGPU_HOSTPID_AGENT);
 		if (!sibling)
 			cand[k++] = cand[i];
 	}

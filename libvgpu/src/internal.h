@@ -90,6 +90,7 @@ struct vgpu_rproc {
 	int32_t hostpid;        /* 0: unknown */
 	int32_t pid;            /* in the container's pid namespace */
 	uint64_t mem;           /* bytes counted on device idx, UINT64_MAX if idx is invalid */
+	uint32_t source;        /* how hostpid was learned (VGPU_HOSTPID_*) */
 };
 int vgpu_region_procs(int idx, struct vgpu_rproc *out, int max);
 void vgpu_region_set_util(int idx, uint32_t mine, uint32_t total);

@@ -182,7 +182,8 @@ int vgpu_region_procs(int idx, struct vgpu_rproc *out, int max)
 		    !rg_get_used(&s->mem_used[idx], &s->mem_used_check[idx], &mem))
 			mem = UINT64_MAX;
 		out[n++] = (struct vgpu_rproc){__atomic_load_n(&s->hostpid, __ATOMIC_RELAXED),
-					       __atomic_load_n(&s->pid, __ATOMIC_RELAXED), mem};
+					       __atomic_load_n(&s->pid, __ATOMIC_RELAXED), mem,
+					       __atomic_load_n(&s->hostpid_source, __ATOMIC_RELAXED)};
 	}
 	pthread_mutex_unlock(&vgpu_rs.mu);
 	return n;

@@ -59,6 +59,7 @@ procaddr_future|procaddr_future|CUDA_DEVICE_MEMORY_LIMIT=1g|
 env_invalid|env_invalid||
 minimal_driver|minimal_driver|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_SM_LIMIT=30|minstub
 multiproc|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region tsan
+multiproc_one_card|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_CTX_DELAY_US=30000|region shared
 reclaim_sigkill|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
 lock_owner_death|lock_owner_death|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
 lock_stopped_holder|lock_stopped_holder|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 LIBVGPU_LOCK_TIMEOUT_MS=300|region

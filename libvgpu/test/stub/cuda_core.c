@@ -148,7 +148,8 @@ static void parse_visible(void)
 
 __attribute__((constructor)) static void stub_load(void)
 {
-	const char *path = getenv("VGPU_STUB_STATE");
+	stub_remote_attach();
+	const char *path = stub_remote() ? NULL : getenv("VGPU_STUB_STATE");
 	if (path && *path) {
 		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 		if (fd >= 0 && flock(fd, LOCK_EX) == 0 && ftruncate(fd, sizeof(*g)) == 0) {
@@ -166,7 +167,10 @@ __attribute__((constructor)) static void stub_load(void)
 		g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		format(g);
 	}
-	parse_visible();
+	if (stub_remote())
+		g->ndev = 0;    /* until the daemon gives its list (cuInit, nvmlInit) */
+	else
+		parse_visible();
 	stub_obs_attach();
 }
 
@@ -175,23 +179,36 @@ int stub_phys(CUdevice dev)
 	return dev >= 0 && dev < nvisible ? visible[dev] : -1;
 }
 
-int stub_dev_charge(int phys, uint64_t bytes)
+CUresult stub_dev_charge(int phys, uint64_t bytes)
 {
+	if (stub_remote()) {
+		CUresult r = stub_remote_alloc(phys, bytes);
+		if (r == CUDA_SUCCESS) {
+			__atomic_fetch_add(&stats.held[phys], bytes, __ATOMIC_RELAXED);
+			stub_obs_charge(phys, bytes);
+		}
+		return r;
+	}
 	uint64_t cur = __atomic_load_n(&g->dev[phys].used, __ATOMIC_RELAXED);
 	do {
 		if (bytes > g->dev[phys].total || cur + bytes > g->dev[phys].total)
-			return -1;
+			return CUDA_ERROR_OUT_OF_MEMORY;
 	} while (!__atomic_compare_exchange_n(&g->dev[phys].used, &cur, cur + bytes, 1,
 					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
 	__atomic_fetch_add(&stats.held[phys], bytes, __ATOMIC_RELAXED);
 	stub_proc_mem(phys, (int64_t)bytes);
 	stub_obs_charge(phys, bytes);
-	return 0;
+	return CUDA_SUCCESS;
 }
 
 void stub_dev_release(int phys, uint64_t bytes)
 {
 	stub_obs_release(phys, bytes);
+	if (stub_remote()) {
+		stub_remote_free(phys, bytes);
+		__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
+		return;
+	}
 	stub_proc_mem(phys, -(int64_t)bytes);
 	__atomic_fetch_sub(&g->dev[phys].used, bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
@@ -199,10 +216,18 @@ void stub_dev_release(int phys, uint64_t bytes)
 
 /* ---- entry points ---- */
 
+/* Remote mode: CUDA_VISIBLE_DEVICES applies to the daemon's list, read once. */
+static pthread_once_t remote_visible = PTHREAD_ONCE_INIT;
+
 CUresult cuInit(unsigned int flags)
 {
 	if (flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (stub_remote()) {
+		if (stub_remote_load() != 0 || g->ndev == 0)
+			return CUDA_ERROR_NO_DEVICE;
+		pthread_once(&remote_visible, parse_visible);
+	}
 	stub_inited = 1;
 	return CUDA_SUCCESS;
 }
@@ -332,8 +357,9 @@ static CUresult ctx_new(CUcontext *pctx, CUdevice dev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	if (pctx == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (stub_dev_charge(phys, g->ctx_mem) != 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult r = stub_dev_charge(phys, g->ctx_mem);
+	if (r != CUDA_SUCCESS)
+		return r;
 	struct stub_ctx *c = calloc(1, sizeof(*c));
 	c->phys = phys;
 	c->ordinal = dev;
@@ -443,9 +469,10 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	pthread_mutex_lock(&ctx_mu);
 	if (primary_refs[phys] == 0)
 		ctx_delay();
-	if (primary_refs[phys] == 0 && stub_dev_charge(phys, g->ctx_mem) != 0) {
+	CUresult r = primary_refs[phys] == 0 ? stub_dev_charge(phys, g->ctx_mem) : CUDA_SUCCESS;
+	if (r != CUDA_SUCCESS) {
 		pthread_mutex_unlock(&ctx_mu);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		return r;
 	}
 	if (primary_refs[phys] == 0)
 		stub_proc_ctx(phys, 1);

@@ -29,6 +29,8 @@ static uint64_t completed(const struct stub_proc *p, uint64_t t)
 
 uint64_t vgpuStubBusyNs(int phys, int pid)
 {
+	if (stub_remote())
+		return stub_remote_busy(phys, pid);
 	struct stub_proc *p = stub_proc_rec(phys, pid, 0);
 	return p ? completed(p, vgpuStubNowNs()) : 0;
 }
@@ -52,6 +54,8 @@ static CUresult launch(uint64_t blocks)
 	uint64_t dur = blocks * g->wave_ns / (uint64_t)g->dev[c->phys].sm;
 	if (dur == 0)
 		return CUDA_SUCCESS;
+	if (stub_remote())
+		return stub_remote_launch(c->phys, dur);
 	struct stub_proc *p = stub_proc_rec(c->phys, vgpuStubHostPid(), 1);
 	if (p == NULL)
 		return CUDA_SUCCESS;
@@ -116,6 +120,11 @@ static CUresult sync_ctx(void)
 	struct stub_ctx *c = stub_current();
 	if (c == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (stub_remote()) {
+		CUresult r = stub_remote_sync(c->phys);
+		stub_pools_sync();
+		return r;
+	}
 	struct stub_proc *p = stub_proc_rec(c->phys, vgpuStubHostPid(), 0);
 	uint64_t now = vgpuStubNowNs();
 	if (p != NULL && p->busy_until_ns > now)

@@ -94,8 +94,9 @@ static CUresult linear(uint64_t *key, uint64_t size, int kind, void *owner, int 
 	__atomic_fetch_add(&st->alloc_calls, 1, __ATOMIC_RELAXED);
 	if (size == 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (stub_dev_charge(phys, size) != 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult r = stub_dev_charge(phys, size);
+	if (r != CUDA_SUCCESS)
+		return r;
 	*key = new_va(size, small);
 	pthread_mutex_lock(&mu);
 	put_locked((struct alloc){*key, size, phys, kind, owner});
@@ -219,9 +220,11 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total)
 {
 	NEED_CTX(c);
 	struct stub_dev *d = &vgpuStubShared()->dev[c->phys];
-	uint64_t used = __atomic_load_n(&d->used, __ATOMIC_RELAXED);
-	*total = d->total;
-	*free_b = d->total > used ? d->total - used : 0;
+	uint64_t used = __atomic_load_n(&d->used, __ATOMIC_RELAXED), all = d->total;
+	if (stub_remote() && stub_remote_mem(c->phys, &all, &used) != 0)
+		return STUB_CUDA_ERROR_UNKNOWN;
+	*total = all;
+	*free_b = all > used ? all - used : 0;
 	return CUDA_SUCCESS;
 }
 
@@ -343,8 +346,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
 	int phys = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? stub_phys(prop->location.id) : -1;
 	if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && phys < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (phys >= 0 && stub_dev_charge(phys, size) != 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult r = phys >= 0 ? stub_dev_charge(phys, size) : CUDA_SUCCESS;
+	if (r != CUDA_SUCCESS)
+		return r;
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < MAX_VMM; i++)
 		if (vmms[i].refs == 0 && vmms[i].maps == 0) {

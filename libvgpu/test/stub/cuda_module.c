@@ -46,7 +46,10 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 	int phys = stub_phys(dev);
 	if (phys < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
-	snprintf(name, (size_t)len, "vGPU stub device %d", phys);
+	if (stub_remote())
+		snprintf(name, (size_t)len, "%s", stub_remote_name(phys));    /* the daemon's DEV name */
+	else
+		snprintf(name, (size_t)len, "vGPU stub device %d", phys);
 	return CUDA_SUCCESS;
 }
 

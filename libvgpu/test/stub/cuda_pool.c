@@ -158,9 +158,10 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct stub_pool *p)
 	uint64_t spare = p->reserved - p->used;
 	if (spare < size) {
 		uint64_t grow = round_step(size - spare);
-		if (stub_dev_charge(p->phys, grow) != 0) {
+		CUresult r = stub_dev_charge(p->phys, grow);
+		if (r != CUDA_SUCCESS) {
 			pthread_mutex_unlock(&mu);
-			return CUDA_ERROR_OUT_OF_MEMORY;
+			return r;
 		}
 		p->reserved += grow;
 	}

@@ -38,6 +38,8 @@ int32_t vgpuStubHostPid(void)
 {
 	static int32_t cached;
 	static int32_t cached_for;
+	if (stub_remote())
+		return stub_remote_self();    /* the daemon's SO_PEERCRED view */
 	int32_t me = (int32_t)getpid();
 	if (__atomic_load_n(&cached_for, __ATOMIC_ACQUIRE) == me)
 		return __atomic_load_n(&cached, __ATOMIC_RELAXED);
@@ -123,6 +125,10 @@ void stub_proc_mem(int phys, int64_t delta)
 
 void stub_proc_ctx(int phys, int delta)
 {
+	if (stub_remote()) {
+		stub_remote_ctx(phys, delta);
+		return;
+	}
 	struct stub_proc *p = mine(phys);
 	if (p != NULL)
 		__atomic_fetch_add(&p->ctxs, delta, __ATOMIC_RELAXED);

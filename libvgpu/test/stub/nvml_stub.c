@@ -14,6 +14,10 @@
  *       currently supported")
  *   VGPU_STUB_NVML_PROC_LIST=unsupported  the running-process queries return
  *       NVML_ERROR_NOT_SUPPORTED ("if this query is not supported by device")
+ *
+ * In remote mode (VGPU_STUB_DRIVER_SOCKET, cuda_remote.c) the device list,
+ * memory, process lists and utilisation are the fake driver daemon's; when it
+ * does not answer, nvmlInit and those queries return NVML_ERROR_UNKNOWN.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -48,6 +52,8 @@ static int inited;
 
 nvmlReturn_t nvmlInit_v2(void)
 {
+	if (stub_remote() && stub_remote_load() != 0)
+		return NVML_ERROR_UNKNOWN;
 	inited = 1;
 	for (unsigned i = 0; i < STUB_MAX_DEV; i++) {
 		devs[i].index = i;
@@ -143,9 +149,12 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 	if (device == NULL || memory == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	struct stub_dev *d = &vgpuStubShared()->dev[device->index];
-	memory->total = d->total;
-	memory->used = __atomic_load_n(&d->used, __ATOMIC_RELAXED);
-	memory->free = memory->total - memory->used;
+	uint64_t total = d->total, used = __atomic_load_n(&d->used, __ATOMIC_RELAXED);
+	if (stub_remote() && stub_remote_mem((int)device->index, &total, &used) != 0)
+		return NVML_ERROR_UNKNOWN;
+	memory->total = total;
+	memory->used = used;
+	memory->free = total - used;
 	return NVML_SUCCESS;
 }
 
@@ -198,6 +207,27 @@ static unsigned int util_since(unsigned int dev, const struct stub_proc *p, uint
 	return u > 100 ? 100 : (unsigned int)u;
 }
 
+/* The daemon's samples (PUTIL), one per process, with the same count protocol. */
+static nvmlReturn_t remote_putil(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+				 unsigned int *count, unsigned long long lastSeen)
+{
+	struct stub_remote_sample s[STUB_MAX_PROC];
+	int n = stub_remote_putil((int)device->index, lastSeen, s, STUB_MAX_PROC);
+	if (n < 0)
+		return NVML_ERROR_UNKNOWN;
+	if (n == 0)
+		return NVML_ERROR_NOT_FOUND;
+	if (utilization == NULL || *count < (unsigned int)n) {
+		*count = (unsigned int)n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	for (int i = 0; i < n; i++)
+		utilization[i] = (nvmlProcessUtilizationSample_t){
+			.pid = (unsigned int)s[i].pid, .timeStamp = s[i].ts_us, .smUtil = s[i].sm_pct};
+	*count = (unsigned int)n;
+	return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 					     nvmlProcessUtilizationSample_t *utilization,
 					     unsigned int *count, unsigned long long lastSeen)
@@ -209,6 +239,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (unsupported("VGPU_STUB_NVML_PROC_UTIL"))
 		return NVML_ERROR_NOT_SUPPORTED;
+	if (stub_remote())
+		return remote_putil(device, utilization, count, lastSeen);
 	struct stub_dev *d = &vgpuStubShared()->dev[device->index];
 	unsigned int n = 0;
 	for (int i = 0; i < STUB_MAX_PROC; i++)
@@ -250,6 +282,13 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (unsupported("VGPU_STUB_NVML_DEV_UTIL"))
 		return NVML_ERROR_NOT_SUPPORTED;
+	if (stub_remote()) {
+		int pct = stub_remote_dutil((int)device->index);
+		if (pct < 0)
+			return NVML_ERROR_UNKNOWN;
+		*utilization = (nvmlUtilization_t){.gpu = (unsigned int)pct, .memory = 0};
+		return NVML_SUCCESS;
+	}
 	unsigned int idx = device->index;
 	struct stub_dev *d = &vgpuStubShared()->dev[idx];
 	uint64_t now = vgpuStubNowNs(), busy = 0;
@@ -271,9 +310,18 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 }
 #endif
 
+/* Entry k of a v1 or a v2/v3 list; the instance ids are 0xFFFFFFFF without MIG. */
+static void put_proc(void *infos, unsigned int k, int v1, unsigned int pid, unsigned long long mem)
+{
+	if (v1)
+		((nvmlProcessInfo_v1_t *)infos)[k] = (nvmlProcessInfo_v1_t){pid, mem};
+	else
+		((nvmlProcessInfo_t *)infos)[k] = (nvmlProcessInfo_t){pid, mem, 0xFFFFFFFFu, 0xFFFFFFFFu};
+}
+
 /*
  * Processes with a context on the device, by host pid, with the device
- * memory each holds. Protocol of the NVML API reference: *infoCount = 0 asks
+ * memory each holds (remote mode: the daemon's PROCS). Protocol of the NVML API reference: *infoCount = 0 asks
  * for the count (NVML_ERROR_INSUFFICIENT_SIZE, or NVML_SUCCESS when none run);
  * too small an array gets NVML_ERROR_INSUFFICIENT_SIZE and the count needed.
  */
@@ -285,22 +333,26 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *info
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (unsupported("VGPU_STUB_NVML_PROC_LIST"))
 		return NVML_ERROR_NOT_SUPPORTED;
-	struct stub_dev *d = &vgpuStubShared()->dev[device->index];
 	unsigned int n = 0, cap = *count;
-	for (int i = 0; i < STUB_MAX_PROC; i++) {
-		const struct stub_proc *p = &d->procs[i];
-		if (!listed(p, 1))
-			continue;
-		if (n < cap && infos != NULL) {
-			unsigned int pid = (unsigned int)p->pid;
-			unsigned long long mem = __atomic_load_n(&p->mem, __ATOMIC_RELAXED);
-			if (v1)
-				((nvmlProcessInfo_v1_t *)infos)[n] = (nvmlProcessInfo_v1_t){pid, mem};
-			else
-				((nvmlProcessInfo_t *)infos)[n] =
-					(nvmlProcessInfo_t){pid, mem, 0xFFFFFFFFu, 0xFFFFFFFFu};
+	if (stub_remote()) {
+		struct stub_remote_proc rp[STUB_MAX_PROC];
+		int got = stub_remote_procs((int)device->index, rp, STUB_MAX_PROC);
+		if (got < 0)
+			return NVML_ERROR_UNKNOWN;
+		for (; (int)n < got && n < STUB_MAX_PROC; n++)
+			if (n < cap && infos != NULL)
+				put_proc(infos, n, v1, (unsigned int)rp[n].pid, rp[n].bytes);
+	} else {
+		struct stub_dev *d = &vgpuStubShared()->dev[device->index];
+		for (int i = 0; i < STUB_MAX_PROC; i++) {
+			const struct stub_proc *p = &d->procs[i];
+			if (!listed(p, 1))
+				continue;
+			if (n < cap && infos != NULL)
+				put_proc(infos, n, v1, (unsigned int)p->pid,
+					 __atomic_load_n(&p->mem, __ATOMIC_RELAXED));
+			n++;
 		}
-		n++;
 	}
 	*count = n;
 	if (n > cap || (n > 0 && infos == NULL))

@@ -17,6 +17,10 @@
  *   VGPU_STUB_GPA_INTERNAL, VGPU_STUB_GPA_FUTURE, VGPU_STUB_PITCH_ALIGN,
  *   VGPU_STUB_POOL_STEP, VGPU_STUB_NVML_PROC_UTIL, VGPU_STUB_NVML_PROC_LIST,
  *   VGPU_STUB_CUDA_ORDER  driver behaviours, documented where they are read
+ *   VGPU_STUB_DRIVER_SOCKET  remote mode (cuda_remote.c): the device list, device
+ *       memory, contexts per process, work queues and utilisation live in the
+ *       fake driver daemon on this Unix socket (e2e/fakedriver/PROTOCOL.md);
+ *       VGPU_STUB_STATE, _DEVICES, _MEM, _SM and _WAVE_NS are then not read
  */
 #ifndef VGPU_STUB_H
 #define VGPU_STUB_H
@@ -126,5 +130,19 @@ void stub_mig_uuid(int phys, int k, char *out, size_t len);
 /* Whether a host pid is alive (the driver tears a process down when it dies). */
 int stub_host_pid_alive(int32_t pid);
 uint64_t vgpuStubNowNs(void);
+
+/*
+ * Remote mode (cuda_remote.c), used by the NVML stub too. stub_remote_load
+ * connects and fetches the device list into vgpuStubShared() once (0, or -1
+ * when the daemon is unreachable); the queries return -1 when it does not answer.
+ */
+struct stub_remote_proc { int32_t pid; int32_t ctxs; uint64_t bytes; };
+struct stub_remote_sample { int32_t pid; uint32_t sm_pct; uint64_t ts_us; };
+int stub_remote(void);
+int stub_remote_load(void);
+int stub_remote_mem(int phys, uint64_t *total, uint64_t *used);
+int stub_remote_procs(int phys, struct stub_remote_proc *out, int cap);
+int stub_remote_putil(int phys, uint64_t last_seen_us, struct stub_remote_sample *out, int cap);
+int stub_remote_dutil(int phys);
 
 #endif /* VGPU_STUB_H */

@@ -5,6 +5,9 @@
 #include "cuda_api.h"
 #include "stub.h"
 
+/* CUDA_ERROR_UNKNOWN (CUDA Driver API reference), which libvgpu never returns, so cuda_api.h lacks it. */
+#define STUB_CUDA_ERROR_UNKNOWN ((CUresult)999)
+
 extern int stub_inited;
 #define STUB_NEED_INIT()                                                       \
 	do {                                                                   \
@@ -18,7 +21,8 @@ struct stub_ctx {
 };
 
 int stub_phys(CUdevice dev);
-int stub_dev_charge(int phys, uint64_t bytes);
+/* CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, or CUDA_ERROR_UNKNOWN (remote: no daemon). */
+CUresult stub_dev_charge(int phys, uint64_t bytes);
 void stub_dev_release(int phys, uint64_t bytes);
 struct stub_ctx *stub_current(void);
 void stub_free_owned(struct stub_ctx *ctx);
@@ -31,8 +35,16 @@ void stub_proc_ctx(int phys, int delta);
 void stub_obs_attach(void);
 void stub_obs_charge(int phys, uint64_t bytes);
 void stub_obs_release(int phys, uint64_t bytes);
-
-
+/* cuda_remote.c: the daemon's side of remote mode (the rest is in stub.h). */
+void stub_remote_attach(void);
+CUresult stub_remote_alloc(int phys, uint64_t bytes);
+void stub_remote_free(int phys, uint64_t bytes);
+void stub_remote_ctx(int phys, int delta);
+CUresult stub_remote_launch(int phys, uint64_t work_ns);
+CUresult stub_remote_sync(int phys);
+int32_t stub_remote_self(void);
+uint64_t stub_remote_busy(int phys, int32_t pid);
+const char *stub_remote_name(int phys);
 
 /* Entry points the stub defines that libvgpu does not declare. */
 CUresult cuStreamSynchronize(CUstream s);

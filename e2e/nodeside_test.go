@@ -1,0 +1,218 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/e2e/framework"
+	"github.com/vgpushare/vshare/e2e/runc"
+)
+
+// nodeSide is one node's fake driver and runc, started for the node-side
+// tests; the card they pin their pods to, and its index in NVML order.
+type nodeSide struct {
+	*framework.NodeSide
+	card string
+	dev  int
+}
+
+// startNodeSide prepares gpu-node-0 to run containers (framework/nodeside.go).
+func startNodeSide(ctx context.Context, t *testing.T) *nodeSide {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("starting containers with runc needs root")
+	}
+	arts, err := framework.BuildNodeSide(ctx, filepath.Join(cluster.WorkDir, "nodeside"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := cluster.Node(gpuNodes[0])
+	ns, err := cluster.StartNodeSide(ctx, node, arts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	// The last card of the node: the other tests place on the first ones.
+	st := ns.Driver.Stats()
+	dev := len(st.Devices) - 1
+	return &nodeSide{NodeSide: ns, card: st.Devices[dev].UUID, dev: dev}
+}
+
+// pinned is a one-vGPU task on the node side's card.
+func (s *nodeSide) pinned(name string, memMiB, cores int64) framework.VGPUTask {
+	return framework.VGPUTask{Name: name, Replicas: 1, VGPUs: 1, MemoryMiB: memMiB, Cores: cores,
+		Annotations:  map[string]string{"volcano.sh/vgpu-use-gpuuuid": s.card},
+		NodeSelector: map[string]string{"kubernetes.io/hostname": s.Node.Name}}
+}
+
+// runJob creates the job, waits until it runs and returns its pods by task.
+func runJob(ctx context.Context, t *testing.T, ns, name string, tasks ...framework.VGPUTask) map[string]v1.Pod {
+	t.Helper()
+	job := framework.VGPUJob(ns, name, tasks...)
+	if err := cluster.CreateJob(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.DeleteJob(context.Background(), ns, name) })
+	if err := cluster.WaitJobRunning(ctx, ns, name, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cluster.JobPods(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTask := map[string]v1.Pod{}
+	for _, p := range pods {
+		byTask[p.Annotations["volcano.sh/task-spec"]] = p
+	}
+	return byTask
+}
+
+// start runs the pod's container from the agent's Allocate answer.
+func (s *nodeSide) start(ctx context.Context, t *testing.T, pod v1.Pod, args ...string) *runc.Container {
+	t.Helper()
+	alloc, ok := s.Node.Kubelet.Allocation(pod.UID)
+	if !ok || len(alloc.Containers) != 1 || alloc.Containers[0].Err != "" {
+		t.Fatalf("pod %s: no Allocate answer: %+v", pod.Name, alloc)
+	}
+	id := strings.ReplaceAll(pod.Name, ".", "-")
+	c, err := s.Runtime.Start(ctx, s.ContainerSpec(id, alloc.Containers[0], args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Delete(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// output waits until the container printed key=value and returns value; a
+// container that exits first fails the test at once, with its output.
+func output(ctx context.Context, t *testing.T, c *runc.Container, key string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		for _, line := range strings.Split(c.Stdout(), "\n") {
+			if v, ok := strings.CutPrefix(line, key+"="); ok {
+				return v
+			}
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("container %s exited before printing %s; stdout:\n%s\nstderr:\n%s", c.ID, key, c.Stdout(), c.Stderr())
+		case <-ctx.Done():
+			t.Fatalf("container %s: %v", c.ID, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s did not print %s in a minute; stdout:\n%s\nstderr:\n%s", c.ID, key, c.Stdout(), c.Stderr())
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		t.Fatalf("number %q: %v", s, err)
+	}
+	return n
+}
+
+// TestNodeSideInContainers: from the kubelet's Allocate to processes under
+// runc, judged by the fake driver's own accounting (never libvgpu's).
+func TestNodeSideInContainers(t *testing.T) {
+	const ns = "node-side"
+	ctx := setup(t, ns, 10*time.Minute)
+	s := startNodeSide(ctx, t)
+	t.Run("two containers share a card, each within its limit", func(t *testing.T) { s.memory(ctx, t, ns) })
+	t.Run("processes of one container share its limit", func(t *testing.T) { s.processes(ctx, t, ns) })
+	t.Run("the container sees its share in NVML", func(t *testing.T) { s.nvmlView(ctx, t, ns) })
+	for _, limit := range []int64{10, 30, 50, 90} {
+		t.Run(fmt.Sprintf("SM share %d%% beside a busy neighbour", limit), func(t *testing.T) { s.smShare(ctx, t, ns, limit) })
+	}
+}
+
+func (s *nodeSide) memory(ctx context.Context, t *testing.T, ns string) {
+	pods := runJob(ctx, t, ns, "mem", s.pinned("a", 2000, 0), s.pinned("b", 3000, 0))
+	for task, limit := range map[string]int64{"a": 2000, "b": 3000} {
+		c := s.start(ctx, t, pods[task], "fill", "64")
+		got, refused := atoi(t, output(ctx, t, c, "allocated_mib")), output(ctx, t, c, "refused")
+		if refused != "2" {
+			t.Errorf("container %s: the allocation past its limit returned %s, want CUDA_ERROR_OUT_OF_MEMORY (2)", c.ID, refused)
+		}
+		peak := s.Driver.GroupPeak(s.dev, c.ID)
+		if peak > uint64(limit)<<20 {
+			t.Errorf("container %s held %d MiB on the card, over its %d MiB limit", c.ID, peak>>20, limit)
+		}
+		if got < limit-64-128 {
+			t.Errorf("container %s got only %d MiB of its %d MiB", c.ID, got, limit)
+		}
+		t.Logf("container %s: %d MiB allocated, driver peak %d MiB, limit %d MiB", c.ID, got, peak>>20, limit)
+	}
+	if st := s.Driver.Stats().Devices[s.dev]; st.PeakUsedBytes > st.TotalBytes {
+		t.Errorf("card peak %d > capacity %d", st.PeakUsedBytes, st.TotalBytes)
+	}
+}
+
+func (s *nodeSide) processes(ctx context.Context, t *testing.T, ns string) {
+	pods := runJob(ctx, t, ns, "procs", s.pinned("p", 2000, 0))
+	c := s.start(ctx, t, pods["p"], "procs", "3", "500")
+	for key, want := range map[string]string{"holders_ok": "3", "probe_before": "2", "probe_after": "0"} {
+		if got := output(ctx, t, c, key); got != want {
+			t.Errorf("container %s: %s=%s, want %s", c.ID, key, got, want)
+		}
+	}
+	if peak := s.Driver.GroupPeak(s.dev, c.ID); peak > 2000<<20 {
+		t.Errorf("container %s held %d MiB, over its 2000 MiB limit", c.ID, peak>>20)
+	}
+}
+
+func (s *nodeSide) nvmlView(ctx context.Context, t *testing.T, ns string) {
+	pods := runJob(ctx, t, ns, "view", s.pinned("v", 1500, 0), s.pinned("w", 1000, 0))
+	neighbour := s.start(ctx, t, pods["w"], "fill", "100")
+	output(ctx, t, neighbour, "refused")
+	c := s.start(ctx, t, pods["v"], "nvml")
+	if got := atoi(t, output(ctx, t, c, "total")); got != 1500<<20 {
+		t.Errorf("NVML total %d, want the 1500 MiB limit", got)
+	}
+	self, n := output(ctx, t, c, "self"), output(ctx, t, c, "processes")
+	if n != "1" || !strings.Contains(c.Stdout(), "process="+self+":") {
+		t.Errorf("NVML process list in the container: %s processes, want only itself (%s):\n%s", n, self, c.Stdout())
+	}
+}
+
+func (s *nodeSide) smShare(ctx context.Context, t *testing.T, ns string, limit int64) {
+	name := fmt.Sprintf("sm%d", limit)
+	pods := runJob(ctx, t, ns, name, s.pinned("limited", 1000, limit), s.pinned("busy", 1000, 100-limit))
+	a := s.start(ctx, t, pods["limited"], "spin", "8")
+	b := s.start(ctx, t, pods["busy"], "spin", "8")
+	output(ctx, t, a, "spinning")
+	output(ctx, t, b, "spinning")
+	time.Sleep(3 * time.Second) // the limiter settles (a measurement window, not a wait for state)
+	busy := func() time.Duration {
+		var sum time.Duration
+		for _, pid := range s.GroupPids(a.ID) {
+			sum += s.Driver.ProcessBusy(s.dev, pid)
+		}
+		return sum
+	}
+	b0, t0 := busy(), time.Now()
+	time.Sleep(3 * time.Second)
+	share := 100 * float64(busy()-b0) / float64(time.Since(t0))
+	t.Logf("SM limit %d%%: the driver gave the container %.1f%% of the card beside a busy neighbour", limit, share)
+	if share < float64(limit)-5 || share > float64(limit)+5 {
+		t.Errorf("SM share %.1f%%, want %d +/- 5", share, limit)
+	}
+}

@@ -1,0 +1,204 @@
+/*
+ * gpuworkload.c - the process the node-side end-to-end tests run in real
+ * containers. It reaches the driver as CUDA runtimes do (dlopen of
+ * libcuda.so.1 and libnvidia-ml.so.1, cuGetProcAddress), with libvgpu
+ * preloaded by the container's /etc/ld.so.preload, and prints what it saw
+ * as "key=value" lines. Modes:
+ *
+ *   fill CHUNK_MIB           allocate chunks until refused; print the total
+ *                            and the refusal's CUresult; hold until killed
+ *   procs N EACH_MIB         N processes hold EACH_MIB each; a further
+ *                            allocation is refused, then granted once the
+ *                            first is SIGKILLed
+ *   spin SECONDS             launch kernels back to back for SECONDS
+ *   nvml                     print NVML's memory figures and process list
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef unsigned long long CUdeviceptr;
+
+static void *cuda, *nvml;
+static CUresult (*gpa)(const char *, void **, int, unsigned long long, int *);
+
+static void *sym(void *lib, const char *name)
+{
+	void *p = dlsym(lib, name);
+	if (p == NULL) {
+		printf("error=no %s\n", name);
+		exit(3);
+	}
+	return p;
+}
+
+/* Entry points as cudart takes them: cuGetProcAddress_v2 at CUDA 12.0. */
+static void *proc(const char *name)
+{
+	void *fn = NULL;
+	int status = 0;
+	if (gpa(name, &fn, 12000, 0, &status) != 0 || fn == NULL) {
+		printf("error=cuGetProcAddress %s\n", name);
+		exit(3);
+	}
+	return fn;
+}
+
+static void context(void)
+{
+	CUresult (*init)(unsigned) = proc("cuInit");
+	CUresult (*retain)(CUcontext *, CUdevice) = proc("cuDevicePrimaryCtxRetain");
+	CUresult (*set)(CUcontext) = proc("cuCtxSetCurrent");
+	CUcontext ctx;
+	if (init(0) != 0 || retain(&ctx, 0) != 0 || set(ctx) != 0) {
+		printf("error=no context\n");
+		exit(3);
+	}
+}
+
+/* Allocates CHUNK MiB pieces until refused; returns MiB allocated. */
+static unsigned fill(unsigned chunk, CUresult *last)
+{
+	CUresult (*alloc)(CUdeviceptr *, size_t) = proc("cuMemAlloc");
+	CUdeviceptr p;
+	unsigned total = 0;
+	while ((*last = alloc(&p, (size_t)chunk << 20)) == 0)
+		total += chunk;
+	return total;
+}
+
+static int mode_fill(unsigned chunk)
+{
+	CUresult last;
+	context();
+	unsigned total = fill(chunk, &last);
+	printf("allocated_mib=%u\nrefused=%d\n", total, last);
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+/* A child of procs: a context and one allocation of `mib`; its result on fd w; holds. */
+static void hold_one(int w, unsigned mib)
+{
+	CUresult (*alloc)(CUdeviceptr *, size_t) = proc("cuMemAlloc");
+	CUdeviceptr p;
+	context();
+	CUresult r = alloc(&p, (size_t)mib << 20);
+	if (write(w, &r, sizeof(r)) != sizeof(r))
+		_exit(1);
+	pause();
+	_exit(0);
+}
+
+/*
+ * N processes of the container hold EACH MiB each through its one region;
+ * a further allocation of EACH is refused while they do, and granted once
+ * the first of them is SIGKILLed.
+ */
+static int mode_procs(int n, unsigned each)
+{
+	int fds[2], pids[16], ok = 0;
+	CUresult r;
+	if (n > 16 || pipe(fds) != 0)
+		return 2;
+	for (int i = 0; i < n; i++)
+		if ((pids[i] = fork()) == 0)
+			hold_one(fds[1], each);
+	for (int i = 0; i < n; i++) {
+		if (read(fds[0], &r, sizeof(r)) != sizeof(r))
+			return 1;
+		ok += r == 0;
+	}
+	printf("holders=%d\nholders_ok=%d\n", n, ok);
+	CUresult (*alloc)(CUdeviceptr *, size_t) = proc("cuMemAlloc");
+	CUdeviceptr p;
+	context();
+	printf("probe_before=%d\n", alloc(&p, (size_t)each << 20));
+	kill(pids[0], SIGKILL);
+	waitpid(pids[0], NULL, 0);
+	printf("probe_after=%d\n", alloc(&p, (size_t)each << 20));
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+static int mode_spin(double seconds)
+{
+	CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			   unsigned, void *, void **, void **) = proc("cuLaunchKernel");
+	CUresult (*sync)(void) = proc("cuCtxSynchronize");
+	context();
+	printf("spinning=1\n");
+	fflush(stdout);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	unsigned long n = 0;
+	do {
+		if (launch((void *)1, 432, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL) != 0)
+			return 1;
+		n++;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9 < seconds);
+	sync();
+	printf("launches=%lu\n", n);
+	return 0;
+}
+
+typedef struct { unsigned long long total, free, used; } nvml_memory;
+typedef struct { unsigned int pid; unsigned long long used; unsigned gi, ci; } nvml_proc;
+
+static int mode_nvml(void)
+{
+	int (*init)(void) = sym(nvml, "nvmlInit_v2");
+	int (*handle)(unsigned, void **) = sym(nvml, "nvmlDeviceGetHandleByIndex_v2");
+	int (*mem)(void *, nvml_memory *) = sym(nvml, "nvmlDeviceGetMemoryInfo");
+	int (*procs)(void *, unsigned *, nvml_proc *) = sym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
+	CUresult (*alloc)(CUdeviceptr *, size_t) = proc("cuMemAlloc");
+	void *dev;
+	nvml_memory m;
+	nvml_proc list[32];
+	unsigned n = 32;
+	CUdeviceptr p;
+	context();
+	if (alloc(&p, 256u << 20) != 0 || init() != 0 || handle(0, &dev) != 0 || mem(dev, &m) != 0 ||
+	    procs(dev, &n, list) != 0)
+		return 1;
+	printf("total=%llu\nused=%llu\nself=%d\nprocesses=%u\n", m.total, m.used, getpid(), n);
+	for (unsigned i = 0; i < n; i++)
+		printf("process=%u:%llu\n", list[i].pid, list[i].used);
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	cuda = dlopen("libcuda.so.1", RTLD_NOW);
+	nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	if (cuda == NULL || nvml == NULL) {
+		printf("error=%s\n", dlerror());
+		return 3;
+	}
+	gpa = sym(cuda, "cuGetProcAddress_v2");
+	if (argc == 3 && strcmp(argv[1], "fill") == 0)
+		return mode_fill((unsigned)atoi(argv[2]));
+	if (argc == 4 && strcmp(argv[1], "procs") == 0)
+		return mode_procs(atoi(argv[2]), (unsigned)atoi(argv[3]));
+	if (argc == 3 && strcmp(argv[1], "spin") == 0)
+		return mode_spin(atof(argv[2]));
+	if (argc == 2 && strcmp(argv[1], "nvml") == 0)
+		return mode_nvml();
+	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml\n");
+	return 2;
+}
