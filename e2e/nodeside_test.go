@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/e2e/runc"
@@ -142,6 +146,8 @@ func TestNodeSideInContainers(t *testing.T) {
 	for _, limit := range []int64{10, 30, 50, 90} {
 		t.Run(fmt.Sprintf("SM share %d%% beside a busy neighbour", limit), func(t *testing.T) { s.smShare(ctx, t, ns, limit) })
 	}
+	t.Run("the agent's exporter reports the containers", func(t *testing.T) { s.exporter(ctx, t, ns) })
+	t.Run("a refused allocation gets no device", func(t *testing.T) { s.refused(ctx, t, ns) })
 }
 
 func (s *nodeSide) memory(ctx context.Context, t *testing.T, ns string) {
@@ -214,5 +220,118 @@ func (s *nodeSide) smShare(ctx context.Context, t *testing.T, ns string, limit i
 	t.Logf("SM limit %d%%: the driver gave the container %.1f%% of the card beside a busy neighbour", limit, share)
 	if share < float64(limit)-5 || share > float64(limit)+5 {
 		t.Errorf("SM share %.1f%%, want %d +/- 5", share, limit)
+	}
+}
+
+// metric returns the value of the series with all of labels, or "" if none.
+func metric(text, name string, labels map[string]string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		ok := true
+		for k, v := range labels {
+			ok = ok && strings.Contains(line, k+"=\""+v+"\"")
+		}
+		if ok {
+			return line[strings.LastIndex(line, " ")+1:]
+		}
+	}
+	return ""
+}
+
+func (s *nodeSide) exporter(ctx context.Context, t *testing.T, ns string) {
+	url, err := cluster.RestartAgentWithMetrics(ctx, s.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := cluster.StartAgent(ctx, s.Node, framework.AgentSpec{}); err != nil {
+			t.Errorf("restart the agent: %v", err)
+		}
+	})
+	pods := runJob(ctx, t, ns, "exp", s.pinned("mem", 1500, 40), s.pinned("sm", 1000, 60))
+	mem := s.start(ctx, t, pods["mem"], "fill", "100")
+	output(ctx, t, mem, "refused")
+	sm := s.start(ctx, t, pods["sm"], "spin", "20")
+	output(ctx, t, sm, "spinning")
+	held := s.Driver.Stats().Devices[s.dev].Groups[mem.ID].Bytes
+	labels := func(pod v1.Pod) map[string]string {
+		return map[string]string{"podnamespace": ns, "podname": pod.Name, "ctrname": "cuda", "deviceuuid": s.card, "vdeviceid": "0"}
+	}
+	var text string
+	err = cluster.Poll(ctx, time.Minute, "the exporter to report both containers", func(ctx context.Context) (bool, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return false, nil
+		}
+		text = string(b)
+		used, _ := strconv.ParseFloat(metric(text, "vGPU_device_memory_usage_in_bytes", labels(pods["mem"])), 64)
+		util, _ := strconv.ParseFloat(metric(text, "vGPU_device_sm_utilization_percent", labels(pods["sm"])), 64)
+		return uint64(used) == held && util >= 50 && util <= 70, nil
+	})
+	if err != nil {
+		t.Errorf("%v: want vGPU_device_memory_usage_in_bytes %d for %s (what the driver says it holds) and "+
+			"vGPU_device_sm_utilization_percent 60 +/- 10 for %s; metrics:\n%s", err, held, pods["mem"].Name,
+			pods["sm"].Name, text)
+	}
+	if got, _ := strconv.ParseFloat(metric(text, "vGPU_device_memory_limit_in_bytes", labels(pods["mem"])), 64); got != 1500<<20 {
+		t.Errorf("vGPU_device_memory_limit_in_bytes %v, want %d", got, 1500<<20)
+	}
+	// Each container has one card: no series for a second one.
+	if got := metric(text, "vGPU_device_sm_limit_percent", map[string]string{"podname": pods["sm"].Name, "vdeviceid": "1"}); got != "" {
+		t.Errorf("a series for a device the container does not have (vdeviceid 1): %s", got)
+	}
+	if got := metric(text, "vGPU_device_sm_limit_mode", labels(pods["sm"])); got != "1" {
+		t.Errorf("vGPU_device_sm_limit_mode %q, want 1 (per-process utilisation by host pid)", got)
+	}
+}
+
+// refused: a pod bound with a forged (unsigned) allocation is refused by the
+// agent; started anyway, as a runtime would without the answer's devices,
+// its container has no GPU and says so, and the driver never sees it.
+func (s *nodeSide) refused(ctx context.Context, t *testing.T, ns string) {
+	bindTime := strconv.FormatInt(time.Now().Unix(), 10)
+	ids := s.card + ",NVIDIA,1000,10:"
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged", Annotations: map[string]string{
+			annIDs: ids, annToAllocate: ids, annNode: s.Node.Name, annTime: bindTime, annBindTime: bindTime,
+			annBindPhase: "allocating"}},
+		Spec: v1.PodSpec{NodeName: s.Node.Name, SchedulerName: "volcano",
+			Containers: []v1.Container{{Name: "cuda", Image: "busybox", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{
+				framework.VGPUNumber: resource.MustParse("1"), "volcano.sh/vgpu-memory": resource.MustParse("1000"),
+			}}}}},
+	}
+	created, err := cluster.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Kube.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+	})
+	checkRefused(ctx, t, s.Node, created, annSignature+" is missing")
+	alloc, _ := s.Node.Kubelet.Allocation(created.UID)
+	var ca framework.ContainerAllocation
+	if len(alloc.Containers) == 1 {
+		ca = alloc.Containers[0]
+	}
+	c, err := s.Runtime.Start(ctx, s.ContainerSpec("forged", ca, "fill", "64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete() })
+	code, err := c.Wait(ctx)
+	if err != nil || code == 0 || !strings.Contains(c.Stdout(), "error=") {
+		t.Errorf("a container without devices: exit %d (%v), stdout %q: want a visible failure", code, err, c.Stdout())
+	}
+	if pids := s.GroupPids("forged"); len(pids) != 0 {
+		t.Errorf("the driver saw processes %v of the refused container", pids)
 	}
 }

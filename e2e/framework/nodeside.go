@@ -223,3 +223,18 @@ func (ns *NodeSide) ContainerSpec(id string, alloc ContainerAllocation, args ...
 	}
 	return spec
 }
+
+// RestartAgentWithMetrics restarts the node's agent with its exporter on a
+// free loopback port and returns the metrics URL. Restart it with the
+// default spec (StartAgent) when done.
+func (c *Cluster) RestartAgentWithMetrics(ctx context.Context, n *GPUNode) (string, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	if err := c.StartAgent(ctx, n, AgentSpec{Args: []string{"--metrics-address=" + addr}}); err != nil {
+		return "", err
+	}
+	return "http://" + addr + "/metrics", nil
+}

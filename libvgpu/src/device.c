@@ -71,6 +71,12 @@ nvmlDevice_t vgpu_nvml_device(int idx)
 	return nvml_dev[idx];
 }
 
+int vgpu_nvml_count(void)
+{
+	pthread_once(&nvml_once, nvml_open);
+	return (int)__atomic_load_n(&nvml_count, __ATOMIC_ACQUIRE);
+}
+
 static int all_digits(const char *s)
 {
 	if (*s == '\0')

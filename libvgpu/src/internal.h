@@ -71,6 +71,7 @@ int vgpu_parse_size(const char *text, uint64_t *bytes);
 int vgpu_dev_index(CUdevice dev);
 int vgpu_current_dev(CUdevice *dev, int *idx);   /* 0 on success */
 nvmlDevice_t vgpu_nvml_device(int idx);          /* NULL if NVML is unavailable */
+int vgpu_nvml_count(void);                       /* devices NVML shows, 0 if unavailable */
 
 /* region.c: every access to the region's memory goes through these. */
 struct vgpu_region *vgpu_region(void);

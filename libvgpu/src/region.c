@@ -121,6 +121,7 @@ static void read_boot_id(char out[VGPU_BOOT_ID_BYTES])
  */
 static void lookup_uuids(void)
 {
+	vgpu_rs.ndev = vgpu_nvml_count();
 	for (int i = 0; i < VGPU_MAX_DEVICES; i++) {
 		vgpu_rs.uuid[i][0] = '\0';
 		if (vgpu_cfg.mem_limit[i] == 0 && vgpu_cfg.sm_limit[i] == 0)
@@ -170,7 +171,12 @@ static void format_region(struct vgpu_region *r, bool recovering, bool reset_loc
 	for (int i = 0; i < VGPU_MAX_DEVICES; i++) {
 		h->mem_limit[i] = vgpu_cfg.mem_limit[i];
 		h->sm_limit[i] = vgpu_cfg.sm_limit[i];
-		if (h->mem_limit[i] != 0 || h->sm_limit[i] != 0)
+		/*
+		 * An unindexed limit (CUDA_DEVICE_SM_LIMIT) covers every index; the
+		 * devices the container has are the ones NVML shows it, when known.
+		 */
+		if ((h->mem_limit[i] != 0 || h->sm_limit[i] != 0) &&
+		    (vgpu_rs.ndev == 0 || i < vgpu_rs.ndev))
 			h->device_count = (uint32_t)i + 1;
 		rg_put_used(&h->mem_used[i], &h->mem_used_check[i], 0);
 		memcpy(h->uuid[i], vgpu_rs.uuid[i], VGPU_UUID_BYTES);

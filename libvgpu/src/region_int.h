@@ -45,6 +45,7 @@ struct region_state {
 	uint32_t hostpid_source;
 	char boot_id[VGPU_BOOT_ID_BYTES];
 	char uuid[VGPU_MAX_DEVICES][VGPU_UUID_BYTES];
+	int ndev;                       /* NVML's device count in the container, 0 if unknown */
 };
 
 extern struct region_state vgpu_rs;
