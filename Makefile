@@ -8,7 +8,8 @@
 #   make e2e     end-to-end tests on a local control plane (e2e/README.md),
 #                a short fault campaign included
 #   make faults  the long fault campaign (docs/reliability.md): FAULT_SEEDS
-#                seeds of FAULT_DURATION each (default 1-10 x 4m, about 45 min)
+#                seeds of FAULT_DURATION each (default 1-10 x 4m, about 45 min),
+#                and the node side's container churn for FAULT_DURATION
 #   make gpu-check  on a node with an NVIDIA GPU: libvgpu against the real
 #                driver (docs/gpu-check.md); elsewhere "no NVIDIA GPU: skipped"
 #   make demo    the local end-to-end demo: 3 simulated DGX A100 nodes,
@@ -121,8 +122,8 @@ FAULT_SEEDS    ?= 1-10
 FAULT_DURATION ?= 4m
 
 faults:
-	FAULT_SEEDS=$(FAULT_SEEDS) FAULT_DURATION=$(FAULT_DURATION) \
-		$(GO) test -tags e2e ./e2e/ -run '^TestFaultCampaign$$' -v -timeout 0 -count=1 $(E2E_FLAGS)
+	FAULT_SEEDS=$(FAULT_SEEDS) FAULT_DURATION=$(FAULT_DURATION) NODESIDE_CHURN=$(FAULT_DURATION) \
+		$(GO) test -tags e2e ./e2e/ -run '^(TestFaultCampaign|TestNodeSideChurn)$$' -v -timeout 0 -count=1 $(E2E_FLAGS)
 
 clean:
 	rm -rf $(BIN)
