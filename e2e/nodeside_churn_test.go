@@ -116,13 +116,13 @@ func (s *nodeSide) churnJob(ctx context.Context, t *testing.T, ns, name string, 
 // churnStart starts (or restarts) the pod's container, filling its limit
 // in chunks of a random size, and waits until it is full.
 func (s *nodeSide) churnStart(ctx context.Context, t *testing.T, p *churnPod, rng *rand.Rand) *runc.Container {
-	alloc, ok := s.Node.Kubelet.Allocation(p.pod.UID)
-	if !ok || len(alloc.Containers) != 1 || alloc.Containers[0].Err != "" {
-		t.Fatalf("pod %s: no Allocate answer: %+v", p.pod.Name, alloc)
+	alloc, err := s.Allocation(ctx, p.pod.UID)
+	if err != nil {
+		t.Fatal(err)
 	}
 	id := fmt.Sprintf("%s-r%d", p.job, p.restarts)
 	chunk := fmt.Sprint(16 << rng.Intn(4))
-	c, err := s.Runtime.Start(ctx, s.ContainerSpec(id, alloc.Containers[0], "fill", chunk))
+	c, err := s.Runtime.Start(ctx, s.ContainerSpec(id, alloc, "fill", chunk))
 	if err != nil {
 		t.Fatal(err)
 	}

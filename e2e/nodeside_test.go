@@ -84,12 +84,12 @@ func runJob(ctx context.Context, t *testing.T, ns, name string, tasks ...framewo
 // start runs the pod's container from the agent's Allocate answer.
 func (s *nodeSide) start(ctx context.Context, t *testing.T, pod v1.Pod, args ...string) *runc.Container {
 	t.Helper()
-	alloc, ok := s.Node.Kubelet.Allocation(pod.UID)
-	if !ok || len(alloc.Containers) != 1 || alloc.Containers[0].Err != "" {
-		t.Fatalf("pod %s: no Allocate answer: %+v", pod.Name, alloc)
+	alloc, err := s.Allocation(ctx, pod.UID)
+	if err != nil {
+		t.Fatal(err)
 	}
 	id := strings.ReplaceAll(pod.Name, ".", "-")
-	c, err := s.Runtime.Start(ctx, s.ContainerSpec(id, alloc.Containers[0], args...))
+	c, err := s.Runtime.Start(ctx, s.ContainerSpec(id, alloc, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ type ContainerAllocation struct {
 	DeviceIDs []string
 	Envs      map[string]string
 	Mounts    []string // host:container
+	Devices   []string // device nodes (host paths) the answer names
 	Attempts  int
 	Errors    []string // failed attempts, oldest first
 	Err       string   // the last error, when no attempt succeeded yet
@@ -323,7 +324,9 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 			continue
 		}
 		ca.Attempts++
-		ca.DeviceIDs, ca.Envs, ca.Mounts, err = k.allocate(ctx, client, pod.UID, requested(*c, resource))
+		var resp *pluginapi.ContainerAllocateResponse
+		ca.DeviceIDs, resp, err = k.allocate(ctx, client, pod.UID, requested(*c, resource))
+		ca.Envs, ca.Mounts, ca.Devices = answer(resp)
 		k.faults.logAllocate(pod, ca, err)
 		ca.Err = ""
 		if err != nil {
@@ -341,8 +344,28 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 	return retry
 }
 
+// answer is what the kubelet takes from an Allocate answer into the
+// container: environment, mounts (host:container), device nodes.
+func answer(r *pluginapi.ContainerAllocateResponse) (map[string]string, []string, []string) {
+	if r == nil {
+		return nil, nil, nil
+	}
+	envs := r.Envs
+	if envs == nil {
+		envs = map[string]string{}
+	}
+	var mounts, devices []string
+	for _, m := range r.Mounts {
+		mounts = append(mounts, m.HostPath+":"+m.ContainerPath)
+	}
+	for _, d := range r.Devices {
+		devices = append(devices, d.HostPath)
+	}
+	return envs, mounts, devices
+}
+
 // allocate picks n free healthy devices and calls Allocate for them.
-func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int) ([]string, map[string]string, []string, error) {
+func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int) ([]string, *pluginapi.ContainerAllocateResponse, error) {
 	k.mu.Lock()
 	var ids []string
 	for _, d := range k.devices {
@@ -355,7 +378,7 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 	}
 	k.mu.Unlock()
 	if len(ids) < n {
-		return nil, nil, nil, fmt.Errorf("%d free devices, want %d", len(ids), n)
+		return nil, nil, fmt.Errorf("%d free devices, want %d", len(ids), n)
 	}
 	k.faults.beforeAllocate(uid)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -364,26 +387,17 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIDs: ids}},
 	})
 	if err != nil {
-		return ids, nil, nil, fmt.Errorf("plugin Allocate(%v): %w", ids, err)
+		return ids, nil, fmt.Errorf("plugin Allocate(%v): %w", ids, err)
 	}
 	if len(resp.ContainerResponses) != 1 {
-		return ids, nil, nil, fmt.Errorf("plugin Allocate(%v): %d container responses, want 1", ids, len(resp.ContainerResponses))
+		return ids, nil, fmt.Errorf("plugin Allocate(%v): %d container responses, want 1", ids, len(resp.ContainerResponses))
 	}
 	k.mu.Lock()
 	for _, id := range ids {
 		k.used[id] = uid
 	}
 	k.mu.Unlock()
-	r := resp.ContainerResponses[0]
-	envs := r.Envs
-	if envs == nil {
-		envs = map[string]string{}
-	}
-	var mounts []string
-	for _, m := range r.Mounts {
-		mounts = append(mounts, m.HostPath+":"+m.ContainerPath)
-	}
-	return ids, envs, mounts, nil
+	return ids, resp.ContainerResponses[0], nil
 }
 
 // release frees the devices of a deleted pod.

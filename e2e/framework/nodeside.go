@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/e2e/fakedriver"
 	"github.com/vgpushare/vshare/e2e/runc"
@@ -198,8 +200,11 @@ func (ns *NodeSide) ContainerSpec(id string, alloc ContainerAllocation, args ...
 	for _, k := range keys {
 		env = append(env, k+"="+alloc.Envs[k])
 	}
+	// Device nodes the answer names are passed on (runc leaves out those the
+	// host lacks: here the driver is the socket).
 	spec := runc.Spec{ID: id, Args: append([]string{ContainerWorkload}, args...), Env: env,
-		Copies: []runc.Mount{{Host: ns.workload, Container: ContainerWorkload}}}
+		Copies:  []runc.Mount{{Host: ns.workload, Container: ContainerWorkload}},
+		Devices: alloc.Devices}
 	// The NVIDIA container toolkit gives a container the driver's libraries
 	// and device nodes only for the GPUs in NVIDIA_VISIBLE_DEVICES, which
 	// the agent sets in its Allocate answer: no answer, no GPU.
@@ -237,4 +242,35 @@ func (c *Cluster) RestartAgentWithMetrics(ctx context.Context, n *GPUNode) (stri
 		return "", err
 	}
 	return "http://" + addr + "/metrics", nil
+}
+
+// Allocation waits until the fake kubelet has the agent's answer for the
+// pod's one container: a Running pod (kwok) may be ahead of its admission.
+func (ns *NodeSide) Allocation(ctx context.Context, uid types.UID) (ContainerAllocation, error) {
+	var ca ContainerAllocation
+	err := pollUntil(ctx, 30*time.Second, func() bool {
+		alloc, ok := ns.Node.Kubelet.Allocation(uid)
+		if ok && len(alloc.Containers) == 1 {
+			ca = alloc.Containers[0]
+		}
+		return ca.Envs != nil
+	})
+	if err != nil {
+		return ca, fmt.Errorf("pod %s: no Allocate answer (attempts %d, errors %q): %w", uid, ca.Attempts, ca.Errors, err)
+	}
+	return ca, nil
+}
+
+// pollUntil polls cond every 20 ms until it holds or timeout passes.
+func pollUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
