@@ -113,12 +113,38 @@ static void undo_create(const struct create_args *a, CUcontext ctx)
 }
 
 /*
+ * The smallest usedGpuMemory among the processes that appeared in NVML's list
+ * while the context was created; false if none shows a figure. This process
+ * is one of them, and at that instant it holds nothing on the device but the
+ * new context, so its figure is the context; the others hold at least a
+ * context of the same device. The smallest is therefore this context, or
+ * another context there whose size differs only by what that process has
+ * allocated or loaded since.
+ */
+static bool newcomers_min(const struct vgpu_plist *pb, const struct vgpu_plist *pa, uint64_t *out)
+{
+	bool any = false;
+	for (unsigned int i = 0; i < pa->n; i++) {
+		if (vgpu_plist_find(pb, pa->pid[i]) >= 0 || pa->mem[i] == NVML_VALUE_NOT_AVAILABLE)
+			continue;
+		if (!any || pa->mem[i] < *out)
+			*out = pa->mem[i];
+		any = true;
+	}
+	return any;
+}
+
+/*
  * What the context cost: the growth of this process's usedGpuMemory in
- * NVML's process lists when its host pid is known (exact), else the growth of
- * the device's "used" figure (which another process's allocation can inflate).
+ * NVML's process lists when its host pid is known (exact). When it is not
+ * (processes started together and no marker could single this one out), the
+ * smallest newcomer's figure (newcomers_min). Only without process lists, the
+ * growth of the device's "used" figure, which the allocations of any process
+ * in that instant inflate: charging a neighbour's allocations to this
+ * context would refuse a context that fits.
  */
 static uint64_t context_cost(const struct vgpu_plist *pb, const struct vgpu_plist *pa,
-			     uint64_t dev_before, uint64_t dev_after)
+			     bool listed, uint64_t dev_before, uint64_t dev_after)
 {
 	uint32_t src = vgpu_hostpid_source();
 	int j = pa->n > 0 ? vgpu_plist_find(pa, (unsigned int)vgpu_hostpid()) : -1;
@@ -128,6 +154,9 @@ static uint64_t context_cost(const struct vgpu_plist *pb, const struct vgpu_plis
 		uint64_t was = i >= 0 && pb->mem[i] != NVML_VALUE_NOT_AVAILABLE ? pb->mem[i] : 0;
 		return overhead(was, pa->mem[j]);
 	}
+	uint64_t least = 0;
+	if (listed && newcomers_min(pb, pa, &least))
+		return overhead(0, least);
 	return overhead(dev_before, dev_after);
 }
 
@@ -147,12 +176,13 @@ static CUresult measured_create(CUdevice dev, CUcontext *pctx, struct create_arg
 	if (res != CUDA_SUCCESS || pctx == NULL)
 		return res;
 	uint64_t after = nvml_used(idx);
-	if (listed && vgpu_proc_list(idx, &pa) == 0)
+	listed = listed && vgpu_proc_list(idx, &pa) == 0;
+	if (listed)
 		vgpu_hostpid_discover(idx, &pb, &pa, *pctx);
 	vgpu_hostpid_fallback();
 	if (!vgpu_counting())
 		return res;
-	uint64_t bytes = context_cost(&pb, &pa, before, after);
+	uint64_t bytes = context_cost(&pb, &pa, listed, before, after);
 	if (bytes != 0 && vgpu_charge(idx, bytes) != CUDA_SUCCESS) {
 		undo_create(a, *pctx);
 		VGPU_LOG(VGPU_LOG_INFO, "device %d: a context takes %llu bytes, more than the limit leaves",

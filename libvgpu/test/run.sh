@@ -85,6 +85,7 @@ sm_pidns_unattributed|sm_fallback|CUDA_DEVICE_SM_LIMIT=30 VGPU_STUB_NVML_PROC_LI
 sm_no_limit|sm_unlimited||novg
 nvml_view|nvml_view|CUDA_DEVICE_MEMORY_LIMIT=1g|region pidns shared
 hostpid_concurrent|hostpid_concurrent|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_DELAY_US=30000|pidns shared
+ctx_cost_neighbour|ctx_cost_neighbour|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=4194304 VGPU_STUB_CTX_DELAY_US=1000000|region pidns shared
 limit_basic_pidns|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|pidns
 clamped_queries_pidns|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region pidns
 multiproc_pidns|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region pidns tsan

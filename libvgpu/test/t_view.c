@@ -170,8 +170,73 @@ static int hostpid_concurrent(void)
 	return 0;
 }
 
+/*
+ * Child of ctx_cost_neighbour: another container's process on the same card.
+ * Ready once initialised; on "go" it waits 200 ms, creates its context at
+ * once and takes 512 MiB, inside our slow context creation.
+ */
+static int child_late_neighbour(void)
+{
+	char c;
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	t_ready();
+	if (read(21, &c, 1) < 0)
+		return 1;
+	usleep(200000);
+	t_ctx(0);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 512 * MiB), CUDA_SUCCESS);
+	pause();
+	return 0;
+}
+
+/*
+ * A context whose creation a neighbour's start overlaps, when no marker can
+ * tell the two apart (our container's limit has 4 MiB left, less than a
+ * marker), costs our context's 4 MiB, not the neighbour's 516 MiB: charging
+ * the device's growth in that instant refused a context that fits.
+ */
+static int ctx_cost_neighbour(void)
+{
+	const char *senv[] = {"VIEW_MIB=248", NULL};
+	int sibling = t_spawn_ready("child_view_holder", senv);   /* 4 + 248 of 256 MiB */
+	CHECK(sibling > 0, "sibling ready");
+	int down[2];
+	if (pipe2(down, O_CLOEXEC) != 0)
+		return 1;
+	dup2(down[0], 21);
+	close(down[0]);
+	char region[512];
+	snprintf(region, sizeof(region), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/neighbour.cache", t_dir());
+	const char *nenv[] = {region, "VGPU_STUB_CTX_DELAY_US=0", "CUDA_DEVICE_MEMORY_LIMIT=2g", NULL};
+	int neighbour = t_spawn_ready("child_late_neighbour", nenv);
+	close(21);
+	CHECK(neighbour > 0, "neighbour ready");
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	close(down[1]);                 /* go: it starts 200 ms into our 1 s creation */
+	CUcontext ctx = NULL;
+	CHECK_EQ(CU(cuDevicePrimaryCtxRetain)(&ctx, 0), CUDA_SUCCESS);
+	struct vgpu_region *r = t_region();
+	struct vgpu_proc_slot *s = t_slot_of(r, getpid());
+	/* Else the lists singled us out and this case tested the exact path. */
+	CHECK(s != NULL && s->hostpid_source == VGPU_HOSTPID_NSPID,
+	      "host pid source %u, want unverified (neighbour not concurrent?)",
+	      s != NULL ? s->hostpid_source : 0);
+	CHECK_EQ(r->hdr.mem_used[0], 256 * MiB);
+	CUdeviceptr p;
+	CHECK_EQ(CU(cuCtxSetCurrent)(ctx), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&p, 1 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	kill(sibling, SIGKILL);
+	kill(neighbour, SIGKILL);
+	t_wait(sibling);
+	t_wait(neighbour);
+	return 0;
+}
+
 const struct t_case t_view_cases[] = {
 	{"hostpid_concurrent", hostpid_concurrent},
+	{"ctx_cost_neighbour", ctx_cost_neighbour},
+	{"child_late_neighbour", child_late_neighbour},
 	{"child_hostpid", child_hostpid},
 	{"nvml_view", nvml_view},
 	{"child_view_holder", child_view_holder},

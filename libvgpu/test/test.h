@@ -34,9 +34,17 @@ extern const char *t_self;      /* absolute path of this test binary */
 		}                                                                          \
 	} while (0)
 
+/* Each operand is evaluated once: the message shows the value that failed. */
 #define CHECK_EQ(got, want)                                                                \
-	CHECK((uint64_t)(got) == (uint64_t)(want), "got %llu want %llu",                   \
-	      (unsigned long long)(got), (unsigned long long)(want))
+	do {                                                                               \
+		uint64_t t_got_ = (uint64_t)(got), t_want_ = (uint64_t)(want);             \
+		if (t_got_ != t_want_) {                                                   \
+			t_failed = 1;                                                      \
+			fprintf(stderr, "FAIL %s:%d: %s == %s: got %llu want %llu\n",        \
+				__FILE__, __LINE__, #got, #want,                           \
+				(unsigned long long)t_got_, (unsigned long long)t_want_);  \
+		}                                                                          \
+	} while (0)
 
 /* Resolve an entry point through dlopen + dlsym, typed by its declaration. */
 void *t_sym(const char *lib, const char *name);
