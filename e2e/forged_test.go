@@ -94,7 +94,9 @@ func TestForgedAllocationsGetNoDevices(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create %s: %v", pod.Name, err)
 		}
-		t.Cleanup(func() { _ = cluster.Kube.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = cluster.Kube.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+		})
 		checkRefused(ctx, t, cluster.Node(node), created, f.wantErr)
 	}
 	for _, f := range forged {

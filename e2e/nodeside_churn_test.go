@@ -98,19 +98,12 @@ func TestNodeSideChurn(t *testing.T) {
 func (s *nodeSide) churnJob(ctx context.Context, t *testing.T, ns, name string, memMiB int64) *churnPod {
 	task := framework.VGPUTask{Name: "w", Replicas: 1, VGPUs: 1, MemoryMiB: memMiB,
 		NodeSelector: map[string]string{"kubernetes.io/hostname": s.Node.Name}}
-	job := framework.VGPUJob(ns, name, task)
-	if err := cluster.CreateJob(ctx, job); err != nil {
-		t.Fatal(err)
+	pods := runJob(ctx, t, ns, name, task)
+	pod, ok := pods["w"]
+	if len(pods) != 1 || !ok {
+		t.Fatalf("job %s: %d pods, want one of task w", name, len(pods))
 	}
-	t.Cleanup(func() { _ = cluster.DeleteJob(context.Background(), ns, name) })
-	if err := cluster.WaitJobRunning(ctx, ns, name, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	pods, err := cluster.JobPods(ctx, ns, name)
-	if err != nil || len(pods) != 1 {
-		t.Fatalf("job %s: pods %v, %v", name, pods, err)
-	}
-	return &churnPod{job: name, pod: pods[0], limitMiB: memMiB}
+	return &churnPod{job: name, pod: pod, limitMiB: memMiB}
 }
 
 // churnStart starts (or restarts) the pod's container, filling its limit
