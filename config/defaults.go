@@ -1,20 +1,24 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/vgpushare/vshare/protocol/vgpu"
+)
 
 // Default resource names of the nvidia: section.
 const (
 	// DefaultResourceCountName is the default nvidia.resourceCountName.
-	DefaultResourceCountName = "volcano.sh/vgpu-number"
+	DefaultResourceCountName = vgpu.ResourceNumber
 	// DefaultResourceMemoryName is the default nvidia.resourceMemoryName.
-	DefaultResourceMemoryName = "volcano.sh/vgpu-memory"
+	DefaultResourceMemoryName = vgpu.ResourceMemory
 	// DefaultResourceMemoryPercentageName is the default
 	// nvidia.resourceMemoryPercentageName.
-	DefaultResourceMemoryPercentageName = "volcano.sh/vgpu-memory-percentage"
+	DefaultResourceMemoryPercentageName = vgpu.ResourceMemoryPercentage
 	// DefaultResourceCoreName is the default nvidia.resourceCoreName.
-	DefaultResourceCoreName = "volcano.sh/vgpu-cores"
+	DefaultResourceCoreName = vgpu.ResourceCores
 	// DefaultResourcePriorityName is the default nvidia.resourcePriorityName.
-	DefaultResourcePriorityName = "volcano.sh/vgpu-priority"
+	DefaultResourcePriorityName = vgpu.ResourcePriority
 )
 
 // Default numeric settings of the nvidia: section.

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Allocate picks the pod's cards (the choice FilterNode and ScoreNode made),
@@ -53,12 +54,12 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 			"nodePolicy", req.nodePolicy, "cards", h.value)
 	}
 	return &api.Reservation{Annotations: map[string]string{
-		AnnotationIDs:        h.value,
-		AnnotationToAllocate: h.value,
-		AnnotationNode:       d.node,
-		AnnotationTime:       now,
-		AnnotationBindPhase:  BindPhaseAllocating,
-		AnnotationBindTime:   now,
+		vgpuproto.AnnotationIDs:        h.value,
+		vgpuproto.AnnotationToAllocate: h.value,
+		vgpuproto.AnnotationNode:       d.node,
+		vgpuproto.AnnotationTime:       now,
+		vgpuproto.AnnotationBindPhase:  vgpuproto.BindPhaseAllocating,
+		vgpuproto.AnnotationBindTime:   now,
 	}}, nil
 }
 
@@ -70,7 +71,7 @@ func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
 	if r == nil {
 		return nil
 	}
-	value, found := r.Annotations[AnnotationIDs]
+	value, found := r.Annotations[vgpuproto.AnnotationIDs]
 	if !found {
 		return nil
 	}
@@ -79,10 +80,10 @@ func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
 	switch {
 	case !held:
 		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds no cards on node %s",
-			Name, pod.Namespace, pod.Name, AnnotationIDs, value, d.node)
+			Name, pod.Namespace, pod.Name, vgpuproto.AnnotationIDs, value, d.node)
 	case h.value != value:
 		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds %q on node %s",
-			Name, pod.Namespace, pod.Name, AnnotationIDs, value, h.value, d.node)
+			Name, pod.Namespace, pod.Name, vgpuproto.AnnotationIDs, value, h.value, d.node)
 	}
 	d.apply(h, -1)
 	delete(d.pods, key)

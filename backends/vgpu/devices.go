@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // cardInfo is the immutable part of one card, shared by every copy of the
@@ -176,20 +177,20 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	n := len(inv.cards)
 	var memUnits int64
 	for i, c := range inv.cards {
-		ci := cardInfo{uuid: c.uuid, typ: c.typ, typUpper: strings.ToUpper(c.typ), mode: c.mode, count: c.count,
-			coresTotal: c.coresTotal, numa: c.numa, healthy: c.healthy, memMiB: c.memMiB}
-		if c.mode == ModeMIG {
-			ci.mig = migLayoutFor(b.migCatalogue, c.typ)
+		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
+			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB}
+		if c.Mode == vgpuproto.ModeMIG {
+			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
-				ci.mode = ModeHAMiCore
+				ci.mode = vgpuproto.ModeHAMiCore
 				klog.InfoS("vGPU card registered in mig mode but its model has no known MIG geometry; sharing it as hami-core",
-					"node", node, "card", c.uuid, "type", c.typ)
+					"node", node, "card", c.UUID, "type", c.Type)
 			}
 		}
 		for j := 0; s.links != nil && j < n; j++ {
 			ci.linkSum += int64(s.links[i*n+j])
 		}
-		memUnits += c.memMiB / b.factor
+		memUnits += c.MemMiB / b.factor
 		s.info[i] = ci
 	}
 	s.advertised = v1.ResourceList{
@@ -271,7 +272,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return nil
 	}
-	value, found := pod.Annotations[AnnotationIDs]
+	value, found := pod.Annotations[vgpuproto.AnnotationIDs]
 	if !found {
 		return nil
 	}
@@ -281,14 +282,14 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 			return nil
 		}
 		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on node %s with %q",
-			pod.Namespace, pod.Name, AnnotationIDs, value, d.node, old.value)
+			pod.Namespace, pod.Name, vgpuproto.AnnotationIDs, value, d.node, old.value)
 	}
 	uses, err := d.decodeUses(value, len(pod.Spec.Containers))
 	if err == nil {
 		err = d.checkMIG(uses)
 	}
 	if err != nil {
-		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, AnnotationIDs, value, err)
+		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, vgpuproto.AnnotationIDs, value, err)
 	}
 	h := &holding{value: value, gang: podGang(pod), uses: uses}
 	d.apply(h, 1)

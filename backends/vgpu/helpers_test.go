@@ -2,7 +2,6 @@ package vgpu
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/config"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // testUnix is the fake clock's time in every test, in Unix seconds.
@@ -41,7 +41,7 @@ type card struct {
 }
 
 func gpu(uuid string, mem int64) card {
-	return card{uuid: uuid, typ: "NVIDIA-Tesla V100-PCIE-32GB", count: 10, mem: mem, healthy: true, mode: ModeHAMiCore}
+	return card{uuid: uuid, typ: "NVIDIA-Tesla V100-PCIE-32GB", count: 10, mem: mem, healthy: true, mode: vgpuproto.ModeHAMiCore}
 }
 
 func (c card) withType(t string) card  { c.typ = t; return c }
@@ -49,20 +49,19 @@ func (c card) withCount(n int) card    { c.count = n; return c }
 func (c card) unhealthy() card         { c.healthy = false; return c }
 func (c card) inMode(mode string) card { c.mode = mode; return c }
 func register(cards ...card) string {
-	var b strings.Builder
-	for _, c := range cards {
-		b.WriteString(c.uuid + "," + strconv.Itoa(c.count) + "," + strconv.FormatInt(c.mem, 10) + "," + c.typ + "," +
-			strconv.FormatBool(c.healthy) + "," + c.mode + ":")
+	out := make([]vgpuproto.Card, len(cards))
+	for i, c := range cards {
+		out[i] = vgpuproto.Card{UUID: c.uuid, Count: int32(c.count), MemMiB: c.mem, Type: c.typ, Healthy: c.healthy, Mode: c.mode}
 	}
-	return b.String()
+	return vgpuproto.EncodeRegister(out)
 }
 
 // vgpuNode builds a node with the volcano register of the cards and extra
 // annotation key/value pairs.
 func vgpuNode(cards []card, annotations ...string) *v1.Node {
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Annotations: map[string]string{
-		AnnotationRegister:  register(cards...),
-		AnnotationHandshake: "Reported 2026-01-01",
+		vgpuproto.AnnotationRegister:  register(cards...),
+		vgpuproto.AnnotationHandshake: "Reported 2026-01-01",
 	}}}
 	for i := 0; i+1 < len(annotations); i += 2 {
 		n.Annotations[annotations[i]] = annotations[i+1]
@@ -118,7 +117,7 @@ func one(name string, n, mem, cores int64, annotations ...string) *v1.Pod {
 // placed returns a copy of the pod carrying vgpu-ids-new.
 func placed(p *v1.Pod, ids string) *v1.Pod {
 	out := p.DeepCopy()
-	out.Annotations[AnnotationIDs] = ids
+	out.Annotations[vgpuproto.AnnotationIDs] = ids
 	return out
 }
 
@@ -144,5 +143,5 @@ func allocated(t testing.TB, d *Devices, p *v1.Pod, policy string) string {
 	if err != nil {
 		t.Fatalf("Allocate(%s): %v", p.Name, err)
 	}
-	return r.Annotations[AnnotationIDs]
+	return r.Annotations[vgpuproto.AnnotationIDs]
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/allocsig"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -185,7 +186,7 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
 		return nil
 	}
 	for _, p := range pods {
-		if p.Annotations[AnnotationBindPhase] == BindPhaseAllocating && p.DeletionTimestamp == nil && !terminal(p) {
+		if p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating && p.DeletionTimestamp == nil && !terminal(p) {
 			out[p.UID] = true
 		}
 	}
@@ -232,20 +233,20 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, allow map[types.UID]
 		a.fail(ctx, c.pod, err)
 		return nil, err
 	}
-	consumed := consume(c.entries, c.idx)
-	patch := map[string]string{AnnotationToAllocate: consumed}
+	consumed := vgpu.Consume(c.entries, c.idx)
+	patch := map[string]string{vgpu.AnnotationToAllocate: consumed}
 	done := nextPendingOf(consumed) < 0
 	if done {
-		patch[AnnotationBindPhase] = BindPhaseSuccess
+		patch[vgpu.AnnotationBindPhase] = vgpu.BindPhaseSuccess
 	}
 	if err := a.opts.Patcher.PatchPodAnnotations(ctx, c.pod, patch); err != nil {
 		err = fmt.Errorf("pod %s: record the allocation of container %s: %w", klog.KObj(c.pod), c.ctr.Name, err)
 		a.fail(ctx, c.pod, err)
 		return nil, err
 	}
-	w := written{toAllocate: consumed, phase: BindPhaseAllocating, at: a.opts.Clock.Now()}
+	w := written{toAllocate: consumed, phase: vgpu.BindPhaseAllocating, at: a.opts.Clock.Now()}
 	if done {
-		w.phase = BindPhaseSuccess
+		w.phase = vgpu.BindPhaseSuccess
 		a.releaseLock(ctx, c.pod)
 	}
 	a.written[c.pod.UID] = w
@@ -257,11 +258,11 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, allow map[types.UID]
 // nextPendingOf reports the next pending entry of an annotation value we
 // wrote ourselves (it always decodes).
 func nextPendingOf(value string) int {
-	entries, err := Decode(value)
+	entries, err := vgpu.DecodeAllocation(value)
 	if err != nil {
 		return -1
 	}
-	return nextPending(entries)
+	return vgpu.NextPending(entries)
 }
 
 // fail sets the pod's bind-phase to failed and releases the node lock if the
@@ -271,13 +272,13 @@ func (a *Allocator) fail(ctx context.Context, pod *v1.Pod, cause error) {
 	if a.opts.Events != nil {
 		a.opts.Events.Eventf(pod, v1.EventTypeWarning, EventAllocationFailed, "node %s gives no devices: %v", a.opts.Node, cause)
 	}
-	if err := a.opts.Patcher.PatchPodAnnotations(ctx, pod, map[string]string{AnnotationBindPhase: BindPhaseFailed}); err != nil {
+	if err := a.opts.Patcher.PatchPodAnnotations(ctx, pod, map[string]string{vgpu.AnnotationBindPhase: vgpu.BindPhaseFailed}); err != nil {
 		klog.ErrorS(err, "Cannot mark the pod's allocation failed", "pod", klog.KObj(pod))
 	}
 	w := a.written[pod.UID]
-	w.toAllocate, w.phase, w.at = pod.Annotations[AnnotationToAllocate], BindPhaseFailed, a.opts.Clock.Now()
+	w.toAllocate, w.phase, w.at = pod.Annotations[vgpu.AnnotationToAllocate], vgpu.BindPhaseFailed, a.opts.Clock.Now()
 	a.written[pod.UID] = w
-	if pod.Annotations[AnnotationNode] == a.opts.Node {
+	if pod.Annotations[vgpu.AnnotationNode] == a.opts.Node {
 		a.releaseLock(ctx, pod)
 	}
 }
@@ -291,7 +292,7 @@ func (a *Allocator) releaseLock(ctx context.Context, pod *v1.Pod) {
 // view returns the pod's devices-to-allocate and bind-phase, with this
 // agent's writes the informer has not reflected yet applied.
 func (a *Allocator) view(pod *v1.Pod, now time.Time) (toAllocate, phase string) {
-	toAllocate, phase = pod.Annotations[AnnotationToAllocate], pod.Annotations[AnnotationBindPhase]
+	toAllocate, phase = pod.Annotations[vgpu.AnnotationToAllocate], pod.Annotations[vgpu.AnnotationBindPhase]
 	w, ok := a.written[pod.UID]
 	if !ok {
 		return toAllocate, phase

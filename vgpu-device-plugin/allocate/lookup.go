@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -49,14 +50,14 @@ func Indexers() cache.Indexers {
 			if !ok {
 				return nil, nil
 			}
-			if phase := pod.Annotations[AnnotationBindPhase]; phase != "" {
+			if phase := pod.Annotations[vgpu.AnnotationBindPhase]; phase != "" {
 				return []string{phase}, nil
 			}
 			return nil, nil
 		},
 		IndexAssigned: func(obj any) ([]string, error) {
 			pod, ok := obj.(*v1.Pod)
-			if !ok || pod.Annotations[AnnotationIDs] == "" || terminal(pod) {
+			if !ok || pod.Annotations[vgpu.AnnotationIDs] == "" || terminal(pod) {
 				return nil, nil
 			}
 			return []string{assigned}, nil
@@ -86,7 +87,7 @@ var _ PodLookup = IndexerLookup{}
 
 // Allocating implements PodLookup.
 func (l IndexerLookup) Allocating() ([]*v1.Pod, error) {
-	return l.byIndex(IndexBindPhase, BindPhaseAllocating)
+	return l.byIndex(IndexBindPhase, vgpu.BindPhaseAllocating)
 }
 
 // Assigned implements PodLookup.

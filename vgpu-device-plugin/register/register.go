@@ -3,7 +3,6 @@ package register
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,17 +13,12 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/nodeannot"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/internal/notify"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
-// Node annotations.
 const (
-	AnnotationRegister    = "volcano.sh/node-vgpu-register"
-	AnnotationHandshake   = "volcano.sh/node-vgpu-handshake"
-	AnnotationMIGGeometry = "volcano.sh/node-vgpu-mig-geometry"
-	// HandshakeLayout is the time layout of the handshake values.
-	HandshakeLayout = "2006.01.02 15:04:05"
 	// DefaultHandshakeInterval keeps reports well inside upstream's 60 s.
 	DefaultHandshakeInterval = 30 * time.Second
 	// MaxHandshakeInterval is upstream's deadline for answering a request.
@@ -32,33 +26,20 @@ const (
 	maxRetryDelay        = 30 * time.Second
 )
 
-// handshakeReported starts the agent's handshake value; the scheduler's are
-// "Requesting_<time>" and "Deleted_<time>".
-const handshakeReported = "Reported_"
-
 // NodePatcher merges annotations into a node's.
 type NodePatcher interface {
 	PatchNodeAnnotations(ctx context.Context, node string, annotations map[string]string) error
 }
 
-// Encode renders the registration annotation.
+// Encode renders the registration annotation: the inventory's cards in the
+// agent's memory unit, with their health.
 func Encode(inv *nvidia.Inventory, healthy func(uuid string) bool) string {
-	var b strings.Builder
-	for _, c := range inv.Cards {
-		b.WriteString(c.UUID)
-		b.WriteByte(',')
-		b.WriteString(strconv.Itoa(int(c.Count)))
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatInt(inv.ToUnit(c.MemoryMiB), 10))
-		b.WriteByte(',')
-		b.WriteString(c.Type)
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatBool(healthy(c.UUID)))
-		b.WriteByte(',')
-		b.WriteString(c.Mode)
-		b.WriteByte(':')
+	cards := make([]vgpu.Card, len(inv.Cards))
+	for i, c := range inv.Cards {
+		cards[i] = vgpu.Card{UUID: c.UUID, Count: c.Count, MemMiB: inv.ToUnit(c.MemoryMiB), Type: c.Type,
+			Healthy: healthy(c.UUID), Mode: c.Mode}
 	}
-	return b.String()
+	return vgpu.EncodeRegister(cards)
 }
 
 // Options configure a Registrar.
@@ -174,11 +155,11 @@ func (r *Registrar) sync(ctx context.Context) (time.Duration, error) {
 	patch, current := nodeannot.Diff(node, r.writtenRV, r.written, r.desired())
 	now := r.opts.Clock.Now()
 	var wait time.Duration
-	hs := current[AnnotationHandshake]
-	if len(patch) > 0 || !strings.HasPrefix(hs, handshakeReported) {
+	hs := current[vgpu.AnnotationHandshake]
+	if len(patch) > 0 || !strings.HasPrefix(hs, vgpu.HandshakeReported) {
 		due := r.reported.Add(r.opts.HandshakeInterval)
 		if len(patch) > 0 || r.reported.IsZero() || !now.Before(due) {
-			patch[AnnotationHandshake] = handshakeReported + now.Format(HandshakeLayout)
+			patch[vgpu.AnnotationHandshake] = vgpu.HandshakeReported + now.Format(vgpu.HandshakeLayout)
 		} else {
 			wait = due.Sub(now)
 		}
@@ -190,36 +171,34 @@ func (r *Registrar) sync(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	r.written, r.writtenRV = patch, node.ResourceVersion
-	if _, ok := patch[AnnotationHandshake]; ok {
+	if _, ok := patch[vgpu.AnnotationHandshake]; ok {
 		r.reported = now
 	}
 	klog.V(2).InfoS("Updated the node's vGPU registration", "node", r.opts.Node, "keys", len(patch),
-		"answeredHandshake", hs != "" && !strings.HasPrefix(hs, handshakeReported))
+		"answeredHandshake", hs != "" && !strings.HasPrefix(hs, vgpu.HandshakeReported))
 	return wait, nil
 }
 
 // desired are the registration annotations as they should be.
 func (r *Registrar) desired() map[string]string {
 	inv := r.opts.Inventory()
-	out := map[string]string{AnnotationRegister: Encode(inv, r.opts.Healthy)}
+	out := map[string]string{vgpu.AnnotationRegister: Encode(inv, r.opts.Healthy)}
 	if r.opts.Geometry == nil {
 		return out
 	}
-	var b strings.Builder
-	mig := false
+	var mig []vgpu.MIGGeometry
 	for _, c := range inv.Cards {
 		if c.Mode != config.OperatingModeMIG {
 			continue
 		}
-		mig = true
 		g, err := r.opts.Geometry(c)
 		if err != nil {
 			klog.ErrorS(err, "Cannot read the card's MIG geometry", "uuid", c.UUID)
 		}
-		b.WriteString(c.UUID + "," + g + ":")
+		mig = append(mig, vgpu.MIGGeometry{UUID: c.UUID, Group: g})
 	}
-	if mig {
-		out[AnnotationMIGGeometry] = b.String()
+	if mig != nil {
+		out[vgpu.AnnotationMIGGeometry] = vgpu.EncodeMIGGeometry(mig)
 	}
 	return out
 }

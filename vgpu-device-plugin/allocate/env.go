@@ -1,25 +1,5 @@
 package allocate
 
-// Pod annotations of the allocation protocol.
-const (
-	AnnotationIDs        = "volcano.sh/vgpu-ids-new"
-	AnnotationToAllocate = "volcano.sh/devices-to-allocate"
-	AnnotationNode       = "volcano.sh/vgpu-node"
-	AnnotationTime       = "volcano.sh/vgpu-time"
-	AnnotationBindTime   = "volcano.sh/bind-time"
-	AnnotationBindPhase  = "volcano.sh/bind-phase"
-)
-
-// Values of volcano.sh/bind-phase.
-const (
-	BindPhaseAllocating = "allocating"
-	BindPhaseSuccess    = "success"
-	BindPhaseFailed     = "failed"
-)
-
-// DeviceType is the device type of NVIDIA entries.
-const DeviceType = "NVIDIA"
-
 // Container environment the agent sets (read by libvgpu and the NVIDIA
 // container runtime).
 const (
