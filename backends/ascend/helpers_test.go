@@ -14,6 +14,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // testTime is the fixed clock of every test backend.
@@ -68,7 +69,7 @@ func ascendNode(name, commonWord string, cards []card, annotations ...string) *v
 	if err != nil {
 		panic(err)
 	}
-	a := map[string]string{KeysFor(commonWord).Register: string(raw)}
+	a := map[string]string{ascendproto.KeysFor(commonWord).Register: string(raw)}
 	for i := 0; i+1 < len(annotations); i += 2 {
 		a[annotations[i]] = annotations[i+1]
 	}

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/podres"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // ctrRequest is what one container asks for: nums cards, each with memMiB
@@ -74,13 +75,13 @@ func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 		return nil
 	}
 	a := pod.Annotations
-	switch m := a[AnnotationVNPUMode]; m {
+	switch m := a[ascendproto.AnnotationVNPUMode]; m {
 	case "":
-	case ModeHAMiCore:
+	case ascendproto.ModeHAMiCore:
 		r.soft = true
 	default:
 		return fmt.Errorf("pod %s/%s: annotation %s=%q: want %s or nothing (templates)", pod.Namespace, pod.Name,
-			AnnotationVNPUMode, m, ModeHAMiCore)
+			ascendproto.AnnotationVNPUMode, m, ascendproto.ModeHAMiCore)
 	}
 	r.useUUID, r.noUseUUID = a[b.keys.UseUUID], a[b.keys.NoUseUUID]
 	return nil
@@ -90,11 +91,11 @@ func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 // for no card.
 func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	var out ctrRequest
-	n, hasN, err := podres.Whole(c, b.resCount, MaxCards)
+	n, hasN, err := podres.Whole(c, b.resCount, ascendproto.MaxCards)
 	if err != nil {
 		return out, false, err
 	}
-	mem, hasMem, err := podres.Whole(c, b.resMemory, MaxMemoryMiB/b.factor)
+	mem, hasMem, err := podres.Whole(c, b.resMemory, ascendproto.MaxMemoryMiB/b.factor)
 	if err != nil {
 		return out, false, err
 	}

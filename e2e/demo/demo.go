@@ -8,7 +8,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // schedulerConf enables vGPU and HAMi Ascend vNPU sharing.
@@ -151,11 +151,8 @@ func printNPUs(ctx context.Context, c *framework.Cluster, out io.Writer) error {
 	}
 	var rows []string
 	for _, p := range pods.Items {
-		var info []struct {
-			UUID string `json:"UUID"`
-			Temp string `json:"temp"`
-		}
-		if json.Unmarshal([]byte(p.Annotations["huawei.com/"+npuChip]), &info) != nil {
+		info, err := ascendproto.DecodeRuntimeInfo(p.Annotations[ascendproto.KeysFor(npuChip).RuntimeInfo])
+		if err != nil {
 			continue
 		}
 		for _, i := range info {

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/rungroup"
+	"github.com/vgpushare/vshare/protocol/ascend"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/kube"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
 )

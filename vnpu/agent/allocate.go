@@ -13,7 +13,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpushare/vshare/backends/ascend"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // Defaults of AllocatorOptions.
@@ -120,7 +120,7 @@ func (a *Allocator) allocateOne(ctx context.Context, ids []string) (*pluginapi.C
 	c.entries[c.idx] = nil
 	consumed := ascend.EncodeAssignments(c.entries)
 	patch := map[string]string{a.keys.ToAllocate: consumed}
-	done := nextPending(c.entries) < 0
+	done := ascend.NextPending(c.entries) < 0
 	if done {
 		patch[ascend.AnnotationBindPhase] = ascend.BindPhaseSuccess
 	}
@@ -197,14 +197,4 @@ func (a *Allocator) view(pod *v1.Pod, now time.Time) (toAllocate, phase string) 
 		return toAllocate, phase
 	}
 	return w.toAllocate, w.phase
-}
-
-// nextPending returns the first container with cards left, or -1.
-func nextPending(entries [][]ascend.CardAssignment) int {
-	for i, e := range entries {
-		if len(e) > 0 {
-			return i
-		}
-	}
-	return -1
 }

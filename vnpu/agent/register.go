@@ -12,8 +12,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/internal/nodeannot"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // Handshake timing.
