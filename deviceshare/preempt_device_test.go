@@ -14,8 +14,8 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/util"
 
-	"github.com/vgpushare/vshare/backends/gpushare"
 	"github.com/vgpushare/vshare/backends/vgpu"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
@@ -186,7 +186,7 @@ func TestGPUSharePreemptionPrefersFewestVictims(t *testing.T) {
 	if diff := cmp.Diff([]string{testNamespace + "/a0"}, pc.evictions(1)); diff != "" {
 		t.Errorf("evicted (-want +got):\n%s", diff)
 	}
-	if got := reserved[gpushare.AnnotationGPUIndex]; got != "0" {
+	if got := reserved[gpushareproto.AnnotationGPUIndex]; got != "0" {
 		t.Errorf("preemptor reserved gpu-index %q, want card 0", got)
 	}
 }
@@ -221,7 +221,7 @@ func TestGPUNumberPreemption(t *testing.T) {
 			if diff := cmp.Diff(tc.wantEvicted, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("evicted (-want +got):\n%s", diff)
 			}
-			if idx := reserved[gpushare.AnnotationGPUIndex]; idx != tc.wantIndex {
+			if idx := reserved[gpushareproto.AnnotationGPUIndex]; idx != tc.wantIndex {
 				t.Errorf("reserved gpu-index %q, want %q", idx, tc.wantIndex)
 			}
 			if tc.wantIndex == "" && !unresolvable {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // bigExponent matches a decimal exponent of five digits or more:
@@ -66,7 +67,7 @@ func FuzzNewDevices(f *testing.F) {
 	f.Fuzz(func(t *testing.T, number, memory, unhealthy string, share bool) {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
 		node.Status.Capacity = v1.ResourceList{}
-		for res, s := range map[v1.ResourceName]string{ResourceGPUNumber: number, ResourceGPUMemory: memory} {
+		for res, s := range map[v1.ResourceName]string{gpushareproto.ResourceGPUNumber: number, gpushareproto.ResourceGPUMemory: memory} {
 			if s == "" {
 				continue
 			}
@@ -77,7 +78,7 @@ func FuzzNewDevices(f *testing.F) {
 			node.Status.Capacity[res] = q
 		}
 		if unhealthy != "" {
-			node.Annotations = map[string]string{AnnotationUnhealthyIDs: unhealthy}
+			node.Annotations = map[string]string{gpushareproto.AnnotationUnhealthyIDs: unhealthy}
 		}
 		mode := ModeNumber
 		if share {
@@ -89,11 +90,11 @@ func FuzzNewDevices(f *testing.F) {
 				t.Errorf("NewDevices returned devices with the error %v", err)
 			}
 			named := false
-			for _, key := range []string{string(ResourceGPUNumber), string(ResourceGPUMemory), AnnotationUnhealthyIDs} {
+			for _, key := range []string{string(gpushareproto.ResourceGPUNumber), string(gpushareproto.ResourceGPUMemory), gpushareproto.AnnotationUnhealthyIDs} {
 				named = named || strings.Contains(err.Error(), key)
 			}
 			if !named {
-				t.Errorf("NewDevices error %q names neither capacity nor %s", err, AnnotationUnhealthyIDs)
+				t.Errorf("NewDevices error %q names neither capacity nor %s", err, gpushareproto.AnnotationUnhealthyIDs)
 			}
 			return
 		}
@@ -106,9 +107,9 @@ func FuzzNewDevices(f *testing.F) {
 
 func checkInventory(t *testing.T, node *v1.Node, d *Devices, share bool, unhealthy string) {
 	t.Helper()
-	numQ := node.Status.Capacity[ResourceGPUNumber]
+	numQ := node.Status.Capacity[gpushareproto.ResourceGPUNumber]
 	cards, ok := numQ.AsInt64()
-	if !ok || cards < 1 || cards > MaxCards {
+	if !ok || cards < 1 || cards > gpushareproto.MaxCards {
 		t.Fatalf("accepted gpu-number %s", numQ.String())
 	}
 	usage, pods := d.CardUsage()
@@ -116,7 +117,7 @@ func checkInventory(t *testing.T, node *v1.Node, d *Devices, share bool, unhealt
 		t.Fatalf("%d cards and %d pods from gpu-number %d", len(usage), pods, cards)
 	}
 	var memPerCard int64
-	if memQ, found := node.Status.Capacity[ResourceGPUMemory]; found {
+	if memQ, found := node.Status.Capacity[gpushareproto.ResourceGPUMemory]; found {
 		mem, _ := memQ.AsInt64()
 		memPerCard = mem / cards
 	}
@@ -170,15 +171,15 @@ func FuzzAddResource(f *testing.F) {
 	} {
 		f.Add(s.index, s.request, s.share, uint8(1))
 	}
-	node := fourCards(AnnotationUnhealthyIDs, "2")
+	node := fourCards(gpushareproto.AnnotationUnhealthyIDs, "2")
 	f.Fuzz(func(t *testing.T, index, request string, share bool, containers uint8) {
 		q, ok := apiQuantity(request)
 		if !ok {
 			return
 		}
-		res, mode := ResourceGPUNumber, ModeNumber
+		res, mode := gpushareproto.ResourceGPUNumber, ModeNumber
 		if share {
-			res, mode = ResourceGPUMemory, ModeShare
+			res, mode = gpushareproto.ResourceGPUMemory, ModeShare
 		}
 		pod := placed(podWith("p", res), index)
 		for i := 0; i < 1+int(containers)%3; i++ {
@@ -188,8 +189,8 @@ func FuzzAddResource(f *testing.F) {
 		d := devicesOf(t, newBackend(t, mode), node)
 		before, beforeUsage := d.GetStatus(), usageOf(d)
 		if err := d.AddResource(pod); err != nil {
-			if !strings.Contains(err.Error(), AnnotationGPUIndex) && !strings.Contains(err.Error(), string(res)) {
-				t.Errorf("AddResource error %q names neither %s nor %s", err, AnnotationGPUIndex, res)
+			if !strings.Contains(err.Error(), gpushareproto.AnnotationGPUIndex) && !strings.Contains(err.Error(), string(res)) {
+				t.Errorf("AddResource error %q names neither %s nor %s", err, gpushareproto.AnnotationGPUIndex, res)
 			}
 			if after := d.GetStatus(); after != before {
 				t.Errorf("a refused pod changed the state:\n%s\n%s", before, after)
@@ -217,7 +218,7 @@ func checkHolding(t *testing.T, h holding, index string, share bool, cards int) 
 	if share && (len(h.cards) != 1 || h.memory <= 0 || h.whole) || !share && (!h.whole || h.memory != 0) {
 		t.Errorf("gpu-index %q held as %+v", index, h)
 	}
-	if formatIndices(h.cards) != index {
+	if gpushareproto.EncodeIndex(h.cards) != index {
 		t.Errorf("gpu-index %q held as cards %v", index, h.cards)
 	}
 	seen := map[int]bool{}
