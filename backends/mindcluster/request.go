@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/podres"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -27,7 +28,7 @@ type request struct {
 func asks(pod *v1.Pod) bool {
 	check := func(cs []v1.Container) bool {
 		for i := range cs {
-			if q, ok := podres.Quantity(&cs[i], ResourceNPUCore); ok && !q.IsZero() {
+			if q, ok := podres.Quantity(&cs[i], mindclusterproto.ResourceNPUCore); ok && !q.IsZero() {
 				return true
 			}
 		}
@@ -44,16 +45,16 @@ func asks(pod *v1.Pod) bool {
 func parseRequest(pod *v1.Pod) (request, error) {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if q, ok := podres.Quantity(c, ResourceNPUCore); ok && !q.IsZero() {
+		if q, ok := podres.Quantity(c, mindclusterproto.ResourceNPUCore); ok && !q.IsZero() {
 			return request{}, fmt.Errorf("init container %q: %s=%s: 310P NPUs are served to containers only",
-				c.Name, ResourceNPUCore, q.String())
+				c.Name, mindclusterproto.ResourceNPUCore, q.String())
 		}
 	}
 	var r request
 	asking := ""
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		v, present, err := podres.Whole(c, ResourceNPUCore, maxCores)
+		v, present, err := podres.Whole(c, mindclusterproto.ResourceNPUCore, maxCores)
 		if err != nil {
 			return request{}, err
 		}
@@ -62,18 +63,18 @@ func parseRequest(pod *v1.Pod) (request, error) {
 		}
 		if asking != "" {
 			return request{}, fmt.Errorf("containers %q and %q both ask for %s: MindCluster allocates one container's AI cores per pod",
-				asking, c.Name, ResourceNPUCore)
+				asking, c.Name, mindclusterproto.ResourceNPUCore)
 		}
 		asking, r.cores = c.Name, v
 	}
 	if asking == "" {
-		return request{}, fmt.Errorf("no container asks for a positive %s", ResourceNPUCore)
+		return request{}, fmt.Errorf("no container asks for a positive %s", mindclusterproto.ResourceNPUCore)
 	}
-	if got := pod.Labels[LabelRingController]; got != RingController310P {
+	if got := pod.Labels[mindclusterproto.LabelRingController]; got != mindclusterproto.RingController310P {
 		return request{}, fmt.Errorf("container %q asks for %s but pod label %s=%q: want %q",
-			asking, ResourceNPUCore, LabelRingController, got, RingController310P)
+			asking, mindclusterproto.ResourceNPUCore, mindclusterproto.LabelRingController, got, mindclusterproto.RingController310P)
 	}
-	r.level, r.dvpp = pod.Labels[LabelVNPULevel], pod.Labels[LabelVNPUDVPP]
+	r.level, r.dvpp = pod.Labels[mindclusterproto.LabelVNPULevel], pod.Labels[mindclusterproto.LabelVNPUDVPP]
 	// Validate the labels even for whole chips, which ignore them: a typo
 	// should not wait until the pod shrinks to a vNPU.
 	if _, err := vnpu.TemplateFor(1, r.level, r.dvpp); err != nil {
@@ -81,7 +82,7 @@ func parseRequest(pod *v1.Pod) (request, error) {
 	}
 	if r.cores < minWholeChip && !isTemplateCores(r.cores) {
 		return request{}, fmt.Errorf("container %q: %s=%d: want 1, 2 or 4 (a vNPU) or whole chips (a multiple of the node's AI cores per chip, %d or more)",
-			asking, ResourceNPUCore, r.cores, minWholeChip)
+			asking, mindclusterproto.ResourceNPUCore, r.cores, minWholeChip)
 	}
 	return r, nil
 }
