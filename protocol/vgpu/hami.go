@@ -30,30 +30,16 @@ func DecodeHAMiRegister(value string) ([]Card, error) {
 	if t := strings.TrimSpace(value); strings.HasPrefix(t, "[") {
 		return decodeHAMiJSON(t)
 	}
-	var cards []Card
-	rest := value
-	for i := 0; rest != ""; i++ {
-		var entry string
-		entry, rest, _ = strings.Cut(rest, ":")
-		if entry == "" && rest == "" {
-			break
-		}
-		f := strings.Split(entry, ",")
+	return decodeEntries(value, AnnotationHAMiRegister, "device", func(f []string) (Card, error) {
 		if len(f) != 7 && len(f) != 9 {
-			return nil, fmt.Errorf("annotation %s device %d %q: want id,count,devmem,devcore,type,numa,health[,index,mode]",
-				AnnotationHAMiRegister, i, entry)
+			return Card{}, fmt.Errorf("want id,count,devmem,devcore,type,numa,health[,index,mode]")
 		}
 		mode := ""
 		if len(f) == 9 {
 			mode = f[8]
 		}
-		c, err := parseCard(f[0], f[1], f[2], f[3], f[4], f[5], f[6], mode)
-		if err != nil {
-			return nil, fmt.Errorf("annotation %s device %d %q: %w", AnnotationHAMiRegister, i, entry, err)
-		}
-		cards = append(cards, c)
-	}
-	return checkCards(cards, AnnotationHAMiRegister)
+		return parseCard(f[0], f[1], f[2], f[3], f[4], f[5], f[6], mode)
+	})
 }
 
 func decodeHAMiJSON(value string) ([]Card, error) {

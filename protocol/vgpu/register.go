@@ -40,6 +40,22 @@ func AgentDeleted(handshake string) bool { return strings.HasPrefix(handshake, h
 // or one without cards, registers nothing (nil, nil). At most MaxCards
 // cards, each UUID once.
 func DecodeRegister(value string) ([]Card, error) {
+	return decodeEntries(value, AnnotationRegister, "card", func(f []string) (Card, error) {
+		if len(f) != 5 && len(f) != 6 {
+			return Card{}, fmt.Errorf("want UUID,count,devmemMiB,type,health,mode")
+		}
+		mode := ""
+		if len(f) == 6 {
+			mode = f[5]
+		}
+		return parseCard(f[0], f[1], f[2], "", f[3], "", f[4], mode)
+	})
+}
+
+// decodeEntries reads the ":"-terminated, comma-separated card entries of
+// the annotation key (each called what in errors) with card, then checks
+// the cards together.
+func decodeEntries(value, key, what string, card func(fields []string) (Card, error)) ([]Card, error) {
 	var cards []Card
 	rest := value
 	for i := 0; rest != ""; i++ {
@@ -48,21 +64,13 @@ func DecodeRegister(value string) ([]Card, error) {
 		if entry == "" && rest == "" {
 			break
 		}
-		f := strings.Split(entry, ",")
-		if len(f) != 5 && len(f) != 6 {
-			return nil, fmt.Errorf("annotation %s card %d %q: want UUID,count,devmemMiB,type,health,mode", AnnotationRegister, i, entry)
-		}
-		mode := ""
-		if len(f) == 6 {
-			mode = f[5]
-		}
-		c, err := parseCard(f[0], f[1], f[2], "", f[3], "", f[4], mode)
+		c, err := card(strings.Split(entry, ","))
 		if err != nil {
-			return nil, fmt.Errorf("annotation %s card %d %q: %w", AnnotationRegister, i, entry, err)
+			return nil, fmt.Errorf("annotation %s %s %d %q: %w", key, what, i, entry, err)
 		}
 		cards = append(cards, c)
 	}
-	return checkCards(cards, AnnotationRegister)
+	return checkCards(cards, key)
 }
 
 // EncodeRegister renders cards as volcano.sh/node-vgpu-register (see
