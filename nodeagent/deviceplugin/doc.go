@@ -12,4 +12,4 @@
 // the kubelet restarts it wipes the directory and creates kubelet.sock again,
 // and the plugin then starts a fresh server and registers again. On stop the
 // server is stopped (gracefully, then forcibly) and its socket removed.
-package plugin
+package deviceplugin
