@@ -1,0 +1,69 @@
+package nodeagent_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/vgpushare/vshare/nodeagent"
+)
+
+func TestOptionsFollowTheProfile(t *testing.T) {
+	tests := []struct {
+		name    string
+		profile nodeagent.Profile
+		args    []string
+		want    []string // substrings of the error; none: valid
+	}{
+		{name: "defaults", profile: nodeagent.Profile{SocketName: "a.sock"}},
+		{name: "socket name required", args: []string{"--socket-name="}, want: []string{`--socket-name="": want a file name other than kubelet.sock`}},
+		{name: "socket name optional", profile: nodeagent.Profile{SocketNameOptional: true}},
+		{name: "every bad value named", profile: nodeagent.Profile{SocketName: "a.sock", ResourceExample: "example.com/dev"},
+			args: []string{"--node-name=", "--kubelet-socket-dir=dp", "--socket-name=kubelet.sock", "--resource-name=dev",
+				"--configmap-namespace=Kube_System", "--configmap-name=", "--handshake-interval=1m", "--informer-wait=31s",
+				"--allocation-timeout=0s"},
+			want: []string{`--node-name=""`, `--kubelet-socket-dir="dp"`, `--socket-name="kubelet.sock"`,
+				`--resource-name="dev": want an extended resource name like example.com/dev`, `--configmap-namespace="Kube_System"`,
+				`--configmap-name=""`, "--handshake-interval=1m0s", "--informer-wait=31s", "--allocation-timeout=0s"}},
+		{name: "no ConfigMap with a config file", profile: nodeagent.Profile{SocketName: "a.sock"},
+			args: []string{"--config-file=/etc/dev.yaml", "--configmap-name="}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("NODE_NAME", "n1")
+			o := nodeagent.NewOptions(tc.profile)
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			var p nodeagent.Problems
+			o.Check(&p)
+			err := p.Err()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Check: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Check accepted bad options")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionsUsageComesFromTheProfile(t *testing.T) {
+	o := nodeagent.NewOptions(nodeagent.Profile{SocketName: "a.sock", Usage: nodeagent.Usage{SocketName: "the socket"}})
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if f := fs.Lookup("socket-name"); f == nil || f.Usage != "the socket" || f.DefValue != "a.sock" {
+		t.Errorf("--socket-name = %+v, want the profile's default and help", f)
+	}
+}
