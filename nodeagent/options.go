@@ -67,7 +67,7 @@ type Profile struct {
 
 // Usage holds the help of the flags whose meaning differs between agents.
 type Usage struct {
-	SocketName, ResourceName, ConfigFile, HandshakeInterval, StaleAfter, InformerWait string
+	SocketName, ResourceName, ConfigFile, HandshakeInterval string
 }
 
 // NewOptions returns the defaults, reading NODE_NAME from the environment.
@@ -97,8 +97,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigMapNamespace, "configmap-namespace", o.ConfigMapNamespace, "namespace of the device ConfigMap")
 	fs.StringVar(&o.ConfigMapName, "configmap-name", o.ConfigMapName, "name of the device ConfigMap")
 	fs.DurationVar(&o.HandshakeInterval, "handshake-interval", o.HandshakeInterval, u.HandshakeInterval)
-	fs.DurationVar(&o.StaleAfter, "allocation-timeout", o.StaleAfter, u.StaleAfter)
-	fs.DurationVar(&o.InformerWait, "informer-wait", o.InformerWait, u.InformerWait)
+	fs.DurationVar(&o.StaleAfter, "allocation-timeout", o.StaleAfter, "refuse allocations whose bind-time is older than this")
+	fs.DurationVar(&o.InformerWait, "informer-wait", o.InformerWait,
+		"how long Allocate waits for a just-bound pod to reach the agent's informer before refusing (0..30s)")
 }
 
 // Problems collects invalid options, each naming the flag, the value and

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 
 	"github.com/vgpushare/vshare/nodeagent"
@@ -40,23 +41,25 @@ func TestOptionsFollowTheProfile(t *testing.T) {
 			}
 			var p nodeagent.Problems
 			o.Check(&p)
-			err := p.Err()
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("Check: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("Check accepted bad options")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
+			if diff := cmp.Diff(tc.want, problems(p.Err(), tc.want)); diff != "" {
+				t.Errorf("Check: the wanted problems (-want +found):\n%s\nin: %v", diff, p.Err())
 			}
 		})
 	}
+}
+
+// problems returns those of want the error's message contains.
+func problems(err error, want []string) []string {
+	var found []string
+	for _, w := range want {
+		if err != nil && strings.Contains(err.Error(), w) {
+			found = append(found, w)
+		}
+	}
+	if err != nil && len(want) == 0 {
+		return []string{err.Error()}
+	}
+	return found
 }
 
 func TestOptionsUsageComesFromTheProfile(t *testing.T) {

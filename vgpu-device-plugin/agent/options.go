@@ -44,8 +44,6 @@ func profile() nodeagent.Profile {
 			ResourceName:      "extended resource to advertise; empty means the config's nvidia.resourceCountName",
 			ConfigFile:        "device-config.yaml file; when set, the ConfigMap is not watched",
 			HandshakeInterval: "least time between two handshake reports (below 60s)",
-			StaleAfter:        "refuse allocations whose bind-time is older than this",
-			InformerWait:      "how long Allocate waits for a just-bound pod to reach the agent's informer before refusing (0..30s)",
 		},
 	}
 }

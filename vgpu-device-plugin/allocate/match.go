@@ -48,26 +48,19 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
-	var best *candidate
+	// A pod not pending when the request came has its own request coming.
+	pods = slices.DeleteFunc(pods, func(p *v1.Pod) bool { return allow != nil && !allow[p.UID] })
 	var misses allocation.Misses
-	for _, pod := range pods {
-		if allow != nil && !allow[pod.UID] {
-			continue // not pending when the request came: its own request follows
-		}
-		c, err := a.match(pod, inv, n, now)
-		switch {
-		case err == nil:
-			if best == nil || c.before(best) {
-				best = c
+	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, inv, n, now) }, (*candidate).before,
+		func(pod *v1.Pod, err error) {
+			if errors.Is(err, errSkip) {
+				misses.Skipped(err)
+				return
 			}
-		case errors.Is(err, errSkip):
-			misses.Skipped(err)
-		default:
 			a.tracker.Fail(ctx, pod, err)
 			misses.Refused(err)
-		}
-	}
-	if best != nil {
+		})
+	if ok {
 		if err := a.unambiguous(best, inv, n, now); err != nil {
 			return nil, true, err
 		}

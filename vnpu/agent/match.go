@@ -42,27 +42,22 @@ func (a *Allocator) choose(ctx context.Context, n int, now time.Time) (*candidat
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
-	var best *candidate
 	var misses allocation.Misses
-	for _, pod := range pods {
-		c, err := a.match(pod, n, now)
-		switch {
-		case err == nil:
-			if best == nil || c.before(best) {
-				best = c
+	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, n, now) }, (*candidate).before,
+		func(pod *v1.Pod, err error) {
+			switch {
+			case errors.Is(err, ErrNotAllocating):
+				misses.Inactive(err)
+			case errors.Is(err, errSkip):
+				misses.Skipped(err)
+			case errors.Is(err, ErrNotBound): // bound elsewhere: not this agent's to fail
+				misses.Refused(err)
+			default:
+				a.tracker.Fail(ctx, pod, err)
+				misses.Refused(err)
 			}
-		case errors.Is(err, ErrNotAllocating):
-			misses.Inactive(err)
-		case errors.Is(err, errSkip):
-			misses.Skipped(err)
-		case errors.Is(err, ErrNotBound):
-			misses.Refused(err)
-		default:
-			a.tracker.Fail(ctx, pod, err)
-			misses.Refused(err)
-		}
-	}
-	if best != nil {
+		})
+	if ok {
 		return best, false, nil
 	}
 	refused, err := misses.Err(fmt.Sprintf("node %s: no pending %s pod matches a request for %d devices",

@@ -47,8 +47,6 @@ func profile() nodeagent.Profile {
 			ResourceName:      "extended resource to advertise; empty means the entry's resourceName",
 			ConfigFile:        "device-config.yaml file; when empty the ConfigMap is read once at start (its absence means the built-in defaults)",
 			HandshakeInterval: "how often the handshake is renewed (below 60s)",
-			StaleAfter:        "refuse allocations whose hami.io/bind-time is older than this",
-			InformerWait:      "how long Allocate waits for a just-bound pod to reach the agent's informer (0..30s)",
 		},
 	}
 }
