@@ -156,7 +156,7 @@ func (a *Allocator) usage(pod *v1.Pod, inv *nvidia.Inventory) (map[string]*cardU
 	}
 	self := false
 	add := func(p *v1.Pod) {
-		if w, ok := a.written[p.UID]; (ok && w.phase == BindPhaseFailed) || p.Annotations[AnnotationBindPhase] == BindPhaseFailed {
+		if a.tracker.Failed(p.UID) || p.Annotations[AnnotationBindPhase] == BindPhaseFailed {
 			return
 		}
 		ids, err := Decode(p.Annotations[AnnotationIDs])
