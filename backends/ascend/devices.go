@@ -2,16 +2,15 @@ package ascend
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/vnpu"
 )
@@ -35,16 +34,24 @@ type cardInfo struct {
 
 // cardState is the mutable part of one card.
 type cardState struct {
-	usedMiB   int64
-	usedCores int32
-	usedNum   int32
-	slice     vnpu.Slice
+	cardledger.Usage
+	slice vnpu.Slice
 }
 
 // holding is what one accounted pod holds; never modified after creation.
 type holding struct {
 	value string
 	uses  []use
+}
+
+// Record returns the hami.io/<commonWord>-devices-allocated value of the
+// holding.
+func (h *holding) Record() string { return h.value }
+
+// Total sums the memory recorded and the cores asked for (0 for
+// templates, which record memory only).
+func (h *holding) Total() cardledger.Total {
+	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.mem, u.cores })
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
@@ -67,7 +74,7 @@ type shared struct {
 type Devices struct {
 	*shared
 	cards []cardState
-	pods  map[types.UID]*holding
+	pods  cardledger.Records[*holding]
 }
 
 var (
@@ -94,7 +101,10 @@ func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
 		b.resMemory: *resource.NewQuantity(mem, resource.DecimalSI),
 		b.resCore:   *resource.NewQuantity(int64(fullCores*len(cards)), resource.DecimalSI),
 	}
-	return &Devices{shared: s, cards: make([]cardState, len(cards)), pods: make(map[types.UID]*holding)}
+	return &Devices{shared: s, cards: make([]cardState, len(cards)), pods: cardledger.NewRecords[*holding](cardledger.Spec{
+		Device: b.name, Node: node, Annotation: b.keys.Allocated,
+		Count: b.resCount, Memory: b.resMemory, Cores: b.resCore, Factor: b.factor,
+	})}
 }
 
 // typeMatches reports whether a registered card type names this chip type:
@@ -141,13 +151,6 @@ func (d *Devices) charge(u use) int32 {
 	return d.template(u.tmpl).AICore
 }
 
-func podKey(pod *v1.Pod) types.UID {
-	if pod.UID != "" {
-		return pod.UID
-	}
-	return types.UID(pod.Namespace + "/" + pod.Name)
-}
-
 // apply adds (sign 1) or removes (sign -1) a holding.
 func (d *Devices) apply(h *holding, sign int32) {
 	for _, u := range h.uses {
@@ -156,14 +159,12 @@ func (d *Devices) apply(h *holding, sign int32) {
 }
 
 func applyUse(s *shared, c *cardState, u use, sign int32) {
-	c.usedMiB += int64(sign) * u.mem
-	c.usedNum += sign
 	if u.tmpl == tmplNone {
-		c.usedCores += sign * u.cores
+		c.Take(u.mem, u.cores, sign)
 		return
 	}
 	t := s.template(u.tmpl)
-	c.usedCores += sign * t.AICore
+	c.Take(u.mem, t.AICore, sign)
 	if sign > 0 {
 		c.slice = c.slice.Add(t)
 	} else {
@@ -177,62 +178,22 @@ func applyUse(s *shared, c *cardState, u use, sign int32) {
 // record and an error otherwise; a malformed record is an error naming the
 // annotation and leaves the state unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
-	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		return nil
-	}
-	key := d.b.keys.Allocated
-	value, found := pod.Annotations[key]
-	if !found {
-		return nil
-	}
-	pk := podKey(pod)
-	if old, ok := d.pods[pk]; ok {
-		if old.value == value {
-			return nil
-		}
-		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on node %s with %q",
-			pod.Namespace, pod.Name, key, value, d.node, old.value)
-	}
-	uses, err := d.decode(value, len(pod.Spec.Containers))
-	if err != nil {
-		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, key, value, err)
-	}
-	h := &holding{value: value, uses: uses}
-	d.apply(h, 1)
-	d.pods[pk] = h
-	return nil
+	_, err := d.pods.Account(pod, func(value string) (*holding, error) {
+		uses, err := d.decode(value, len(pod.Spec.Containers))
+		return &holding{value: value, uses: uses}, err
+	}, d.apply)
+	return err
 }
 
 // SubResource removes what AddResource or Allocate accounted for the pod.
 func (d *Devices) SubResource(pod *v1.Pod) error {
-	pk := podKey(pod)
-	h, found := d.pods[pk]
-	if !found {
-		return nil
-	}
-	d.apply(h, -1)
-	delete(d.pods, pk)
+	d.pods.Drop(pod, d.apply)
 	return nil
 }
 
 // AddQueueResource reports what the pod holds here: cards, memory (in the
 // memory resource's unit) and cores.
-func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
-	h, found := d.pods[podKey(pod)]
-	if !found {
-		return nil
-	}
-	var mem, cores int64
-	for _, u := range h.uses {
-		mem += u.mem
-		cores += int64(u.cores)
-	}
-	return map[string]float64{
-		string(d.b.resCount):  float64(len(h.uses)),
-		string(d.b.resMemory): float64(mem / d.b.factor),
-		string(d.b.resCore):   float64(cores),
-	}
-}
+func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 { return d.pods.Queue(pod) }
 
 // HasDeviceRequest reports whether the pod asks for this chip type.
 func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
@@ -251,14 +212,15 @@ func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
 // cards of this type on the node. Cores are percent in hami-core mode and
 // AI cores in template mode.
 func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	out := make([]api.CardUsage, len(d.cards))
-	for i := range d.cards {
-		ci, c := &d.info[i], &d.cards[i]
-		out[i] = api.CardUsage{ID: ci.id, Index: i, Type: ci.typ, Healthy: ci.healthy,
-			MemoryUsedMiB: c.usedMiB, MemoryTotalMiB: ci.memMiB, CoresUsed: int64(c.usedCores),
-			CoresTotal: int64(ci.coresCap), Pods: int(c.usedNum), MaxPods: int(ci.count)}
-	}
-	return out, len(d.pods)
+	return cardledger.Report(len(d.cards), d.cardUsage), d.pods.Len()
+}
+
+// cardUsage describes card i for CardUsage, with its cores in the node's
+// unit.
+func (d *Devices) cardUsage(i int) (cardledger.Card, cardledger.Usage) {
+	ci := &d.info[i]
+	return cardledger.Card{ID: ci.id, Type: ci.typ, Healthy: ci.healthy, MemMiB: ci.memMiB,
+		Cores: ci.coresCap, MaxPods: ci.count}, d.cards[i].Usage
 }
 
 // GetStatus renders every card, "; "-separated, as
@@ -274,7 +236,7 @@ func (d *Devices) GetStatus() string {
 	for i := range d.cards {
 		ci, c := &d.info[i], &d.cards[i]
 		fmt.Fprintf(&b, "; %d %s %s: %d/%d MiB, cores %d/%d, AI CPUs %d/%d, vNPUs %d/%d", i, ci.id, ci.typ,
-			c.usedMiB, ci.memMiB, c.usedCores, ci.coresCap, c.slice.Used.AICPU, d.b.chip.Total.AICPU, c.usedNum, ci.count)
+			c.UsedMiB, ci.memMiB, c.UsedCores, ci.coresCap, c.slice.Used.AICPU, d.b.chip.Total.AICPU, c.UsedNum, ci.count)
 		if !ci.healthy {
 			b.WriteString(", unhealthy")
 		}
@@ -287,7 +249,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods)}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: d.pods.Clone()}
 }
 
 // logAllocation logs one decision at level 4.

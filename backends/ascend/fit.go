@@ -96,16 +96,16 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	if cand.mem > ci.memMiB {
 		return rTooSmall, cand
 	}
-	if c.usedNum >= ci.count {
+	if c.UsedNum >= ci.count {
 		return rCount, cand
 	}
 	if d.soft {
 		switch {
-		case cand.cores >= fullCores && c.usedNum > 0:
+		case cand.cores >= fullCores && c.UsedNum > 0:
 			return rExclusive, cand
-		case cand.cores == 0 && c.usedCores >= fullCores:
+		case cand.cores == 0 && c.UsedCores >= fullCores:
 			return rCoresFull, cand
-		case c.usedCores+cand.cores > fullCores:
+		case c.UsedCores+cand.cores > fullCores:
 			return rCores, cand
 		}
 	} else {
@@ -119,7 +119,7 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 			return rSlicing, cand
 		}
 	}
-	if c.usedMiB+cand.mem > ci.memMiB {
+	if c.UsedMiB+cand.mem > ci.memMiB {
 		return rMemory, cand
 	}
 	cand.before = d.fullness(ci, c, 0, 0)
@@ -144,9 +144,9 @@ func (d *Devices) templateCharge(ci *cardInfo, mem int64) (int64, int16) {
 
 // fullness is the mean of the card's memory and cores use fractions.
 func (d *Devices) fullness(ci *cardInfo, c *cardState, dMem int64, dCores int32) float64 {
-	f := float64(c.usedMiB+dMem) / float64(ci.memMiB)
+	f := float64(c.UsedMiB+dMem) / float64(ci.memMiB)
 	if ci.coresCap > 0 {
-		f += float64(c.usedCores+dCores) / float64(ci.coresCap)
+		f += float64(c.UsedCores+dCores) / float64(ci.coresCap)
 	}
 	return min(max(f/2, 0), 1)
 }

@@ -196,7 +196,7 @@ func FuzzAddResource(f *testing.F) {
 			}
 			return
 		}
-		h, held := d.pods[podKey(pod)]
+		h, held := d.pods.Get(pod)
 		if held {
 			checkHolding(t, h, index, share, len(d.cards))
 		}

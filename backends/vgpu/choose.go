@@ -56,9 +56,9 @@ func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []card
 		for _, k := range sel {
 			c := cands[k]
 			w := &work[c.card]
-			w.usedMiB += c.mem
-			w.usedCores += cr.cores
-			w.usedNum++
+			w.UsedMiB += c.mem
+			w.UsedCores += cr.cores
+			w.UsedNum++
 			if c.migPos >= 0 {
 				w.migGroup = c.migGroup
 				w.migUsed |= 1 << uint(c.migPos)

@@ -1,8 +1,6 @@
 package vgpu
 
 import (
-	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,9 +8,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -36,9 +34,7 @@ type cardInfo struct {
 // cardState is the mutable part of one card. It is a value: copies of
 // Devices clone the slice; gangs is copied on write, never changed in place.
 type cardState struct {
-	usedMiB   int64
-	usedCores int32
-	usedNum   int32
+	cardledger.Usage
 	// migGroup is the geometry in use (-1: none); migUsed its used positions.
 	migGroup int16
 	migUsed  uint64
@@ -70,6 +66,15 @@ type holding struct {
 	uses  []use
 }
 
+// Record returns the volcano.sh/vgpu-ids-new value of the holding.
+func (h *holding) Record() string { return h.value }
+
+// Total sums the memory recorded (not the MIG instances taken) and the
+// cores asked for.
+func (h *holding) Total() cardledger.Total {
+	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.recMem, u.cores })
+}
+
 // shared is what every copy of one node's Devices shares, immutable.
 type shared struct {
 	b          *Backend
@@ -85,7 +90,7 @@ type shared struct {
 type Devices struct {
 	*shared
 	cards []cardState
-	pods  map[types.UID]*holding
+	pods  cardledger.Records[*holding]
 	// host is the node's free CPU for the fragment policy (SetHostIdle).
 	host hostIdle
 	// gen counts changes to cards; memo holds FilterNode's latest results
@@ -197,19 +202,14 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
 		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
 	}
-	d := &Devices{shared: s, cards: make([]cardState, n), pods: make(map[types.UID]*holding)}
+	d := &Devices{shared: s, cards: make([]cardState, n), pods: cardledger.NewRecords[*holding](cardledger.Spec{
+		Device: Name, Node: node, Annotation: AnnotationIDs,
+		Count: b.resCount, Memory: b.resMemory, Cores: b.resCores, Factor: b.factor,
+	})}
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
 	}
 	return d
-}
-
-// podKey identifies a pod in the accounting.
-func podKey(pod *v1.Pod) types.UID {
-	if pod.UID != "" {
-		return pod.UID
-	}
-	return types.UID(pod.Namespace + "/" + pod.Name)
 }
 
 // apply adds (sign 1) or removes (sign -1) a holding.
@@ -217,9 +217,7 @@ func (d *Devices) apply(h *holding, sign int32) {
 	d.gen++
 	for _, u := range h.uses {
 		c := &d.cards[u.card]
-		c.usedMiB += int64(sign) * u.mem
-		c.usedCores += sign * u.cores
-		c.usedNum += sign
+		c.Take(u.mem, u.cores, sign)
 		if u.migPos >= 0 {
 			if sign > 0 {
 				c.migGroup = u.migGroup
@@ -268,69 +266,30 @@ func (c *cardState) hasGang(key string) bool {
 // (unknown card, bad numbers, a MIG position taken) is an error naming the
 // annotation and the value; the state is then unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
-	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		return nil
-	}
-	value, found := pod.Annotations[AnnotationIDs]
-	if !found {
-		return nil
-	}
-	key := podKey(pod)
-	if old, ok := d.pods[key]; ok {
-		if old.value == value {
-			return nil
+	added, err := d.pods.Account(pod, func(value string) (*holding, error) {
+		uses, err := d.decodeUses(value, len(pod.Spec.Containers))
+		if err == nil {
+			err = d.checkMIG(uses)
 		}
-		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on node %s with %q",
-			pod.Namespace, pod.Name, AnnotationIDs, value, d.node, old.value)
+		return &holding{value: value, gang: podGang(pod), uses: uses}, err
+	}, d.apply)
+	if v := klog.V(5); added && v.Enabled() {
+		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[AnnotationIDs])
 	}
-	uses, err := d.decodeUses(value, len(pod.Spec.Containers))
-	if err == nil {
-		err = d.checkMIG(uses)
-	}
-	if err != nil {
-		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, AnnotationIDs, value, err)
-	}
-	h := &holding{value: value, gang: podGang(pod), uses: uses}
-	d.apply(h, 1)
-	d.pods[key] = h
-	if v := klog.V(5); v.Enabled() {
-		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", value)
-	}
-	return nil
+	return err
 }
 
 // SubResource removes what AddResource (or Allocate) accounted for the pod,
 // as recorded then. A pod that is not accounted is a no-op.
 func (d *Devices) SubResource(pod *v1.Pod) error {
-	key := podKey(pod)
-	h, found := d.pods[key]
-	if !found {
-		return nil
-	}
-	d.apply(h, -1)
-	delete(d.pods, key)
+	d.pods.Drop(pod, d.apply)
 	return nil
 }
 
 // AddQueueResource reports what the pod holds here in the resources pods
 // request: cards, memory (in the memory resource's unit) and cores. Nil when
 // the pod holds nothing here.
-func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
-	h, found := d.pods[podKey(pod)]
-	if !found {
-		return nil
-	}
-	var mem, cores int64
-	for _, u := range h.uses {
-		mem += u.recMem
-		cores += int64(u.cores)
-	}
-	return map[string]float64{
-		string(d.b.resCount):  float64(len(h.uses)),
-		string(d.b.resMemory): float64(mem / d.b.factor),
-		string(d.b.resCores):  float64(cores),
-	}
-}
+func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 { return d.pods.Queue(pod) }
 
 // HasDeviceRequest reports whether the pod asks for vGPUs.
 func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
@@ -350,14 +309,14 @@ func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
 // CardUsage returns every card's usage and the number of pods holding
 // cards on the node.
 func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	out := make([]api.CardUsage, len(d.cards))
-	for i := range d.cards {
-		ci, c := &d.info[i], &d.cards[i]
-		out[i] = api.CardUsage{ID: ci.uuid, Index: i, Type: ci.typ, Healthy: ci.healthy,
-			MemoryUsedMiB: c.usedMiB, MemoryTotalMiB: ci.memMiB, CoresUsed: int64(c.usedCores),
-			CoresTotal: int64(ci.coresTotal), Pods: int(c.usedNum), MaxPods: int(ci.count)}
-	}
-	return out, len(d.pods)
+	return cardledger.Report(len(d.cards), d.cardUsage), d.pods.Len()
+}
+
+// cardUsage describes card i for CardUsage.
+func (d *Devices) cardUsage(i int) (cardledger.Card, cardledger.Usage) {
+	ci := &d.info[i]
+	return cardledger.Card{ID: ci.uuid, Type: ci.typ, Healthy: ci.healthy, MemMiB: ci.memMiB,
+		Cores: ci.coresTotal, MaxPods: ci.count}, d.cards[i].Usage
 }
 
 // GetStatus renders every card, "; "-separated, as
@@ -371,8 +330,8 @@ func (d *Devices) GetStatus() string {
 			b.WriteString("; ")
 		}
 		b.WriteString(strconv.Itoa(i) + " " + ci.uuid + " " + ci.typ + " " + ci.mode + " numa " + itoa(int64(ci.numa)) +
-			": " + itoa(c.usedMiB) + "/" + itoa(ci.memMiB) + " MiB, cores " + itoa(int64(c.usedCores)) + "/" +
-			itoa(int64(ci.coresTotal)) + ", pods " + itoa(int64(c.usedNum)) + "/" + itoa(int64(ci.count)))
+			": " + itoa(c.UsedMiB) + "/" + itoa(ci.memMiB) + " MiB, cores " + itoa(int64(c.UsedCores)) + "/" +
+			itoa(int64(ci.coresTotal)) + ", pods " + itoa(int64(c.UsedNum)) + "/" + itoa(int64(ci.count)))
 		if !ci.healthy {
 			b.WriteString(", unhealthy")
 		}
@@ -395,7 +354,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods), gen: d.gen}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: d.pods.Clone(), gen: d.gen}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
