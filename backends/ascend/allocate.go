@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -25,7 +26,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	if len(req.ctrs) == 0 {
 		return nil, nil
 	}
-	if err := d.pods.CheckNew(pod); err != nil {
+	if err := cardledger.CheckNew(d.ledger, pod); err != nil {
 		return nil, err
 	}
 	picks, work, failed := d.choose(&req, policy)
@@ -37,13 +38,13 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	for i, p := range picks {
 		h.uses[i] = p.use
 	}
-	h.value = d.encode(h.uses, req.containers)
-	d.pods.Hold(pod, h, d.apply)
+	value := d.encode(h.uses, req.containers)
+	cardledger.Hold(d.ledger, pod, value, h, d.apply)
 	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
-	d.logAllocation(pod, "Allocated Ascend vNPUs", h.value)
+	d.logAllocation(pod, "Allocated Ascend vNPUs", value)
 	return &api.Reservation{Annotations: map[string]string{
-		d.b.keys.ToAllocate:    h.value,
-		d.b.keys.Allocated:     h.value,
+		d.b.keys.ToAllocate:    value,
+		d.b.keys.Allocated:     value,
 		d.b.keys.RuntimeInfo:   d.runtimeValue(h.uses),
 		AnnotationAssignedNode: d.node,
 		AnnotationAssignedTime: now,
@@ -58,7 +59,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 // from what the pod holds, or a pod holding nothing here, is an error and
 // the state is unchanged.
 func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
-	released, err := d.pods.Release(pod, r, d.apply)
+	released, err := cardledger.Release(d.ledger, pod, r, d.apply)
 	if released {
 		d.logAllocation(pod, "Released Ascend vNPUs", r.Annotations[d.b.keys.Allocated])
 	}

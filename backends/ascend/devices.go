@@ -38,20 +38,10 @@ type cardState struct {
 	slice vnpu.Slice
 }
 
-// holding is what one accounted pod holds; never modified after creation.
+// holding is what one accounted pod holds, never modified after creation;
+// the ledger keeps its hami.io/<commonWord>-devices-allocated value.
 type holding struct {
-	value string
-	uses  []use
-}
-
-// Record returns the hami.io/<commonWord>-devices-allocated value of the
-// holding.
-func (h *holding) Record() string { return h.value }
-
-// Total sums the memory recorded and the cores asked for (0 for
-// templates, which record memory only).
-func (h *holding) Total() cardledger.Total {
-	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.mem, u.cores })
+	uses []use
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
@@ -64,9 +54,12 @@ type shared struct {
 	templates []vnpu.Template
 	// network is true when every card carries a NetworkID on an
 	// Ascend910 chip type.
-	network    bool
-	advertised v1.ResourceList
+	network bool
 }
+
+// ledger is a node's per-pod accounting. Embedded in Devices, it supplies
+// AddQueueResource, HasDeviceRequest, GetIgnoredDevices and Advertised.
+type ledger = cardledger.Ledger[*holding]
 
 // Devices is one chip type's state on one node. FilterNode, ScoreNode,
 // GetStatus, CardUsage and Advertised only read; everything else needs
@@ -74,7 +67,7 @@ type shared struct {
 type Devices struct {
 	*shared
 	cards []cardState
-	pods  cardledger.Records[*holding]
+	ledger
 }
 
 var (
@@ -87,6 +80,7 @@ func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
 	s := &shared{b: b, node: node, soft: soft, info: make([]cardInfo, len(cards)),
 		index: make(map[string]int, len(cards)), templates: b.chip.Templates(), network: b.network}
 	var mem int64
+	report := make([]cardledger.Card, len(cards))
 	for i, c := range cards {
 		ci := cardInfo{cardSpec: c, coresCap: fullCores, typeOK: typeMatches(c.typ, b)}
 		if !soft {
@@ -96,15 +90,19 @@ func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
 		s.index[c.id] = i
 		s.network = s.network && c.hasNetwork
 		mem += c.memMiB / b.factor
+		// Cores are percent in hami-core mode, AI cores in template mode.
+		report[i] = cardledger.Card{ID: c.id, Type: c.typ, Healthy: c.healthy, MemMiB: c.memMiB,
+			Cores: ci.coresCap, MaxPods: c.count}
 	}
-	s.advertised = v1.ResourceList{
+	// Advertised: the cards' memory in the memory resource's unit, and the
+	// core resource 100 per card.
+	advertised := v1.ResourceList{
 		b.resMemory: *resource.NewQuantity(mem, resource.DecimalSI),
 		b.resCore:   *resource.NewQuantity(int64(fullCores*len(cards)), resource.DecimalSI),
 	}
-	return &Devices{shared: s, cards: make([]cardState, len(cards)), pods: cardledger.NewRecords[*holding](cardledger.Spec{
-		Device: b.name, Node: node, Annotation: b.keys.Allocated,
-		Count: b.resCount, Memory: b.resMemory, Cores: b.resCore, Factor: b.factor,
-	})}
+	spec := cardledger.Spec{Device: b.name, Annotation: b.keys.Allocated, Count: b.resCount, Memory: b.resMemory,
+		Cores: b.resCore, Factor: b.factor, Asks: b.asks, Ignored: b.ignored}
+	return &Devices{shared: s, cards: make([]cardState, len(cards)), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 }
 
 // typeMatches reports whether a registered card type names this chip type:
@@ -158,6 +156,12 @@ func (d *Devices) apply(h *holding, sign int32) {
 	}
 }
 
+// Total sums the memory and cores the uses record (cores are 0 for
+// templates, which record memory only), for queue accounting.
+func (h *holding) Total() cardledger.Total {
+	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.mem, u.cores })
+}
+
 func applyUse(s *shared, c *cardState, u use, sign int32) {
 	if u.tmpl == tmplNone {
 		c.Take(u.mem, u.cores, sign)
@@ -178,50 +182,20 @@ func applyUse(s *shared, c *cardState, u use, sign int32) {
 // record and an error otherwise; a malformed record is an error naming the
 // annotation and leaves the state unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
-	_, err := d.pods.Account(pod, func(value string) (*holding, error) {
+	_, err := cardledger.Account(d.ledger, pod, func(value string) (*holding, error) {
 		uses, err := d.decode(value, len(pod.Spec.Containers))
-		return &holding{value: value, uses: uses}, err
+		return &holding{uses: uses}, err
 	}, d.apply)
 	return err
 }
 
 // SubResource removes what AddResource or Allocate accounted for the pod.
-func (d *Devices) SubResource(pod *v1.Pod) error {
-	d.pods.Drop(pod, d.apply)
-	return nil
-}
-
-// AddQueueResource reports what the pod holds here: cards, memory (in the
-// memory resource's unit) and cores.
-func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 { return d.pods.Queue(pod) }
-
-// HasDeviceRequest reports whether the pod asks for this chip type.
-func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
-
-// GetIgnoredDevices returns the memory and core resource names, accounted
-// per card here.
-func (d *Devices) GetIgnoredDevices() []string { return slices.Clone(d.b.ignored) }
-
-// Advertised returns the node totals of the memory resource (the cards'
-// memory in the resource's unit) and of the core resource (100 per card).
-// A container's request is at most one card's worth of each, so these
-// totals never reject a pod the cards could take. Shared; do not modify.
-func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
+func (d *Devices) SubResource(pod *v1.Pod) error { cardledger.Drop(d.ledger, pod, d.apply); return nil }
 
 // CardUsage returns every card's usage and the number of pods holding
 // cards of this type on the node. Cores are percent in hami-core mode and
 // AI cores in template mode.
-func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	return cardledger.Report(len(d.cards), d.cardUsage), d.pods.Len()
-}
-
-// cardUsage describes card i for CardUsage, with its cores in the node's
-// unit.
-func (d *Devices) cardUsage(i int) (cardledger.Card, cardledger.Usage) {
-	ci := &d.info[i]
-	return cardledger.Card{ID: ci.id, Type: ci.typ, Healthy: ci.healthy, MemMiB: ci.memMiB,
-		Cores: ci.coresCap, MaxPods: ci.count}, d.cards[i].Usage
-}
+func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsage(d.ledger, d.cards) }
 
 // GetStatus renders every card, "; "-separated, as
 // "i id type: used/total MiB, cores c/C, AI CPUs u/U, vNPUs n/N" plus
@@ -249,7 +223,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: d.pods.Clone()}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger)}
 }
 
 // logAllocation logs one decision at level 4.

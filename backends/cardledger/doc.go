@@ -1,7 +1,7 @@
 // Package cardledger is the per-card accounting the card-sharing backends
 // have in common: what each card holds (Usage), what each accounted pod
 // holds on a node (Pods, keyed by Key), and the rules for turning a pod's
-// allocation annotation into a holding and back (Records): account it once,
+// allocation annotation into a holding and back (Ledger): account it once,
 // refuse a different record for the same pod, give back exactly what was
 // taken, and sum it for queue accounting.
 //

@@ -24,39 +24,45 @@ type take struct {
 	cores int32
 }
 
-// testHolding records "card:mem:cores" per card, comma-separated.
+// testHolding is what a test record "card:mem:cores,..." holds.
 type testHolding struct {
-	value string
 	takes []take
 }
 
-func (h *testHolding) Record() string { return h.value }
 func (h *testHolding) Total() Total {
 	return Sum(h.takes, func(t *take) (int64, int32) { return t.mem, t.cores })
 }
 
-// node is a test backend's node: its cards and pods.
-type node struct {
+// testNode is a test backend's node: its cards and pods.
+type testNode struct {
 	cards []Usage
-	pods  Records[*testHolding]
+	pods  Ledger[*testHolding]
 }
 
-func newNode(cards int) *node {
-	return &node{cards: make([]Usage, cards), pods: NewRecords[*testHolding](Spec{
-		Device: "test", Node: "n1", Annotation: testAnnotation,
-		Count: "example.com/card", Memory: "example.com/card-memory", Cores: "example.com/card-cores", Factor: 1024,
-	})}
+var testSpec = Spec{
+	Device: "test", Annotation: testAnnotation,
+	Count: "example.com/card", Memory: "example.com/card-memory", Cores: "example.com/card-cores", Factor: 1024,
+	Asks:    func(pod *v1.Pod) bool { return pod.Labels["asks"] == "true" },
+	Ignored: []string{"example.com/card-memory", "example.com/card-cores"},
 }
 
-func (n *node) apply(h *testHolding, sign int32) {
+func newNode(cards int) *testNode {
+	desc := make([]Card, cards)
+	for i := range desc {
+		desc[i] = Card{ID: "card-" + strconv.Itoa(i), Healthy: true, MemMiB: 8192, Cores: 100, MaxPods: 4}
+	}
+	return &testNode{cards: make([]Usage, cards), pods: NewLedger[*testHolding](testSpec, "n1", desc, v1.ResourceList{})}
+}
+
+func (n *testNode) apply(h *testHolding, sign int32) {
 	for _, t := range h.takes {
 		n.cards[t.card].Take(t.mem, t.cores, sign)
 	}
 }
 
 // decode reads a test record; it refuses unknown cards.
-func (n *node) decode(value string) (*testHolding, error) {
-	h := &testHolding{value: value}
+func (n *testNode) decode(value string) (*testHolding, error) {
+	h := &testHolding{}
 	for _, e := range strings.Split(value, ",") {
 		f := strings.Split(e, ":")
 		if len(f) != 3 {
@@ -73,7 +79,7 @@ func (n *node) decode(value string) (*testHolding, error) {
 	return h, nil
 }
 
-func (n *node) add(pod *v1.Pod) (bool, error) { return n.pods.Account(pod, n.decode, n.apply) }
+func (n *testNode) add(pod *v1.Pod) (bool, error) { return Account(n.pods, pod, n.decode, n.apply) }
 
 func testPod(name, record string) *v1.Pod {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
@@ -146,11 +152,11 @@ func TestAccount(t *testing.T) {
 
 func TestCheckNew(t *testing.T) {
 	n := newNode(1)
-	if err := n.pods.CheckNew(testPod("a", "")); err != nil {
+	if err := CheckNew(n.pods, testPod("a", "")); err != nil {
 		t.Fatalf("CheckNew of a pod holding nothing: %v", err)
 	}
-	n.pods.Hold(testPod("a", ""), &testHolding{value: "0:1:1", takes: []take{{0, 1, 1}}}, n.apply)
-	checkErr(t, n.pods.CheckNew(testPod("a", "")), []string{"allocate test", "ns/a", "n1", `already holds "0:1:1"`})
+	Hold(n.pods, testPod("a", ""), "0:1:1", &testHolding{takes: []take{{0, 1, 1}}}, n.apply)
+	checkErr(t, CheckNew(n.pods, testPod("a", "")), []string{"allocate test", "ns/a", "n1", `already holds "0:1:1"`})
 }
 
 func TestRelease(t *testing.T) {
@@ -182,7 +188,7 @@ func TestRelease(t *testing.T) {
 					t.Fatalf("Account: %v", err)
 				}
 			}
-			released, err := n.pods.Release(testPod("a", ""), tc.r, n.apply)
+			released, err := Release(n.pods, testPod("a", ""), tc.r, n.apply)
 			checkErr(t, err, tc.wantErr)
 			if released != tc.wantReleased {
 				t.Errorf("released = %v, want %v", released, tc.wantReleased)
@@ -207,34 +213,64 @@ func TestAccountDropInverse(t *testing.T) {
 		}
 		pods = append(pods, pod)
 	}
-	copied := n.pods.Clone()
+	copied := Clone(n.pods)
 	for _, i := range []int{2, 0, 3, 1} {
-		if _, found := n.pods.Drop(pods[i], n.apply); !found {
+		if _, found := n.pods.pods.Drop(pods[i], applied(n.apply)); !found {
 			t.Fatalf("Drop(%s): not found", pods[i].Name)
 		}
 	}
 	if diff := cmp.Diff(make([]Usage, 3), n.cards); diff != "" {
 		t.Errorf("cards after dropping every pod (-want +got):\n%s", diff)
 	}
-	if n.pods.Len() != 0 || copied.Len() != len(records) {
-		t.Errorf("Len = %d, clone's %d; want 0 and %d (a clone is independent)", n.pods.Len(), copied.Len(), len(records))
+	if n.pods.pods.Len() != 0 || copied.pods.Len() != len(records) {
+		t.Errorf("Len = %d, clone's %d; want 0 and %d (a clone is independent)", n.pods.pods.Len(), copied.pods.Len(), len(records))
 	}
-	if _, found := n.pods.Drop(pods[0], n.apply); found {
+	if _, found := n.pods.pods.Drop(pods[0], applied(n.apply)); found {
 		t.Errorf("Drop of a dropped pod found a holding")
 	}
 }
 
-func TestQueue(t *testing.T) {
+func TestAddQueueResource(t *testing.T) {
 	n := newNode(2)
-	if got := n.pods.Queue(testPod("a", "")); got != nil {
-		t.Errorf("Queue of a pod holding nothing = %v, want nil", got)
+	if got := n.pods.AddQueueResource(testPod("a", "")); got != nil {
+		t.Errorf("AddQueueResource of a pod holding nothing = %v, want nil", got)
 	}
 	if _, err := n.add(testPod("a", "0:3000:30,1:2000:20")); err != nil {
 		t.Fatalf("Account: %v", err)
 	}
 	want := map[string]float64{"example.com/card": 2, "example.com/card-memory": 4, "example.com/card-cores": 50}
-	if diff := cmp.Diff(want, n.pods.Queue(testPod("a", ""))); diff != "" {
-		t.Errorf("Queue (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, n.pods.AddQueueResource(testPod("a", ""))); diff != "" {
+		t.Errorf("AddQueueResource (-want +got):\n%s", diff)
+	}
+}
+
+func TestCardUsage(t *testing.T) {
+	n := newNode(2)
+	if _, err := n.add(testPod("a", "1:1024:30")); err != nil {
+		t.Fatalf("Account: %v", err)
+	}
+	cards, pods := CardUsage(n.pods, n.cards)
+	want := []api.CardUsage{
+		{ID: "card-0", Index: 0, Healthy: true, MemoryTotalMiB: 8192, CoresTotal: 100, MaxPods: 4},
+		{ID: "card-1", Index: 1, Healthy: true, MemoryUsedMiB: 1024, MemoryTotalMiB: 8192, CoresUsed: 30, CoresTotal: 100,
+			Pods: 1, MaxPods: 4},
+	}
+	if diff := cmp.Diff(want, cards); diff != "" || pods != 1 {
+		t.Errorf("CardUsage: %d pods, want 1; cards (-want +got):\n%s", pods, diff)
+	}
+}
+
+func TestSpecMethods(t *testing.T) {
+	n := newNode(1)
+	asking := testPod("a", "")
+	asking.Labels = map[string]string{"asks": "true"}
+	if !n.pods.HasDeviceRequest(asking) || n.pods.HasDeviceRequest(testPod("b", "")) {
+		t.Errorf("HasDeviceRequest does not follow Spec.Asks")
+	}
+	ignored := n.pods.GetIgnoredDevices()
+	ignored[0] = "changed"
+	if diff := cmp.Diff(testSpec.Ignored, n.pods.GetIgnoredDevices()); diff != "" {
+		t.Errorf("GetIgnoredDevices is not a copy of Spec.Ignored (-want +got):\n%s", diff)
 	}
 }
 

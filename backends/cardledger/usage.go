@@ -51,3 +51,7 @@ func Report(n int, card func(i int) (Card, Usage)) []api.CardUsage {
 	}
 	return out
 }
+
+// Used returns u. Card states embed Usage, so Used lets CardUsage read it
+// from any of them.
+func (u Usage) Used() Usage { return u }

@@ -58,31 +58,25 @@ type use struct {
 	migPos      int16
 }
 
-// holding is what one accounted pod holds. It is never modified after
-// creation, so copies of Devices share it.
+// holding is what one accounted pod holds; the ledger keeps its
+// volcano.sh/vgpu-ids-new value. It is never modified after creation, so
+// copies of Devices share it.
 type holding struct {
-	value string
-	gang  string
-	uses  []use
-}
-
-// Record returns the volcano.sh/vgpu-ids-new value of the holding.
-func (h *holding) Record() string { return h.value }
-
-// Total sums the memory recorded (not the MIG instances taken) and the
-// cores asked for.
-func (h *holding) Total() cardledger.Total {
-	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.recMem, u.cores })
+	gang string
+	uses []use
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
 type shared struct {
-	b          *Backend
-	node       string
-	info       []cardInfo
-	links      []int32
-	advertised v1.ResourceList
+	b     *Backend
+	node  string
+	info  []cardInfo
+	links []int32
 }
+
+// ledger is a node's per-pod accounting. Embedded in Devices, it supplies
+// AddQueueResource, HasDeviceRequest, GetIgnoredDevices and Advertised.
+type ledger = cardledger.Ledger[*holding]
 
 // Devices is the vGPU state of one node: its cards and the pods holding
 // them. FilterNode, ScoreNode, GetStatus, CardUsage and Advertised only
@@ -90,7 +84,7 @@ type shared struct {
 type Devices struct {
 	*shared
 	cards []cardState
-	pods  cardledger.Records[*holding]
+	ledger
 	// host is the node's free CPU for the fragment policy (SetHostIdle).
 	host hostIdle
 	// gen counts changes to cards; memo holds FilterNode's latest results
@@ -180,6 +174,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links}
 	n := len(inv.cards)
 	var memUnits int64
+	report := make([]cardledger.Card, n)
 	for i, c := range inv.cards {
 		ci := cardInfo{uuid: c.uuid, typ: c.typ, typUpper: strings.ToUpper(c.typ), mode: c.mode, count: c.count,
 			coresTotal: c.coresTotal, numa: c.numa, healthy: c.healthy, memMiB: c.memMiB}
@@ -196,16 +191,20 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		}
 		memUnits += c.memMiB / b.factor
 		s.info[i] = ci
+		report[i] = cardledger.Card{ID: c.uuid, Type: c.typ, Healthy: c.healthy, MemMiB: c.memMiB,
+			Cores: c.coresTotal, MaxPods: c.count}
 	}
-	s.advertised = v1.ResourceList{
+	// Advertised: memory in its resource's unit (MiB / gpuMemoryFactor per
+	// card), memory-percentage and cores 100 per card. Per container
+	// Kubernetes counts one card's worth of each.
+	advertised := v1.ResourceList{
 		b.resMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
 		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
 		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
 	}
-	d := &Devices{shared: s, cards: make([]cardState, n), pods: cardledger.NewRecords[*holding](cardledger.Spec{
-		Device: Name, Node: node, Annotation: AnnotationIDs,
-		Count: b.resCount, Memory: b.resMemory, Cores: b.resCores, Factor: b.factor,
-	})}
+	spec := cardledger.Spec{Device: Name, Annotation: AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
+		Cores: b.resCores, Factor: b.factor, Asks: b.asks, Ignored: b.ignored}
+	d := &Devices{shared: s, cards: make([]cardState, n), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
 	}
@@ -233,6 +232,12 @@ func (d *Devices) apply(h *holding, sign int32) {
 			c.gangs = addGang(c.gangs, h.gang, sign)
 		}
 	}
+}
+
+// Total sums the memory recorded (not the MIG instances taken) and the
+// cores asked for, for queue accounting.
+func (h *holding) Total() cardledger.Total {
+	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.recMem, u.cores })
 }
 
 // addGang returns a new sorted slice with key's count changed by delta.
@@ -266,12 +271,12 @@ func (c *cardState) hasGang(key string) bool {
 // (unknown card, bad numbers, a MIG position taken) is an error naming the
 // annotation and the value; the state is then unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
-	added, err := d.pods.Account(pod, func(value string) (*holding, error) {
+	added, err := cardledger.Account(d.ledger, pod, func(value string) (*holding, error) {
 		uses, err := d.decodeUses(value, len(pod.Spec.Containers))
 		if err == nil {
 			err = d.checkMIG(uses)
 		}
-		return &holding{value: value, gang: podGang(pod), uses: uses}, err
+		return &holding{gang: podGang(pod), uses: uses}, err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
 		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[AnnotationIDs])
@@ -281,43 +286,11 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 
 // SubResource removes what AddResource (or Allocate) accounted for the pod,
 // as recorded then. A pod that is not accounted is a no-op.
-func (d *Devices) SubResource(pod *v1.Pod) error {
-	d.pods.Drop(pod, d.apply)
-	return nil
-}
-
-// AddQueueResource reports what the pod holds here in the resources pods
-// request: cards, memory (in the memory resource's unit) and cores. Nil when
-// the pod holds nothing here.
-func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 { return d.pods.Queue(pod) }
-
-// HasDeviceRequest reports whether the pod asks for vGPUs.
-func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
-
-// GetIgnoredDevices returns the memory, memory-percentage and cores
-// resource names: they are accounted per card here, not by Volcano's
-// node-level resource fit.
-func (d *Devices) GetIgnoredDevices() []string { return slices.Clone(d.b.ignored) }
-
-// Advertised returns the node totals of the memory (in its resource unit,
-// MiB / gpuMemoryFactor per card), memory-percentage (100 per card) and
-// cores (100 per card) resources. Per container Kubernetes counts one card's
-// worth of each, so these totals never reject a pod whose cards fit. The
-// list is shared; callers must not modify it.
-func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
+func (d *Devices) SubResource(pod *v1.Pod) error { cardledger.Drop(d.ledger, pod, d.apply); return nil }
 
 // CardUsage returns every card's usage and the number of pods holding
 // cards on the node.
-func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	return cardledger.Report(len(d.cards), d.cardUsage), d.pods.Len()
-}
-
-// cardUsage describes card i for CardUsage.
-func (d *Devices) cardUsage(i int) (cardledger.Card, cardledger.Usage) {
-	ci := &d.info[i]
-	return cardledger.Card{ID: ci.uuid, Type: ci.typ, Healthy: ci.healthy, MemMiB: ci.memMiB,
-		Cores: ci.coresTotal, MaxPods: ci.count}, d.cards[i].Usage
-}
+func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsage(d.ledger, d.cards) }
 
 // GetStatus renders every card, "; "-separated, as
 // "i UUID type mode numa N: used/total MiB, cores c/C, pods p/P" with
@@ -354,7 +327,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: d.pods.Clone(), gen: d.gen}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger), gen: d.gen}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
