@@ -3,11 +3,11 @@ package ascend
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/vnpu"
 )
@@ -80,7 +80,7 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		return rUnhealthy, cand
 	case !ci.typeOK:
 		return rType, cand
-	case req.useUUID != "" && !listHas(req.useUUID, ci.id), req.noUseUUID != "" && listHas(req.noUseUUID, ci.id):
+	case cardfit.Excluded(req.useUUID, req.noUseUUID, ci.id):
 		return rUUID, cand
 	case req.soft && !d.soft:
 		return rMode, cand
@@ -252,15 +252,7 @@ func (d *Devices) score(req *podRequest, picks []candidate, policy string) float
 	if len(picks) == 0 {
 		return 0
 	}
-	var sum float64
-	for i := range picks {
-		if policy == api.PolicySpread {
-			sum += 1 - picks[i].before
-		} else {
-			sum += picks[i].after
-		}
-	}
-	s := api.MaxScore * sum / float64(len(picks))
+	s := cardfit.NodeScore(policy, len(picks), func(i int) (float64, float64) { return picks[i].before, picks[i].after })
 	if d.network {
 		s = s*(api.MaxScore-networkWeight)/api.MaxScore + networkWeight*d.groupShare(req, picks)
 	}
@@ -347,17 +339,4 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 		return 0
 	}
 	return d.score(&req, picks, policy)
-}
-
-// listHas reports whether the comma-separated list holds item exactly
-// (spaces around entries ignored).
-func listHas(list, item string) bool {
-	for list != "" {
-		var e string
-		e, list, _ = strings.Cut(list, ",")
-		if strings.TrimSpace(e) == item {
-			return true
-		}
-	}
-	return false
 }

@@ -84,7 +84,6 @@ type ledger = cardledger.Ledger[*holding]
 type Devices struct {
 	*shared
 	cards []cardState
-	ledger
 	// host is the node's free CPU for the fragment policy (SetHostIdle).
 	host hostIdle
 	// gen counts changes to cards; memo holds FilterNode's latest results
@@ -93,6 +92,7 @@ type Devices struct {
 	memo filterMemos
 	// fragMemo is fragNow's last measure of the cards.
 	fragMemo atomic.Pointer[fragNode]
+	ledger
 }
 
 // memoSlots is how many request shapes a node remembers: a session

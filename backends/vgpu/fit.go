@@ -1,6 +1,9 @@
 package vgpu
 
-import "github.com/vgpushare/vshare/deviceshare/api"
+import (
+	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
 
 // reason is why a card does not fit a container; fits is 0.
 type reason uint8
@@ -80,11 +83,9 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		return rUnhealthy, cand
 	case req.mode != "" && req.mode != ci.mode:
 		return rMode, cand
-	case req.useType != "" && !listMatchesType(req.useType, ci.typUpper),
-		req.noUseType != "" && listMatchesType(req.noUseType, ci.typUpper):
+	case cardfit.TypeExcluded(req.useType, req.noUseType, ci.typUpper):
 		return rType, cand
-	case req.useUUID != "" && !listHas(req.useUUID, ci.uuid),
-		req.noUseUUID != "" && listHas(req.noUseUUID, ci.uuid):
+	case cardfit.Excluded(req.useUUID, req.noUseUUID, ci.uuid):
 		return rUUID, cand
 	}
 	mem := cr.memOn(ci.memMiB)

@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -112,8 +113,7 @@ type fragNode struct {
 // without computing what check reports besides.
 func (d *Devices) classFits(cl *fragClass, i int, c *cardState) bool {
 	ci := &d.info[i]
-	if cl.useType != "" && !listMatchesType(cl.useType, ci.typUpper) ||
-		cl.noUseType != "" && listMatchesType(cl.noUseType, ci.typUpper) {
+	if cardfit.TypeExcluded(cl.useType, cl.noUseType, ci.typUpper) {
 		return false
 	}
 	cr := ctrRequest{nums: cl.nums, memMiB: cl.memMiB, pct: cl.pct, cores: cl.cores}
