@@ -139,13 +139,7 @@ func TestAccount(t *testing.T) {
 				}
 			}
 			added, err := n.add(tc.pod)
-			checkErr(t, err, tc.wantErr)
-			if added != tc.wantAdded {
-				t.Errorf("added = %v, want %v", added, tc.wantAdded)
-			}
-			if diff := cmp.Diff(tc.want, n.cards); diff != "" {
-				t.Errorf("cards (-want +got):\n%s", diff)
-			}
+			n.check(t, "added", added, tc.wantAdded, err, tc.wantErr, tc.want)
 		})
 	}
 }
@@ -189,13 +183,7 @@ func TestRelease(t *testing.T) {
 				}
 			}
 			released, err := Release(n.pods, testPod("a", ""), tc.r, n.apply)
-			checkErr(t, err, tc.wantErr)
-			if released != tc.wantReleased {
-				t.Errorf("released = %v, want %v", released, tc.wantReleased)
-			}
-			if diff := cmp.Diff(tc.want, n.cards); diff != "" {
-				t.Errorf("cards (-want +got):\n%s", diff)
-			}
+			n.check(t, "released", released, tc.wantReleased, err, tc.wantErr, tc.want)
 		})
 	}
 }
@@ -285,6 +273,19 @@ func TestReport(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Report (-want +got):\n%s", diff)
+	}
+}
+
+// check checks one call's outcome: its error (see checkErr), its boolean
+// result (named name) and the cards after it.
+func (n *testNode) check(t *testing.T, name string, got, want bool, err error, wantErr []string, cards []Usage) {
+	t.Helper()
+	checkErr(t, err, wantErr)
+	if got != want {
+		t.Errorf("%s = %v, want %v", name, got, want)
+	}
+	if diff := cmp.Diff(cards, n.cards); diff != "" {
+		t.Errorf("cards (-want +got):\n%s", diff)
 	}
 }
 
