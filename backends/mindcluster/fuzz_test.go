@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 )
 
 // fuzzKeys are the names a registration error must mention one of.
@@ -229,14 +229,8 @@ func FuzzAddResource(f *testing.F) {
 		if real != "" {
 			pod.Annotations[AnnotationAscendReal] = real
 		}
-		before, beforeUsage := d.GetStatus(), usageOf(d)
-		if err := d.AddResource(pod); err != nil {
-			if !strings.Contains(err.Error(), AnnotationNPUCore) {
-				t.Errorf("AddResource error %q does not name %s", err, AnnotationNPUCore)
-			}
-			if after := d.GetStatus(); after != before {
-				t.Errorf("a refused value changed the state:\n%s\n%s", before, after)
-			}
+		acc := testkit.Account(t, d, pod, AnnotationNPUCore)
+		if acc == nil {
 			return
 		}
 		if h, held := d.pods[pod.UID]; held {
@@ -247,19 +241,6 @@ func FuzzAddResource(f *testing.F) {
 				t.Errorf("AddResource(%q): %d chips on a node of %d, vNPU group %d", value, len(d.chips), d.inv.totalChips, h.vgroup)
 			}
 		}
-		if err := d.AddResource(pod); err != nil {
-			t.Fatalf("AddResource of the same pod again: %v", err)
-		}
-		if err := d.SubResource(pod); err != nil {
-			t.Fatalf("SubResource: %v", err)
-		}
-		if diff := cmp.Diff(beforeUsage, usageOf(d)); diff != "" || d.GetStatus() != before {
-			t.Errorf("AddResource then SubResource of %q is not the identity (-before +after):\n%s\n%s\n%s", value, diff, before, d.GetStatus())
-		}
+		acc.CheckRoundTrip(t)
 	})
-}
-
-func usageOf(d *Devices) []api.CardUsage {
-	u, _ := d.CardUsage()
-	return u
 }
