@@ -9,6 +9,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
 )
 
@@ -41,7 +42,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	if req == nil || req.invalid != nil || req.unserved != "" {
 		return
 	}
-	pipelined := task.Status == vcapi.Pipelined
+	pipelined := volcano.Pipelined(task)
 	if s.preempting != nil && s.preempting.task == task.UID {
 		s.preempting = nil
 	}
@@ -60,8 +61,8 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			return
 		}
 		if s.args.SchedulePolicy == api.PolicyFragment && p.ssn != nil {
-			if node := p.ssn.Nodes[task.NodeName]; node != nil {
-				tellHost(d.write(), node.Idle, task.Resreq)
+			if idle := volcano.NodeIdle(p.ssn, task.NodeName); idle != nil {
+				tellHost(d.write(), idle, task.Resreq)
 			}
 		}
 		r, err := allocateOn(d, task.Pod, s.args.SchedulePolicy, pipelined)

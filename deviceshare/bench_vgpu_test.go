@@ -25,6 +25,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
 
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
@@ -223,7 +224,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int) {
 // scales where the throttled round trips would take hours. It returns the
 // function that puts the previous client back.
 func unthrottleBuiltin() func() {
-	saved := builtinVGPUClient
+	saved := volcano.BuiltinVGPUClient()
 	c := fake.NewSimpleClientset()
 	c.PrependReactor("patch", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if action.GetResource().Resource == "nodes" {
@@ -231,8 +232,8 @@ func unthrottleBuiltin() func() {
 		}
 		return true, &v1.Pod{}, nil
 	})
-	builtinVGPUClient = c
-	return func() { builtinVGPUClient = saved }
+	volcano.SetBuiltinVGPUClient(c)
+	return func() { volcano.SetBuiltinVGPUClient(saved) }
 }
 
 // samplePeakHeap samples the heap in use every 5 ms until the returned

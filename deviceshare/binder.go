@@ -13,10 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
-	"volcano.sh/volcano/pkg/scheduler/cache"
-	vcmetrics "volcano.sh/volcano/pkg/scheduler/metrics"
 
 	"github.com/vgpushare/vshare/backends/nodelock"
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
 // bindTimeout bounds one pod's lock-and-bind round trips.
@@ -37,6 +36,8 @@ const sweepEvery = time.Minute
 // bind fails; and it refuses the bind of a pod whose device allocation
 // failed in the session, so such a pod is retried instead of starting
 // without its cards.
+//
+// It is Volcano's cache.Binder (Register checks it at compile time).
 //
 // Locking: mu guards notes; Bind runs on the cache's bind goroutine while
 // sessions add notes.
@@ -63,8 +64,6 @@ type bindNote struct {
 	ordered []orderedKey
 	refused error
 }
-
-var _ cache.Binder = (*Binder)(nil)
 
 // nodeLocks are the node locks a bind takes first, and how long a lock
 // found on the node holds (deviceshare.NodeLockExpiry).
@@ -166,7 +165,7 @@ func (b *Binder) Bind(client kubernetes.Interface, tasks []*vcapi.TaskInfo) map[
 				mu.Unlock()
 				continue
 			}
-			vcmetrics.UpdateTaskScheduleDuration(vcmetrics.Duration(task.Pod.CreationTimestamp.Time))
+			volcano.ObserveBound(task)
 		}
 	}
 	if len(order) == 1 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
 // plugin is one session's plugin value. It is created by Volcano every
@@ -143,13 +144,11 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 		s.releaseTerminating(sn, ni)
 		s.nodes[name] = sn
 	}
-	for _, job := range ssn.Jobs {
-		for _, task := range job.TaskStatusIndex[vcapi.Pending] {
-			if r := s.computeRequest(task.Pod); r != nil {
-				s.requests[task.UID] = r
-			}
+	volcano.EachTask(ssn, vcapi.Pending, func(_ *vcapi.JobInfo, task *vcapi.TaskInfo) {
+		if r := s.computeRequest(task.Pod); r != nil {
+			s.requests[task.UID] = r
 		}
-	}
+	})
 	return s
 }
 
@@ -158,11 +157,8 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 // which is what now() reports, but their cards are the node's future
 // capacity, as Volcano counts their CPU and memory in FutureIdle.
 func (s *sessionState) releaseTerminating(sn *sessionNode, ni *vcapi.NodeInfo) {
-	for _, task := range ni.Tasks {
-		if task.Status != vcapi.Releasing || task.Pod == nil {
-			continue
-		}
-		pod := s.effectivePod(task.Pod)
+	volcano.EachReleasing(ni, func(pod *v1.Pod) {
+		pod = s.effectivePod(pod)
 		for i, b := range s.backends {
 			d := sn.devices[i]
 			if d == nil || d.invErr != nil || !b.HasDeviceRequest(pod) || d.read().AddQueueResource(pod) == nil {
@@ -173,7 +169,7 @@ func (s *sessionState) releaseTerminating(sn *sessionNode, ni *vcapi.NodeInfo) {
 					"pod", klog.KObj(pod), "node", ni.Name)
 			}
 		}
-	}
+	})
 }
 
 func lockedByAnnotation(node *v1.Node, backends []api.Backend, now time.Time, ttl time.Duration) bool {

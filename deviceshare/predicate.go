@@ -6,10 +6,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
-	"volcano.sh/volcano/pkg/scheduler/conf"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/deviceshare/volcano"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Failure reasons the plugin itself reports (backends add per-card ones).
@@ -71,7 +75,7 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 		}
 		st := d.read().FilterNode(pod, s.args.SchedulePolicy)
 		if st.IsSuccess() {
-			if len(d.releasing) > 0 && willBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
+			if len(d.releasing) > 0 && volcano.WillBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
 				statuses = append(statuses, status(api.Unschedulable, ReasonTerminating))
 				p.st.metrics.filterFailed(name, ReasonTerminating)
 			}
@@ -90,7 +94,10 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 			statuses = append(statuses, status(st.Code, name+" devices do not fit"))
 		}
 	}
-	if resolvable && !unresolvable && evictionMatters() {
+	// Only actions that evict (preempt, reclaim) read whether a failure is
+	// resolvable: without them the eviction-feasibility check, which costs
+	// a copy of the node's devices per failing node, is skipped.
+	if resolvable && !unresolvable && volcano.EvictingActionsEnabled() {
 		if pl := s.newPlanner(pod, req, sn); pl != nil && !p.evictionCouldHelp(task, node, pl) {
 			for _, st := range statuses {
 				st.Code = api.UnschedulableAndUnresolvable
@@ -115,35 +122,15 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 // PodGroup's Unschedulable condition would then not say what is wrong; the
 // predicates replace it with the per-node errors when they run.
 func (p *plugin) explainInvalidRequests(ssn *framework.Session) {
-	for _, job := range ssn.Jobs {
-		for _, task := range job.TaskStatusIndex[vcapi.Pending] {
-			req := p.sess.requests[task.UID]
-			var reason string
-			switch {
-			case req == nil:
-				continue
-			case req.unserved != "":
-				reason = ReasonUnservedPrefix + req.unserved
-			case req.invalid != nil:
-				reason = ReasonInvalidRequest + req.invalid.Error()
-			default:
-				continue
-			}
-			if job.NodesFitErrors == nil {
-				job.NodesFitErrors = make(map[vcapi.TaskID]*vcapi.FitErrors)
-			}
-			fe := vcapi.NewFitErrors()
-			fe.SetError(reason)
-			job.NodesFitErrors[task.UID] = fe
+	volcano.EachTask(ssn, vcapi.Pending, func(job *vcapi.JobInfo, task *vcapi.TaskInfo) {
+		switch req := p.sess.requests[task.UID]; {
+		case req == nil:
+		case req.unserved != "":
+			volcano.SetFitError(job, task, ReasonUnservedPrefix+req.unserved)
+		case req.invalid != nil:
+			volcano.SetFitError(job, task, ReasonInvalidRequest+req.invalid.Error())
 		}
-	}
-}
-
-// willBind reports whether Volcano's allocate action would bind the task
-// on the node now (its request fits the node's idle resources) rather than
-// pipeline it onto resources terminating pods will free.
-func willBind(task *vcapi.TaskInfo, node *vcapi.NodeInfo) bool {
-	return task.InitResreq != nil && node.Idle != nil && task.InitResreq.LessEqual(node.Idle, vcapi.Zero)
+	})
 }
 
 func fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, code int, reason string) error {
@@ -200,20 +187,10 @@ func knownDeviceResource(pod *v1.Pod) v1.ResourceName {
 // number, HAMi vGPU, and Ascend chips (huawei.com/Ascend*, npu-core).
 func isKnownDeviceResource(name v1.ResourceName) bool {
 	switch name {
-	case "volcano.sh/gpu-memory", "volcano.sh/gpu-number",
-		"volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores",
-		"huawei.com/npu-core":
+	case gpushareproto.ResourceGPUMemory, gpushareproto.ResourceGPUNumber,
+		vgpuproto.ResourceNumber, vgpuproto.ResourceMemory, vgpuproto.ResourceMemoryPercentage, vgpuproto.ResourceCores,
+		mindclusterproto.ResourceNPUCore:
 		return true
 	}
-	return strings.HasPrefix(string(name), "huawei.com/Ascend")
-}
-
-// evictionMatters reports whether an action that evicts (preempt, reclaim)
-// runs: only they read whether a failure is resolvable, so without them the
-// eviction-feasibility check is skipped (it costs a copy of the node's
-// devices per failing node). Unknown (no configuration loaded, as in some
-// tests) counts as yes.
-func evictionMatters() bool {
-	m := conf.EnabledActionMap
-	return m == nil || m["preempt"] || m["reclaim"]
+	return strings.HasPrefix(string(name), ascendproto.ResourceDomain+"Ascend")
 }

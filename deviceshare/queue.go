@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/podres"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
 // Queue capability on device resources.
@@ -370,23 +371,9 @@ func (p *plugin) recordQueueReason(job *vcapi.JobInfo, task *vcapi.TaskInfo, msg
 func (p *plugin) reportQueueUsage(ssn *framework.Session) {
 	s := p.sess
 	all := allBackends(len(s.backends))
-	for _, job := range ssn.Jobs {
-		for _, task := range job.TaskStatusIndex[vcapi.Running] {
-			sn := s.nodes[task.NodeName]
-			if sn == nil || task.Pod == nil || task.Resreq == nil {
-				continue
-			}
-			held := s.held(sn, all, s.effectivePod(task.Pod))
-			if len(held) == 0 {
-				continue
-			}
-			if task.Resreq.ScalarResources == nil {
-				task.Resreq.ScalarResources = make(map[v1.ResourceName]float64, len(held))
-			}
-			for k, v := range held {
-				// Volcano keeps scalar resources in milli-units.
-				task.Resreq.ScalarResources[v1.ResourceName(k)] = v * 1000
-			}
+	volcano.EachTask(ssn, vcapi.Running, func(_ *vcapi.JobInfo, task *vcapi.TaskInfo) {
+		if sn := s.nodes[task.NodeName]; sn != nil && task.Pod != nil && task.Resreq != nil {
+			volcano.ReportHeld(task, s.held(sn, all, s.effectivePod(task.Pod)))
 		}
-	}
+	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
 )
 
@@ -131,8 +132,8 @@ func (st *State) Builder() framework.PluginBuilder {
 	}
 }
 
-// Binder returns the pod binder that takes node locks at bind time; register
-// it with cache.RegisterBindMethod.
+// Binder returns the pod binder that takes node locks at bind time; Register
+// makes it the scheduler cache's binder.
 func (st *State) Binder() cache.Binder { return st.binder }
 
 // Close stops the State's background work (node resource advertising,
@@ -222,13 +223,12 @@ func (st *State) Ledger() *Ledger { return st.ledger }
 // Register creates the process's State and registers the plugin under
 // PluginName, replacing Volcano's built-in plugin, and the binder that takes
 // node locks. It also silences the node PATCHes of Volcano's built-in vGPU
-// device code (see silenceBuiltinVGPU). Call it once, after
+// device code (see volcano.SilenceBuiltinVGPU). Call it once, after
 // volcano.sh/volcano/pkg/scheduler/plugins has been initialised.
 func Register() *State {
 	st := NewState(Options{Registerer: prometheus.DefaultRegisterer})
-	silenceBuiltinVGPU()
-	framework.RegisterPluginBuilder(PluginName, st.Builder())
-	cache.RegisterBindMethod(st.Binder())
+	volcano.SilenceBuiltinVGPU()
+	volcano.Register(PluginName, st.Builder(), st.Binder())
 	return st
 }
 

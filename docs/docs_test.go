@@ -95,11 +95,11 @@ func TestConfigurationCoversCode(t *testing.T) {
 		missing(t, page, text, want)
 	})
 	t.Run("environment variables", func(t *testing.T) {
-		want := constants(t, "Env", "vgpu-device-plugin")
-		for _, v := range getenvCalls(t, "../vgpu-device-plugin", `Getenv\("([A-Z][A-Z0-9_]+)"\)`, ".go") {
-			want[v] = "os.Getenv in vgpu-device-plugin"
+		want := constants(t, "Env", "vgpu-device-plugin", "nodeagent")
+		for _, v := range getenvCalls(t, []string{"../vgpu-device-plugin", "../nodeagent"}, `Getenv\("([A-Z][A-Z0-9_]+)"\)`, ".go") {
+			want[v] = "os.Getenv in the node agent"
 		}
-		for _, v := range getenvCalls(t, "../libvgpu/src", `"((?:CUDA|LIBCUDA|LIBVGPU|GPU_CORE|NVIDIA)_[A-Z0-9_]+)"`, ".c", ".h") {
+		for _, v := range getenvCalls(t, []string{"../libvgpu/src"}, `"((?:CUDA|LIBCUDA|LIBVGPU|GPU_CORE|NVIDIA)_[A-Z0-9_]+)"`, ".c", ".h") {
 			want[v] = "libvgpu"
 		}
 		missing(t, page, text, want)
@@ -107,11 +107,28 @@ func TestConfigurationCoversCode(t *testing.T) {
 }
 
 // getenvCalls returns the first submatch of re in every non-test file
-// under dir with one of the extensions.
-func getenvCalls(t *testing.T, dir, re string, exts ...string) []string {
+// under dirs with one of the extensions.
+func getenvCalls(t *testing.T, dirs []string, re string, exts ...string) []string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	var out []string
+	for _, dir := range dirs {
+		walkFiles(t, dir, exts, func(data []byte) {
+			for _, m := range rx.FindAllStringSubmatch(string(data), -1) {
+				out = append(out, m[1])
+			}
+		})
+	}
+	if len(out) == 0 {
+		t.Fatalf("no environment variables found under %s", strings.Join(dirs, ", "))
+	}
+	return out
+}
+
+// walkFiles calls read with every non-test file under dir with one of the
+// extensions.
+func walkFiles(t *testing.T, dir string, exts []string, read func([]byte)) {
+	t.Helper()
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(path, "_test.go") {
 			return err
@@ -122,9 +139,7 @@ func getenvCalls(t *testing.T, dir, re string, exts ...string) []string {
 				if err != nil {
 					return err
 				}
-				for _, m := range rx.FindAllStringSubmatch(string(data), -1) {
-					out = append(out, m[1])
-				}
+				read(data)
 			}
 		}
 		return nil
@@ -132,10 +147,6 @@ func getenvCalls(t *testing.T, dir, re string, exts ...string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) == 0 {
-		t.Fatalf("no environment variables found under %s", dir)
-	}
-	return out
 }
 
 // TestTroubleshootingCoversReasons: every failure reason the scheduler can

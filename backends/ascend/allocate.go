@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
@@ -26,10 +27,8 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	if len(req.ctrs) == 0 {
 		return nil, nil
 	}
-	pk := podKey(pod)
-	if old, found := d.pods[pk]; found {
-		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: the pod already holds %q",
-			d.b.name, pod.Namespace, pod.Name, d.node, old.value)
+	if err := cardledger.CheckNew(d.ledger, pod); err != nil {
+		return nil, err
 	}
 	picks, work, failed := d.choose(&req, policy)
 	if failed >= 0 {
@@ -40,14 +39,13 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	for i, p := range picks {
 		h.uses[i] = p.use
 	}
-	h.value = d.encode(h.uses, req.containers)
-	d.apply(h, 1)
-	d.pods[pk] = h
+	value := d.encode(h.uses, req.containers)
+	cardledger.Hold(d.ledger, pod, value, h, d.apply)
 	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
-	d.logAllocation(pod, "Allocated Ascend vNPUs", h.value)
+	d.logAllocation(pod, "Allocated Ascend vNPUs", value)
 	return &api.Reservation{Annotations: map[string]string{
-		d.b.keys.ToAllocate:                h.value,
-		d.b.keys.Allocated:                 h.value,
+		d.b.keys.ToAllocate:                value,
+		d.b.keys.Allocated:                 value,
 		d.b.keys.RuntimeInfo:               d.runtimeValue(h.uses),
 		ascendproto.AnnotationAssignedNode: d.node,
 		ascendproto.AnnotationAssignedTime: now,
@@ -62,26 +60,9 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 // from what the pod holds, or a pod holding nothing here, is an error and
 // the state is unchanged.
 func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
-	if r == nil {
-		return nil
+	released, err := cardledger.Release(d.ledger, pod, r, d.apply)
+	if released {
+		d.logAllocation(pod, "Released Ascend vNPUs", r.Annotations[d.b.keys.Allocated])
 	}
-	key := d.b.keys.Allocated
-	value, found := r.Annotations[key]
-	if !found {
-		return nil
-	}
-	pk := podKey(pod)
-	h, held := d.pods[pk]
-	switch {
-	case !held:
-		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds no cards on node %s",
-			d.b.name, pod.Namespace, pod.Name, key, value, d.node)
-	case h.value != value:
-		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds %q on node %s",
-			d.b.name, pod.Namespace, pod.Name, key, value, h.value, d.node)
-	}
-	d.apply(h, -1)
-	delete(d.pods, pk)
-	d.logAllocation(pod, "Released Ascend vNPUs", value)
-	return nil
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
@@ -65,7 +66,7 @@ func TestAllocateWritesTheProtocol(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTestBackend(t, "Ascend910B3", false)
 			d := devicesOf(t, b, ascendNode("node-1", "Ascend910B3", []card{npu("NPU-0", 65536), npu("NPU-1", 65536)}, tc.node...))
-			r := mustAllocate(t, d, tc.pod, tc.policy)
+			r := testkit.Allocate(t, d, tc.pod, tc.policy)
 			want := map[string]string{ascendproto.AnnotationAssignedNode: "node-1", ascendproto.AnnotationAssignedTime: now, ascendproto.AnnotationBindTime: now,
 				ascendproto.AnnotationPredicate: now, ascendproto.AnnotationBindPhase: ascendproto.BindPhaseAllocating}
 			for k, v := range tc.want {
@@ -93,7 +94,7 @@ func TestTemplatesShareACardWithinItsAICores(t *testing.T) {
 		if st := d.FilterNode(p, api.PolicyBinpack); !st.IsSuccess() {
 			t.Fatalf("pod %d: FilterNode = %s", i, st.Message())
 		}
-		mustAllocate(t, d, p, api.PolicyBinpack)
+		testkit.Allocate(t, d, p, api.PolicyBinpack)
 	}
 	st := d.FilterNode(npuPod("c", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: -1}}), api.PolicyBinpack)
 	if st.IsSuccess() || st.Code != api.Unschedulable {
@@ -117,7 +118,7 @@ func TestAICPUsLimitTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := devicesOf(t, b, ascendNode("n", "AscendX1", []card{npu("X-0", 200000).withType("AscendX1")}))
-	mustAllocate(t, d, npuPod("a", "AscendX1", []ctr{{n: 1, mem: 1000, cores: -1}}), api.PolicyBinpack)
+	testkit.Allocate(t, d, npuPod("a", "AscendX1", []ctr{{n: 1, mem: 1000, cores: -1}}), api.PolicyBinpack)
 	st := d.FilterNode(npuPod("b", "AscendX1", []ctr{{n: 1, mem: 1000, cores: -1}}), api.PolicyBinpack)
 	if st.IsSuccess() || st.Message() != ReasonSlicing {
 		t.Fatalf("status %+v, want %q", st, ReasonSlicing)
@@ -129,7 +130,7 @@ func TestReleaseAndSubResourceRestore(t *testing.T) {
 	d := devicesOf(t, b, ascendNode("n", "Ascend910B3", []card{npu("NPU-0", 65536)}))
 	before := d.GetStatus()
 	p := npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 100, cores: -1}})
-	r := mustAllocate(t, d, p, api.PolicyBinpack)
+	r := testkit.Allocate(t, d, p, api.PolicyBinpack)
 	if _, err := d.Allocate(p, api.PolicyBinpack); err == nil {
 		t.Error("a second Allocate of the same pod succeeded")
 	}

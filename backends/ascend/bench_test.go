@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -15,7 +16,7 @@ func benchDevices(b *testing.B) *Devices {
 	}
 	d := devicesOf(b, newTestBackend(b, "Ascend910B3", false), ascendNode("n", "Ascend910B3", cards))
 	for i := 0; i < 8; i++ {
-		mustAllocate(b, d, npuPod(fmt.Sprintf("h%d", i), "Ascend910B3", []ctr{{n: 1, mem: 16384, cores: -1}}), api.PolicySpread)
+		testkit.Allocate(b, d, npuPod(fmt.Sprintf("h%d", i), "Ascend910B3", []ctr{{n: 1, mem: 16384, cores: -1}}), api.PolicySpread)
 	}
 	return d
 }

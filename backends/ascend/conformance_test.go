@@ -56,17 +56,10 @@ func softPod(rng *rand.Rand) *v1.Pod {
 func cardUsage(d api.Devices) []conformance.Usage {
 	dev := d.(*Devices)
 	cards, _ := dev.CardUsage()
-	var out []conformance.Usage
-	for i, c := range cards {
-		n := strconv.Itoa(c.Index)
-		out = append(out,
-			conformance.Usage{Name: "card " + n + " memory", Used: c.MemoryUsedMiB, Capacity: c.MemoryTotalMiB},
-			conformance.Usage{Name: "card " + n + " cores", Used: c.CoresUsed, Capacity: c.CoresTotal},
-			conformance.Usage{Name: "card " + n + " AI CPUs", Used: int64(dev.cards[i].slice.Used.AICPU), Capacity: int64(dev.b.chip.Total.AICPU)},
-			conformance.Usage{Name: "card " + n + " vNPUs", Used: int64(c.Pods), Capacity: int64(c.MaxPods)})
-		if !c.Healthy {
-			out = append(out, conformance.Usage{Name: "card " + n + " (unhealthy) vNPUs", Used: int64(c.Pods)})
-		}
+	out := conformance.CardUsage(cards, "vNPUs")
+	for i := range dev.cards {
+		out = append(out, conformance.Usage{Name: "card " + strconv.Itoa(i) + " AI CPUs",
+			Used: int64(dev.cards[i].slice.Used.AICPU), Capacity: int64(dev.b.chip.Total.AICPU)})
 	}
 	return out
 }

@@ -2,16 +2,15 @@ package ascend
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/vnpu"
 )
@@ -35,16 +34,14 @@ type cardInfo struct {
 
 // cardState is the mutable part of one card.
 type cardState struct {
-	usedMiB   int64
-	usedCores int32
-	usedNum   int32
-	slice     vnpu.Slice
+	cardledger.Usage
+	slice vnpu.Slice
 }
 
-// holding is what one accounted pod holds; never modified after creation.
+// holding is what one accounted pod holds, never modified after creation;
+// the ledger keeps its hami.io/<commonWord>-devices-allocated value.
 type holding struct {
-	value string
-	uses  []use
+	uses []use
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
@@ -57,9 +54,12 @@ type shared struct {
 	templates []vnpu.Template
 	// network is true when every card carries a NetworkID on an
 	// Ascend910 chip type.
-	network    bool
-	advertised v1.ResourceList
+	network bool
 }
+
+// ledger is a node's per-pod accounting. Embedded in Devices, it supplies
+// AddQueueResource, HasDeviceRequest, GetIgnoredDevices and Advertised.
+type ledger = cardledger.Ledger[*holding]
 
 // Devices is one chip type's state on one node. FilterNode, ScoreNode,
 // GetStatus, CardUsage and Advertised only read; everything else needs
@@ -67,7 +67,7 @@ type shared struct {
 type Devices struct {
 	*shared
 	cards []cardState
-	pods  map[types.UID]*holding
+	ledger
 }
 
 var (
@@ -80,6 +80,7 @@ func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
 	s := &shared{b: b, node: node, soft: soft, info: make([]cardInfo, len(cards)),
 		index: make(map[string]int, len(cards)), templates: b.chip.Templates(), network: b.network}
 	var mem int64
+	report := make([]cardledger.Card, len(cards))
 	for i, c := range cards {
 		ci := cardInfo{cardSpec: c, coresCap: fullCores, typeOK: typeMatches(c.typ, b)}
 		if !soft {
@@ -89,12 +90,19 @@ func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
 		s.index[c.id] = i
 		s.network = s.network && c.hasNetwork
 		mem += c.memMiB / b.factor
+		// Cores are percent in hami-core mode, AI cores in template mode.
+		report[i] = cardledger.Card{ID: c.id, Type: c.typ, Healthy: c.healthy, MemMiB: c.memMiB,
+			Cores: ci.coresCap, MaxPods: c.count}
 	}
-	s.advertised = v1.ResourceList{
+	// Advertised: the cards' memory in the memory resource's unit, and the
+	// core resource 100 per card.
+	advertised := v1.ResourceList{
 		b.resMemory: *resource.NewQuantity(mem, resource.DecimalSI),
 		b.resCore:   *resource.NewQuantity(int64(fullCores*len(cards)), resource.DecimalSI),
 	}
-	return &Devices{shared: s, cards: make([]cardState, len(cards)), pods: make(map[types.UID]*holding)}
+	spec := cardledger.Spec{Device: b.name, Annotation: b.keys.Allocated, Count: b.resCount, Memory: b.resMemory,
+		Cores: b.resCore, Factor: b.factor, Asks: b.asks, Ignored: b.ignored}
+	return &Devices{shared: s, cards: make([]cardState, len(cards)), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 }
 
 // typeMatches reports whether a registered card type names this chip type:
@@ -141,13 +149,6 @@ func (d *Devices) charge(u use) int32 {
 	return d.template(u.tmpl).AICore
 }
 
-func podKey(pod *v1.Pod) types.UID {
-	if pod.UID != "" {
-		return pod.UID
-	}
-	return types.UID(pod.Namespace + "/" + pod.Name)
-}
-
 // apply adds (sign 1) or removes (sign -1) a holding.
 func (d *Devices) apply(h *holding, sign int32) {
 	for _, u := range h.uses {
@@ -155,15 +156,19 @@ func (d *Devices) apply(h *holding, sign int32) {
 	}
 }
 
+// Total sums the memory and cores the uses record (cores are 0 for
+// templates, which record memory only), for queue accounting.
+func (h *holding) Total() cardledger.Total {
+	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.mem, u.cores })
+}
+
 func applyUse(s *shared, c *cardState, u use, sign int32) {
-	c.usedMiB += int64(sign) * u.mem
-	c.usedNum += sign
 	if u.tmpl == tmplNone {
-		c.usedCores += sign * u.cores
+		c.Take(u.mem, u.cores, sign)
 		return
 	}
 	t := s.template(u.tmpl)
-	c.usedCores += sign * t.AICore
+	c.Take(u.mem, t.AICore, sign)
 	if sign > 0 {
 		c.slice = c.slice.Add(t)
 	} else {
@@ -177,89 +182,20 @@ func applyUse(s *shared, c *cardState, u use, sign int32) {
 // record and an error otherwise; a malformed record is an error naming the
 // annotation and leaves the state unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
-	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		return nil
-	}
-	key := d.b.keys.Allocated
-	value, found := pod.Annotations[key]
-	if !found {
-		return nil
-	}
-	pk := podKey(pod)
-	if old, ok := d.pods[pk]; ok {
-		if old.value == value {
-			return nil
-		}
-		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on node %s with %q",
-			pod.Namespace, pod.Name, key, value, d.node, old.value)
-	}
-	uses, err := d.decode(value, len(pod.Spec.Containers))
-	if err != nil {
-		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, key, value, err)
-	}
-	h := &holding{value: value, uses: uses}
-	d.apply(h, 1)
-	d.pods[pk] = h
-	return nil
+	_, err := cardledger.Account(d.ledger, pod, func(value string) (*holding, error) {
+		uses, err := d.decode(value, len(pod.Spec.Containers))
+		return &holding{uses: uses}, err
+	}, d.apply)
+	return err
 }
 
 // SubResource removes what AddResource or Allocate accounted for the pod.
-func (d *Devices) SubResource(pod *v1.Pod) error {
-	pk := podKey(pod)
-	h, found := d.pods[pk]
-	if !found {
-		return nil
-	}
-	d.apply(h, -1)
-	delete(d.pods, pk)
-	return nil
-}
-
-// AddQueueResource reports what the pod holds here: cards, memory (in the
-// memory resource's unit) and cores.
-func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
-	h, found := d.pods[podKey(pod)]
-	if !found {
-		return nil
-	}
-	var mem, cores int64
-	for _, u := range h.uses {
-		mem += u.mem
-		cores += int64(u.cores)
-	}
-	return map[string]float64{
-		string(d.b.resCount):  float64(len(h.uses)),
-		string(d.b.resMemory): float64(mem / d.b.factor),
-		string(d.b.resCore):   float64(cores),
-	}
-}
-
-// HasDeviceRequest reports whether the pod asks for this chip type.
-func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
-
-// GetIgnoredDevices returns the memory and core resource names, accounted
-// per card here.
-func (d *Devices) GetIgnoredDevices() []string { return slices.Clone(d.b.ignored) }
-
-// Advertised returns the node totals of the memory resource (the cards'
-// memory in the resource's unit) and of the core resource (100 per card).
-// A container's request is at most one card's worth of each, so these
-// totals never reject a pod the cards could take. Shared; do not modify.
-func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
+func (d *Devices) SubResource(pod *v1.Pod) error { cardledger.Drop(d.ledger, pod, d.apply); return nil }
 
 // CardUsage returns every card's usage and the number of pods holding
 // cards of this type on the node. Cores are percent in hami-core mode and
 // AI cores in template mode.
-func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	out := make([]api.CardUsage, len(d.cards))
-	for i := range d.cards {
-		ci, c := &d.info[i], &d.cards[i]
-		out[i] = api.CardUsage{ID: ci.id, Index: i, Type: ci.typ, Healthy: ci.healthy,
-			MemoryUsedMiB: c.usedMiB, MemoryTotalMiB: ci.memMiB, CoresUsed: int64(c.usedCores),
-			CoresTotal: int64(ci.coresCap), Pods: int(c.usedNum), MaxPods: int(ci.count)}
-	}
-	return out, len(d.pods)
-}
+func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsage(d.ledger, d.cards) }
 
 // GetStatus renders every card, "; "-separated, as
 // "i id type: used/total MiB, cores c/C, AI CPUs u/U, vNPUs n/N" plus
@@ -274,7 +210,7 @@ func (d *Devices) GetStatus() string {
 	for i := range d.cards {
 		ci, c := &d.info[i], &d.cards[i]
 		fmt.Fprintf(&b, "; %d %s %s: %d/%d MiB, cores %d/%d, AI CPUs %d/%d, vNPUs %d/%d", i, ci.id, ci.typ,
-			c.usedMiB, ci.memMiB, c.usedCores, ci.coresCap, c.slice.Used.AICPU, d.b.chip.Total.AICPU, c.usedNum, ci.count)
+			c.UsedMiB, ci.memMiB, c.UsedCores, ci.coresCap, c.slice.Used.AICPU, d.b.chip.Total.AICPU, c.UsedNum, ci.count)
 		if !ci.healthy {
 			b.WriteString(", unhealthy")
 		}
@@ -287,7 +223,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods)}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger)}
 }
 
 // logAllocation logs one decision at level 4.

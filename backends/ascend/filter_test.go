@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
@@ -122,7 +123,7 @@ func TestFilterNodeReasons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := devicesOf(t, newTestBackend(t, "Ascend910B3", false), ascendNode("n", "Ascend910B3", tc.cards, tc.node...))
 			for _, h := range tc.held {
-				mustAllocate(t, d, h, api.PolicyBinpack)
+				testkit.Allocate(t, d, h, api.PolicyBinpack)
 			}
 			st := d.FilterNode(tc.pod, api.PolicyBinpack)
 			if tc.want == nil {
@@ -155,8 +156,8 @@ func TestPolicyDecidesTheCard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.policy, func(t *testing.T) {
 			d := devicesOf(t, newTestBackend(t, "Ascend910B3", false), ascendNode("n", "Ascend910B3", cards))
-			mustAllocate(t, d, npuPod("h", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}), tc.policy)
-			r := mustAllocate(t, d, npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}), tc.policy)
+			testkit.Allocate(t, d, npuPod("h", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}), tc.policy)
+			r := testkit.Allocate(t, d, npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}), tc.policy)
 			if got := r.Annotations[ascendproto.KeysFor("Ascend910B3").Allocated]; got != tc.want {
 				t.Errorf("allocated %q, want %q", got, tc.want)
 			}
@@ -182,7 +183,7 @@ func TestNetworkGroupsKeepMultiCardRequestsTogether(t *testing.T) {
 			if s := d.ScoreNode(pod, tc.policy); s < networkWeight {
 				t.Errorf("score %v, want at least the network weight %d", s, networkWeight)
 			}
-			r := mustAllocate(t, d, pod, tc.policy)
+			r := testkit.Allocate(t, d, pod, tc.policy)
 			if got := r.Annotations[ascendproto.KeysFor("Ascend910B3").Allocated]; got != tc.want {
 				t.Errorf("allocated %q, want %q", got, tc.want)
 			}

@@ -3,11 +3,11 @@ package ascend
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/vnpu"
 )
@@ -80,7 +80,7 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		return rUnhealthy, cand
 	case !ci.typeOK:
 		return rType, cand
-	case req.useUUID != "" && !listHas(req.useUUID, ci.id), req.noUseUUID != "" && listHas(req.noUseUUID, ci.id):
+	case cardfit.Excluded(req.useUUID, req.noUseUUID, ci.id):
 		return rUUID, cand
 	case req.soft && !d.soft:
 		return rMode, cand
@@ -96,16 +96,16 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	if cand.mem > ci.memMiB {
 		return rTooSmall, cand
 	}
-	if c.usedNum >= ci.count {
+	if c.UsedNum >= ci.count {
 		return rCount, cand
 	}
 	if d.soft {
 		switch {
-		case cand.cores >= fullCores && c.usedNum > 0:
+		case cand.cores >= fullCores && c.UsedNum > 0:
 			return rExclusive, cand
-		case cand.cores == 0 && c.usedCores >= fullCores:
+		case cand.cores == 0 && c.UsedCores >= fullCores:
 			return rCoresFull, cand
-		case c.usedCores+cand.cores > fullCores:
+		case c.UsedCores+cand.cores > fullCores:
 			return rCores, cand
 		}
 	} else {
@@ -119,7 +119,7 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 			return rSlicing, cand
 		}
 	}
-	if c.usedMiB+cand.mem > ci.memMiB {
+	if c.UsedMiB+cand.mem > ci.memMiB {
 		return rMemory, cand
 	}
 	cand.before = d.fullness(ci, c, 0, 0)
@@ -144,9 +144,9 @@ func (d *Devices) templateCharge(ci *cardInfo, mem int64) (int64, int16) {
 
 // fullness is the mean of the card's memory and cores use fractions.
 func (d *Devices) fullness(ci *cardInfo, c *cardState, dMem int64, dCores int32) float64 {
-	f := float64(c.usedMiB+dMem) / float64(ci.memMiB)
+	f := float64(c.UsedMiB+dMem) / float64(ci.memMiB)
 	if ci.coresCap > 0 {
-		f += float64(c.usedCores+dCores) / float64(ci.coresCap)
+		f += float64(c.UsedCores+dCores) / float64(ci.coresCap)
 	}
 	return min(max(f/2, 0), 1)
 }
@@ -252,15 +252,7 @@ func (d *Devices) score(req *podRequest, picks []candidate, policy string) float
 	if len(picks) == 0 {
 		return 0
 	}
-	var sum float64
-	for i := range picks {
-		if policy == api.PolicySpread {
-			sum += 1 - picks[i].before
-		} else {
-			sum += picks[i].after
-		}
-	}
-	s := api.MaxScore * sum / float64(len(picks))
+	s := cardfit.NodeScore(policy, len(picks), func(i int) (float64, float64) { return picks[i].before, picks[i].after })
 	if d.network {
 		s = s*(api.MaxScore-networkWeight)/api.MaxScore + networkWeight*d.groupShare(req, picks)
 	}
@@ -347,17 +339,4 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 		return 0
 	}
 	return d.score(&req, picks, policy)
-}
-
-// listHas reports whether the comma-separated list holds item exactly
-// (spaces around entries ignored).
-func listHas(list, item string) bool {
-	for list != "" {
-		var e string
-		e, list, _ = strings.Cut(list, ",")
-		if strings.TrimSpace(e) == item {
-			return true
-		}
-	}
-	return false
 }

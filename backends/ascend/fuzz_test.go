@@ -1,12 +1,11 @@
 package ascend
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 )
 
 const fuzzChip = "Ascend910B3"
@@ -41,20 +40,11 @@ func FuzzAddResource(f *testing.F) {
 		b := newTestBackend(t, fuzzChip, hamiCore)
 		d := devicesOf(t, b, node)
 		pod := npuPod("p", fuzzChip, make([]ctr, 1+int(containers)%4), b.Keys().Allocated, value)
-		before, beforeUsage := d.GetStatus(), usageOf(d)
-		if err := d.AddResource(pod); err != nil {
-			if !strings.Contains(err.Error(), b.Keys().Allocated) {
-				t.Errorf("AddResource error %q does not name %s", err, b.Keys().Allocated)
-			}
-			if after := d.GetStatus(); after != before {
-				t.Errorf("a refused record changed the state:\n%s\n%s", before, after)
-			}
+		acc := testkit.Account(t, d, pod, b.Keys().Allocated)
+		if acc == nil {
 			return
 		}
-		if err := d.AddResource(pod); err != nil {
-			t.Fatalf("AddResource of the same record again: %v", err)
-		}
-		for _, c := range usageOf(d) {
+		for _, c := range testkit.Usage(d) {
 			if c.MemoryUsedMiB < 0 || c.CoresUsed < 0 || c.Pods < 0 || c.Pods > len(pod.Spec.Containers) {
 				t.Errorf("card %+v after accounting %q", c, value)
 			}
@@ -67,16 +57,6 @@ func FuzzAddResource(f *testing.F) {
 		if err != nil || !cmp.Equal(uses, again, cmp.AllowUnexported(use{})) {
 			t.Errorf("decode(encode(decode(%q))) = %v, %v; want %v", value, again, err, uses)
 		}
-		if err := d.SubResource(pod); err != nil {
-			t.Fatalf("SubResource: %v", err)
-		}
-		if diff := cmp.Diff(beforeUsage, usageOf(d)); diff != "" || d.GetStatus() != before {
-			t.Errorf("AddResource then SubResource of %q is not the identity (-before +after):\n%s\n%s\n%s", value, diff, before, d.GetStatus())
-		}
+		acc.CheckRoundTrip(t)
 	})
-}
-
-func usageOf(d *Devices) []api.CardUsage {
-	u, _ := d.CardUsage()
-	return u
 }

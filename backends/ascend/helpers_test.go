@@ -2,18 +2,14 @@ package ascend
 
 import (
 	"encoding/json"
-	"strconv"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
 	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
@@ -69,11 +65,7 @@ func ascendNode(name, commonWord string, cards []card, annotations ...string) *v
 	if err != nil {
 		panic(err)
 	}
-	a := map[string]string{ascendproto.KeysFor(commonWord).Register: string(raw)}
-	for i := 0; i+1 < len(annotations); i += 2 {
-		a[annotations[i]] = annotations[i+1]
-	}
-	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: a}}
+	return testkit.Node(name, append([]string{ascendproto.KeysFor(commonWord).Register, string(raw)}, annotations...)...)
 }
 
 // ctr is one container's request; negative values leave the resource out.
@@ -81,46 +73,15 @@ type ctr struct{ n, mem, cores int64 }
 
 // npuPod asks for the chip type commonWord; annotations are key, value pairs.
 func npuPod(name, commonWord string, ctrs []ctr, annotations ...string) *v1.Pod {
-	res := "huawei.com/" + commonWord
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name),
-		Annotations: map[string]string{}}}
-	for i := 0; i+1 < len(annotations); i += 2 {
-		p.Annotations[annotations[i]] = annotations[i+1]
-	}
+	res := v1.ResourceName("huawei.com/" + commonWord)
+	l := make([]v1.ResourceList, len(ctrs))
 	for i, c := range ctrs {
-		l := v1.ResourceList{}
-		if c.n >= 0 {
-			l[v1.ResourceName(res)] = *resource.NewQuantity(c.n, resource.DecimalSI)
-		}
-		if c.mem >= 0 {
-			l[v1.ResourceName(res+"-memory")] = *resource.NewQuantity(c.mem, resource.DecimalSI)
-		}
-		if c.cores >= 0 {
-			l[v1.ResourceName(res+"-core")] = *resource.NewQuantity(c.cores, resource.DecimalSI)
-		}
-		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "c" + strconv.Itoa(i),
-			Resources: v1.ResourceRequirements{Limits: l}})
+		l[i] = testkit.Limits(map[v1.ResourceName]int64{res: c.n, res + "-memory": c.mem, res + "-core": c.cores})
 	}
-	return p
+	return testkit.Pod(name, l, annotations...)
 }
 
 func devicesOf(t testing.TB, b *Backend, node *v1.Node) *Devices {
 	t.Helper()
-	d, err := b.NewDevices(node)
-	if err != nil {
-		t.Fatalf("NewDevices: %v", err)
-	}
-	if d == nil {
-		t.Fatal("NewDevices returned no devices")
-	}
-	return d.(*Devices)
-}
-
-func mustAllocate(t testing.TB, d api.Devices, pod *v1.Pod, policy string) *api.Reservation {
-	t.Helper()
-	r, err := d.Allocate(pod, policy)
-	if err != nil {
-		t.Fatalf("Allocate(%s): %v", pod.Name, err)
-	}
-	return r
+	return testkit.NewDevices(t, b, node).(*Devices)
 }

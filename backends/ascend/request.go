@@ -33,32 +33,14 @@ type podRequest struct {
 
 // asks reports whether any container names one of the resources with a
 // non-zero quantity.
-func (b *Backend) asks(pod *v1.Pod) bool {
-	check := func(cs []v1.Container) bool {
-		for i := range cs {
-			for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resCore} {
-				if q, ok := podres.Quantity(&cs[i], res); ok && q.Sign() != 0 {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
-}
+func (b *Backend) asks(pod *v1.Pod) bool { return podres.Asks(pod, b.resCount, b.resMemory, b.resCore) }
 
 // parse reads the pod's request into r. Pods without a request give an
 // empty request and no error.
 func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 	*r = podRequest{containers: len(pod.Spec.Containers)}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resCore} {
-			if q, ok := podres.Quantity(c, res); ok && q.Sign() != 0 {
-				return fmt.Errorf("pod %s/%s init container %q: %s=%s: NPUs are only served to regular containers",
-					pod.Namespace, pod.Name, c.Name, res, q.String())
-			}
-		}
+	if err := podres.CheckInitContainers(pod, "NPUs", b.resCount, b.resMemory, b.resCore); err != nil {
+		return err
 	}
 	for i := range pod.Spec.Containers {
 		c, ok, err := b.parseContainer(&pod.Spec.Containers[i])
@@ -91,16 +73,11 @@ func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 // for no card.
 func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	var out ctrRequest
-	n, hasN, err := podres.Whole(c, b.resCount, ascendproto.MaxCards)
-	if err != nil {
-		return out, false, err
-	}
-	mem, hasMem, err := podres.Whole(c, b.resMemory, ascendproto.MaxMemoryMiB/b.factor)
-	if err != nil {
-		return out, false, err
-	}
-	cores, hasCores, err := podres.Whole(c, b.resCore, fullCores)
-	if err != nil {
+	r := podres.NewReader(c)
+	n, hasN := r.Whole(b.resCount, ascendproto.MaxCards)
+	mem, hasMem := r.Whole(b.resMemory, ascendproto.MaxMemoryMiB/b.factor)
+	cores, hasCores := r.Whole(b.resCore, fullCores)
+	if err := r.Err(); err != nil {
 		return out, false, err
 	}
 	shaped := (hasMem && mem > 0) || (hasCores && cores > 0)

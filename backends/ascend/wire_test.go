@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
@@ -47,7 +48,7 @@ func TestAssignmentsRoundTrip(t *testing.T) {
 	b := newTestBackend(t, "Ascend910B3", false)
 	d := devicesOf(t, b, ascendNode("n1", "Ascend910B3", []card{npu("a", 65536), npu("b", 65536), npu("c", 65536)}))
 	pod := npuPod("p", "Ascend910B3", []ctr{{1, 16384, -1}, {0, -1, -1}, {2, -1, -1}})
-	r := mustAllocate(t, d, pod, "binpack")
+	r := testkit.Allocate(t, d, pod, "binpack")
 
 	got, err := ascendproto.DecodeAssignments(r.Annotations[b.Keys().ToAllocate])
 	if err != nil {
@@ -84,7 +85,7 @@ func TestAssignmentsRoundTrip(t *testing.T) {
 func TestRuntimeInfoSoft(t *testing.T) {
 	b := newTestBackend(t, "Ascend910B3", true)
 	d := devicesOf(t, b, ascendNode("n1", "Ascend910B3", []card{npu("a", 65536)}))
-	r := mustAllocate(t, d, npuPod("p", "Ascend910B3", []ctr{{1, 4096, 30}}), "binpack")
+	r := testkit.Allocate(t, d, npuPod("p", "Ascend910B3", []ctr{{1, 4096, 30}}), "binpack")
 	rt, err := ascendproto.DecodeRuntimeInfo(r.Annotations[b.Keys().RuntimeInfo])
 	if err != nil {
 		t.Fatalf("ascendproto.DecodeRuntimeInfo: %v", err)

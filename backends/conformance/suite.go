@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -120,4 +121,23 @@ func Run(t *testing.T, s Suite) {
 		t.Run("DeepCopyIndependent/"+policy, func(t *testing.T) { checkDeepCopyIndependent(t, s, policy, salt|5) })
 	}
 	t.Run("NoRequestIgnored", func(t *testing.T) { checkNoRequestIgnored(t, s, 6) })
+}
+
+// CardUsage turns per-card metrics (api.CardReporter) into Usage entries:
+// memory, cores and holders (named holders, like "pods") per card against
+// the card's capacity, and any holder of an unhealthy card against 0. Backends
+// add entries for what only they bound.
+func CardUsage(cards []api.CardUsage, holders string) []Usage {
+	var out []Usage
+	for _, c := range cards {
+		n := "card " + strconv.Itoa(c.Index) + " "
+		out = append(out,
+			Usage{Name: n + "memory", Used: c.MemoryUsedMiB, Capacity: c.MemoryTotalMiB},
+			Usage{Name: n + "cores", Used: c.CoresUsed, Capacity: c.CoresTotal},
+			Usage{Name: n + holders, Used: int64(c.Pods), Capacity: int64(c.MaxPods)})
+		if !c.Healthy {
+			out = append(out, Usage{Name: n + "(unhealthy) " + holders, Used: int64(c.Pods)})
+		}
+	}
+	return out
 }

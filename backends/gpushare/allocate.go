@@ -24,8 +24,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	if req == 0 {
 		return nil, nil
 	}
-	key := podKey(pod)
-	if old, found := d.pods[key]; found {
+	if old, found := d.pods.Get(pod); found {
 		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: the pod already holds cards %s",
 			d.backend.name, pod.Namespace, pod.Name, d.node, gpushareproto.EncodeIndex(old.cards))
 	}
@@ -43,8 +42,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 		}
 		h = holding{whole: true, cards: ids}
 	}
-	d.apply(h, 1)
-	d.pods[key] = h
+	d.pods.Hold(pod, h, d.apply)
 	value := gpushareproto.EncodeIndex(h.cards)
 	if v := klog.V(4); v.Enabled() {
 		v.InfoS("Allocated GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name,
@@ -68,8 +66,7 @@ func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
 	if !found {
 		return nil
 	}
-	key := podKey(pod)
-	h, held := d.pods[key]
+	h, held := d.pods.Get(pod)
 	if !held {
 		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds no cards on node %s",
 			d.backend.name, pod.Namespace, pod.Name, gpushareproto.AnnotationGPUIndex, value, d.node)
@@ -78,8 +75,7 @@ func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
 		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds cards %q on node %s",
 			d.backend.name, pod.Namespace, pod.Name, gpushareproto.AnnotationGPUIndex, value, gpushareproto.EncodeIndex(h.cards), d.node)
 	}
-	d.apply(h, -1)
-	delete(d.pods, key)
+	d.pods.Drop(pod, d.apply)
 	if v := klog.V(4); v.Enabled() {
 		v.InfoS("Released GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name, "cards", value)
 	}

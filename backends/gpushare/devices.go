@@ -2,7 +2,6 @@ package gpushare
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
@@ -64,8 +64,7 @@ type Devices struct {
 	backend *Backend
 	node    string
 	cards   []card
-	// pods maps a pod key (UID, or namespace/name without one) to its holding.
-	pods map[string]holding
+	pods    cardledger.Pods[holding]
 }
 
 var (
@@ -74,19 +73,11 @@ var (
 )
 
 func newDevices(b *Backend, node string, inv inventory) *Devices {
-	d := &Devices{backend: b, node: node, cards: make([]card, inv.cards), pods: make(map[string]holding)}
+	d := &Devices{backend: b, node: node, cards: make([]card, inv.cards), pods: cardledger.NewPods[holding]()}
 	for i := range d.cards {
 		d.cards[i] = card{total: inv.memPerCard, healthy: inv.unhealthy == nil || !inv.unhealthy[i]}
 	}
 	return d
-}
-
-// podKey identifies a pod in the accounting.
-func podKey(pod *v1.Pod) string {
-	if pod.UID != "" {
-		return string(pod.UID)
-	}
-	return pod.Namespace + "/" + pod.Name
 }
 
 // apply adds (sign 1) or removes (sign -1) a holding.
@@ -120,16 +111,14 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 	if err != nil || !ok {
 		return err
 	}
-	key := podKey(pod)
-	if old, found := d.pods[key]; found {
+	if old, found := d.pods.Get(pod); found {
 		if old.equal(h) {
 			return nil
 		}
 		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on cards %s of node %s",
 			pod.Namespace, pod.Name, gpushareproto.AnnotationGPUIndex, value, gpushareproto.EncodeIndex(old.cards), d.node)
 	}
-	d.apply(h, 1)
-	d.pods[key] = h
+	d.pods.Hold(pod, h, d.apply)
 	if v := klog.V(5); v.Enabled() {
 		v.InfoS("Accounted GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name, "cards", value)
 	}
@@ -170,13 +159,7 @@ func (d *Devices) decodeHolding(pod *v1.Pod, value string) (holding, bool, error
 // SubResource removes what AddResource (or Allocate) accounted for the pod,
 // as recorded then. A pod that is not accounted is a no-op (nil error).
 func (d *Devices) SubResource(pod *v1.Pod) error {
-	key := podKey(pod)
-	h, found := d.pods[key]
-	if !found {
-		return nil
-	}
-	d.apply(h, -1)
-	delete(d.pods, key)
+	d.pods.Drop(pod, d.apply)
 	return nil
 }
 
@@ -184,7 +167,7 @@ func (d *Devices) SubResource(pod *v1.Pod) error {
 // {volcano.sh/gpu-memory: request} in share mode, {volcano.sh/gpu-number:
 // cards} in number mode. Nil when the pod holds nothing of this mode here.
 func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
-	h, found := d.pods[podKey(pod)]
+	h, found := d.pods.Get(pod)
 	if !found {
 		return nil
 	}
@@ -253,20 +236,20 @@ func (d *Devices) Cards() []CardStatus {
 // holds it whole and counts as using all its memory), and the number of
 // pods holding cards here. Cores are not modelled in these modes (0).
 func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	out := make([]api.CardUsage, len(d.cards))
-	for i := range d.cards {
-		c := &d.cards[i]
-		used := c.used
-		if c.numberPods > 0 {
-			used = c.total
-		}
-		out[i] = api.CardUsage{ID: strconv.Itoa(i), Index: i, Healthy: c.healthy,
-			MemoryUsedMiB: used, MemoryTotalMiB: c.total, Pods: int(c.sharePods + c.numberPods)}
+	return cardledger.Report(len(d.cards), d.cardUsage), d.pods.Len()
+}
+
+// cardUsage describes card i for CardUsage.
+func (d *Devices) cardUsage(i int) (cardledger.Card, cardledger.Usage) {
+	c := &d.cards[i]
+	u := cardledger.Usage{UsedMiB: c.used, UsedNum: c.sharePods + c.numberPods}
+	if c.numberPods > 0 {
+		u.UsedMiB = c.total
 	}
-	return out, len(d.pods)
+	return cardledger.Card{ID: strconv.Itoa(i), Healthy: c.healthy, MemMiB: c.total}, u
 }
 
 // DeepCopy returns an independent copy.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{backend: d.backend, node: d.node, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods)}
+	return &Devices{backend: d.backend, node: d.node, cards: slices.Clone(d.cards), pods: d.pods.Clone()}
 }

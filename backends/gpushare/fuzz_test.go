@@ -6,12 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
@@ -187,29 +186,14 @@ func FuzzAddResource(f *testing.F) {
 			pod.Spec.Containers = append(pod.Spec.Containers, c)
 		}
 		d := devicesOf(t, newBackend(t, mode), node)
-		before, beforeUsage := d.GetStatus(), usageOf(d)
-		if err := d.AddResource(pod); err != nil {
-			if !strings.Contains(err.Error(), gpushareproto.AnnotationGPUIndex) && !strings.Contains(err.Error(), string(res)) {
-				t.Errorf("AddResource error %q names neither %s nor %s", err, gpushareproto.AnnotationGPUIndex, res)
-			}
-			if after := d.GetStatus(); after != before {
-				t.Errorf("a refused pod changed the state:\n%s\n%s", before, after)
-			}
+		acc := testkit.Account(t, d, pod, gpushareproto.AnnotationGPUIndex, string(res))
+		if acc == nil {
 			return
 		}
-		h, held := d.pods[podKey(pod)]
-		if held {
+		if h, held := d.pods.Get(pod); held {
 			checkHolding(t, h, index, share, len(d.cards))
 		}
-		if err := d.AddResource(pod); err != nil {
-			t.Fatalf("AddResource of the same pod again: %v", err)
-		}
-		if err := d.SubResource(pod); err != nil {
-			t.Fatalf("SubResource: %v", err)
-		}
-		if diff := cmp.Diff(beforeUsage, usageOf(d)); diff != "" || d.GetStatus() != before {
-			t.Errorf("AddResource then SubResource of %q is not the identity (-before +after):\n%s", index, diff)
-		}
+		acc.CheckRoundTrip(t)
 	})
 }
 
@@ -228,9 +212,4 @@ func checkHolding(t *testing.T, h holding, index string, share bool, cards int) 
 		}
 		seen[c] = true
 	}
-}
-
-func usageOf(d *Devices) []api.CardUsage {
-	u, _ := d.CardUsage()
-	return u
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
@@ -87,16 +88,7 @@ func placed(p *v1.Pod, index string) *v1.Pod {
 // devicesOf decodes the node and accounts the pods.
 func devicesOf(t testing.TB, b *Backend, node *v1.Node, pods ...*v1.Pod) *Devices {
 	t.Helper()
-	d, err := b.NewDevices(node)
-	if err != nil || d == nil {
-		t.Fatalf("NewDevices: %v, %v", d, err)
-	}
-	for _, p := range pods {
-		if err := d.AddResource(p); err != nil {
-			t.Fatalf("AddResource(%s): %v", p.Name, err)
-		}
-	}
-	return d.(*Devices)
+	return testkit.NewDevices(t, b, node, pods...).(*Devices)
 }
 
 // fourCards is a node with 4 cards of 16384 MiB.

@@ -64,19 +64,7 @@ func podRequest(pod *v1.Pod, res v1.ResourceName) (int64, error) {
 // asksFor reports whether any container names res with a non-zero quantity.
 // Invalid values (negative, fractional) count as asking, so that such pods
 // reach ValidateRequest and are refused instead of running without a card.
-func asksFor(pod *v1.Pod, res v1.ResourceName) bool {
-	for i := range pod.Spec.InitContainers {
-		if q, ok := podres.Quantity(&pod.Spec.InitContainers[i], res); ok && q.Sign() != 0 {
-			return true
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if q, ok := podres.Quantity(&pod.Spec.Containers[i], res); ok && q.Sign() != 0 {
-			return true
-		}
-	}
-	return false
-}
+func asksFor(pod *v1.Pod, res v1.ResourceName) bool { return podres.Asks(pod, res) }
 
 // validateRequest checks the pod's request of res and that it does not ask
 // for both modes at once: the single volcano.sh/gpu-index annotation cannot

@@ -4,9 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
@@ -139,14 +137,8 @@ func FuzzAddResource(f *testing.F) {
 		if real != "" {
 			pod.Annotations[mindclusterproto.AnnotationAscendReal] = real
 		}
-		before, beforeUsage := d.GetStatus(), usageOf(d)
-		if err := d.AddResource(pod); err != nil {
-			if !strings.Contains(err.Error(), mindclusterproto.AnnotationNPUCore) {
-				t.Errorf("AddResource error %q does not name %s", err, mindclusterproto.AnnotationNPUCore)
-			}
-			if after := d.GetStatus(); after != before {
-				t.Errorf("a refused value changed the state:\n%s\n%s", before, after)
-			}
+		acc := testkit.Account(t, d, pod, mindclusterproto.AnnotationNPUCore)
+		if acc == nil {
 			return
 		}
 		if h, held := d.pods[pod.UID]; held {
@@ -157,19 +149,6 @@ func FuzzAddResource(f *testing.F) {
 				t.Errorf("AddResource(%q): %d chips on a node of %d, vNPU group %d", value, len(d.chips), d.inv.totalChips, h.vgroup)
 			}
 		}
-		if err := d.AddResource(pod); err != nil {
-			t.Fatalf("AddResource of the same pod again: %v", err)
-		}
-		if err := d.SubResource(pod); err != nil {
-			t.Fatalf("SubResource: %v", err)
-		}
-		if diff := cmp.Diff(beforeUsage, usageOf(d)); diff != "" || d.GetStatus() != before {
-			t.Errorf("AddResource then SubResource of %q is not the identity (-before +after):\n%s\n%s\n%s", value, diff, before, d.GetStatus())
-		}
+		acc.CheckRoundTrip(t)
 	})
-}
-
-func usageOf(d *Devices) []api.CardUsage {
-	u, _ := d.CardUsage()
-	return u
 }

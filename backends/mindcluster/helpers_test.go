@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
@@ -85,28 +86,12 @@ func placed(p *v1.Pod, value string, confirmed bool) *v1.Pod {
 
 func newDevicesFor(t testing.TB, b *Backend, n *v1.Node, pods ...*v1.Pod) *Devices {
 	t.Helper()
-	d, err := b.NewDevices(n)
-	if err != nil {
-		t.Fatalf("NewDevices(%s): %v", n.Name, err)
-	}
-	if d == nil {
-		t.Fatalf("NewDevices(%s) found no 310P chips", n.Name)
-	}
-	for _, p := range pods {
-		if err := d.AddResource(p); err != nil {
-			t.Fatalf("AddResource(%s): %v", p.Name, err)
-		}
-	}
-	return d.(*Devices)
+	return testkit.NewDevices(t, b, n, pods...).(*Devices)
 }
 
 func allocated(t testing.TB, d api.Devices, p *v1.Pod, policy string) string {
 	t.Helper()
-	r, err := d.Allocate(p, policy)
-	if err != nil {
-		t.Fatalf("Allocate(%s): %v", p.Name, err)
-	}
-	return r.Annotations[mindclusterproto.AnnotationNPUCore]
+	return testkit.Allocate(t, d, p, policy).Annotations[mindclusterproto.AnnotationNPUCore]
 }
 
 func resourceOf(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }

@@ -25,17 +25,7 @@ type request struct {
 // asks reports whether a container or init container names
 // huawei.com/npu-core with a non-zero quantity (invalid values included, so
 // that ValidateRequest can refuse them).
-func asks(pod *v1.Pod) bool {
-	check := func(cs []v1.Container) bool {
-		for i := range cs {
-			if q, ok := podres.Quantity(&cs[i], mindclusterproto.ResourceNPUCore); ok && !q.IsZero() {
-				return true
-			}
-		}
-		return false
-	}
-	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
-}
+func asks(pod *v1.Pod) bool { return podres.Asks(pod, mindclusterproto.ResourceNPUCore) }
 
 // parseRequest reads and checks the pod's request: the ring-controller
 // label, one container asking for a whole number of AI cores, and vnpu-level

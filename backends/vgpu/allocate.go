@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
@@ -27,10 +28,8 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	if req.empty() {
 		return nil, nil
 	}
-	key := podKey(pod)
-	if old, found := d.pods[key]; found {
-		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: the pod already holds %q",
-			Name, pod.Namespace, pod.Name, d.node, old.value)
+	if err := cardledger.CheckNew(d.ledger, pod); err != nil {
+		return nil, err
 	}
 	var s scratch
 	picks, work, failed := d.choose(&req, &s)
@@ -45,17 +44,16 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	for i, p := range picks {
 		h.uses[i] = use{card: p.card, cores: p.cores, mem: p.mem, recMem: p.recMem, migGroup: p.migGroup, migPos: p.migPos}
 	}
-	h.value = d.encodeAllocation(picks, req.containers)
-	d.apply(h, 1)
-	d.pods[key] = h
+	value := d.encodeAllocation(picks, req.containers)
+	cardledger.Hold(d.ledger, pod, value, h, d.apply)
 	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
 	if v := klog.V(4); v.Enabled() {
 		v.InfoS("Allocated vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cardPolicy", req.cardPolicy,
-			"nodePolicy", req.nodePolicy, "cards", h.value)
+			"nodePolicy", req.nodePolicy, "cards", value)
 	}
 	return &api.Reservation{Annotations: map[string]string{
-		vgpuproto.AnnotationIDs:        h.value,
-		vgpuproto.AnnotationToAllocate: h.value,
+		vgpuproto.AnnotationIDs:        value,
+		vgpuproto.AnnotationToAllocate: value,
 		vgpuproto.AnnotationNode:       d.node,
 		vgpuproto.AnnotationTime:       now,
 		vgpuproto.AnnotationBindPhase:  vgpuproto.BindPhaseAllocating,
@@ -68,27 +66,9 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 // differs from what the pod holds, or a pod holding nothing here, is an
 // error and the state is unchanged.
 func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
-	if r == nil {
-		return nil
+	released, err := cardledger.Release(d.ledger, pod, r, d.apply)
+	if v := klog.V(4); released && v.Enabled() {
+		v.InfoS("Released vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", r.Annotations[vgpuproto.AnnotationIDs])
 	}
-	value, found := r.Annotations[vgpuproto.AnnotationIDs]
-	if !found {
-		return nil
-	}
-	key := podKey(pod)
-	h, held := d.pods[key]
-	switch {
-	case !held:
-		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds no cards on node %s",
-			Name, pod.Namespace, pod.Name, vgpuproto.AnnotationIDs, value, d.node)
-	case h.value != value:
-		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds %q on node %s",
-			Name, pod.Namespace, pod.Name, vgpuproto.AnnotationIDs, value, h.value, d.node)
-	}
-	d.apply(h, -1)
-	delete(d.pods, key)
-	if v := klog.V(4); v.Enabled() {
-		v.InfoS("Released vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", value)
-	}
-	return nil
+	return err
 }

@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -56,9 +57,9 @@ func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []card
 		for _, k := range sel {
 			c := cands[k]
 			w := &work[c.card]
-			w.usedMiB += c.mem
-			w.usedCores += cr.cores
-			w.usedNum++
+			w.UsedMiB += c.mem
+			w.UsedCores += cr.cores
+			w.UsedNum++
 			if c.migPos >= 0 {
 				w.migGroup = c.migGroup
 				w.migUsed |= 1 << uint(c.migPos)
@@ -261,16 +262,5 @@ func binomial(n, k int) int {
 // placement, spread one minus their mean fullness before it (idle cards
 // score MaxScore).
 func score(picks []pick, policy string) float64 {
-	if len(picks) == 0 {
-		return 0
-	}
-	var sum float64
-	for i := range picks {
-		if policy == api.PolicySpread {
-			sum += 1 - picks[i].before
-		} else {
-			sum += picks[i].after
-		}
-	}
-	return min(max(api.MaxScore*sum/float64(len(picks)), 0), api.MaxScore)
+	return cardfit.NodeScore(policy, len(picks), func(i int) (float64, float64) { return picks[i].before, picks[i].after })
 }

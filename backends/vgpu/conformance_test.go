@@ -60,18 +60,7 @@ func randomPod(rng *rand.Rand) *v1.Pod {
 // of the unhealthy card.
 func cardUsage(d api.Devices) []conformance.Usage {
 	cards, _ := d.(*Devices).CardUsage()
-	var out []conformance.Usage
-	for _, c := range cards {
-		i := strconv.Itoa(c.Index)
-		out = append(out,
-			conformance.Usage{Name: "card " + i + " memory", Used: c.MemoryUsedMiB, Capacity: c.MemoryTotalMiB},
-			conformance.Usage{Name: "card " + i + " cores", Used: c.CoresUsed, Capacity: c.CoresTotal},
-			conformance.Usage{Name: "card " + i + " pods", Used: int64(c.Pods), Capacity: int64(c.MaxPods)})
-		if !c.Healthy {
-			out = append(out, conformance.Usage{Name: "card " + i + " (unhealthy) pods", Used: int64(c.Pods)})
-		}
-	}
-	return out
+	return conformance.CardUsage(cards, "pods")
 }
 
 func malformed(values ...string) []conformance.Malformed {

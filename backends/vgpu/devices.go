@@ -1,8 +1,6 @@
 package vgpu
 
 import (
-	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,9 +8,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
@@ -37,9 +35,7 @@ type cardInfo struct {
 // cardState is the mutable part of one card. It is a value: copies of
 // Devices clone the slice; gangs is copied on write, never changed in place.
 type cardState struct {
-	usedMiB   int64
-	usedCores int32
-	usedNum   int32
+	cardledger.Usage
 	// migGroup is the geometry in use (-1: none); migUsed its used positions.
 	migGroup int16
 	migUsed  uint64
@@ -63,22 +59,25 @@ type use struct {
 	migPos      int16
 }
 
-// holding is what one accounted pod holds. It is never modified after
-// creation, so copies of Devices share it.
+// holding is what one accounted pod holds; the ledger keeps its
+// volcano.sh/vgpu-ids-new value. It is never modified after creation, so
+// copies of Devices share it.
 type holding struct {
-	value string
-	gang  string
-	uses  []use
+	gang string
+	uses []use
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
 type shared struct {
-	b          *Backend
-	node       string
-	info       []cardInfo
-	links      []int32
-	advertised v1.ResourceList
+	b     *Backend
+	node  string
+	info  []cardInfo
+	links []int32
 }
+
+// ledger is a node's per-pod accounting. Embedded in Devices, it supplies
+// AddQueueResource, HasDeviceRequest, GetIgnoredDevices and Advertised.
+type ledger = cardledger.Ledger[*holding]
 
 // Devices is the vGPU state of one node: its cards and the pods holding
 // them. FilterNode, ScoreNode, GetStatus, CardUsage and Advertised only
@@ -86,7 +85,6 @@ type shared struct {
 type Devices struct {
 	*shared
 	cards []cardState
-	pods  map[types.UID]*holding
 	// host is the node's free CPU for the fragment policy (SetHostIdle).
 	host hostIdle
 	// gen counts changes to cards; memo holds FilterNode's latest results
@@ -95,6 +93,7 @@ type Devices struct {
 	memo filterMemos
 	// fragMemo is fragNow's last measure of the cards.
 	fragMemo atomic.Pointer[fragNode]
+	ledger
 }
 
 // memoSlots is how many request shapes a node remembers: a session
@@ -176,6 +175,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links}
 	n := len(inv.cards)
 	var memUnits int64
+	report := make([]cardledger.Card, n)
 	for i, c := range inv.cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
 			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB}
@@ -192,25 +192,24 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		}
 		memUnits += c.MemMiB / b.factor
 		s.info[i] = ci
+		report[i] = cardledger.Card{ID: c.UUID, Type: c.Type, Healthy: c.Healthy, MemMiB: c.MemMiB,
+			Cores: c.Cores, MaxPods: c.Count}
 	}
-	s.advertised = v1.ResourceList{
+	// Advertised: memory in its resource's unit (MiB / gpuMemoryFactor per
+	// card), memory-percentage and cores 100 per card. Per container
+	// Kubernetes counts one card's worth of each.
+	advertised := v1.ResourceList{
 		b.resMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
 		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
 		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
 	}
-	d := &Devices{shared: s, cards: make([]cardState, n), pods: make(map[types.UID]*holding)}
+	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
+		Cores: b.resCores, Factor: b.factor, Asks: b.asks, Ignored: b.ignored}
+	d := &Devices{shared: s, cards: make([]cardState, n), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
 	}
 	return d
-}
-
-// podKey identifies a pod in the accounting.
-func podKey(pod *v1.Pod) types.UID {
-	if pod.UID != "" {
-		return pod.UID
-	}
-	return types.UID(pod.Namespace + "/" + pod.Name)
 }
 
 // apply adds (sign 1) or removes (sign -1) a holding.
@@ -218,9 +217,7 @@ func (d *Devices) apply(h *holding, sign int32) {
 	d.gen++
 	for _, u := range h.uses {
 		c := &d.cards[u.card]
-		c.usedMiB += int64(sign) * u.mem
-		c.usedCores += sign * u.cores
-		c.usedNum += sign
+		c.Take(u.mem, u.cores, sign)
 		if u.migPos >= 0 {
 			if sign > 0 {
 				c.migGroup = u.migGroup
@@ -236,6 +233,12 @@ func (d *Devices) apply(h *holding, sign int32) {
 			c.gangs = addGang(c.gangs, h.gang, sign)
 		}
 	}
+}
+
+// Total sums the memory recorded (not the MIG instances taken) and the
+// cores asked for, for queue accounting.
+func (h *holding) Total() cardledger.Total {
+	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.recMem, u.cores })
 }
 
 // addGang returns a new sorted slice with key's count changed by delta.
@@ -269,97 +272,26 @@ func (c *cardState) hasGang(key string) bool {
 // (unknown card, bad numbers, a MIG position taken) is an error naming the
 // annotation and the value; the state is then unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
-	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		return nil
-	}
-	value, found := pod.Annotations[vgpuproto.AnnotationIDs]
-	if !found {
-		return nil
-	}
-	key := podKey(pod)
-	if old, ok := d.pods[key]; ok {
-		if old.value == value {
-			return nil
+	added, err := cardledger.Account(d.ledger, pod, func(value string) (*holding, error) {
+		uses, err := d.decodeUses(value, len(pod.Spec.Containers))
+		if err == nil {
+			err = d.checkMIG(uses)
 		}
-		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on node %s with %q",
-			pod.Namespace, pod.Name, vgpuproto.AnnotationIDs, value, d.node, old.value)
+		return &holding{gang: podGang(pod), uses: uses}, err
+	}, d.apply)
+	if v := klog.V(5); added && v.Enabled() {
+		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[vgpuproto.AnnotationIDs])
 	}
-	uses, err := d.decodeUses(value, len(pod.Spec.Containers))
-	if err == nil {
-		err = d.checkMIG(uses)
-	}
-	if err != nil {
-		return fmt.Errorf("pod %s/%s on node %s: annotation %s=%q: %w", pod.Namespace, pod.Name, d.node, vgpuproto.AnnotationIDs, value, err)
-	}
-	h := &holding{value: value, gang: podGang(pod), uses: uses}
-	d.apply(h, 1)
-	d.pods[key] = h
-	if v := klog.V(5); v.Enabled() {
-		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", value)
-	}
-	return nil
+	return err
 }
 
 // SubResource removes what AddResource (or Allocate) accounted for the pod,
 // as recorded then. A pod that is not accounted is a no-op.
-func (d *Devices) SubResource(pod *v1.Pod) error {
-	key := podKey(pod)
-	h, found := d.pods[key]
-	if !found {
-		return nil
-	}
-	d.apply(h, -1)
-	delete(d.pods, key)
-	return nil
-}
-
-// AddQueueResource reports what the pod holds here in the resources pods
-// request: cards, memory (in the memory resource's unit) and cores. Nil when
-// the pod holds nothing here.
-func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
-	h, found := d.pods[podKey(pod)]
-	if !found {
-		return nil
-	}
-	var mem, cores int64
-	for _, u := range h.uses {
-		mem += u.recMem
-		cores += int64(u.cores)
-	}
-	return map[string]float64{
-		string(d.b.resCount):  float64(len(h.uses)),
-		string(d.b.resMemory): float64(mem / d.b.factor),
-		string(d.b.resCores):  float64(cores),
-	}
-}
-
-// HasDeviceRequest reports whether the pod asks for vGPUs.
-func (d *Devices) HasDeviceRequest(pod *v1.Pod) bool { return d.b.asks(pod) }
-
-// GetIgnoredDevices returns the memory, memory-percentage and cores
-// resource names: they are accounted per card here, not by Volcano's
-// node-level resource fit.
-func (d *Devices) GetIgnoredDevices() []string { return slices.Clone(d.b.ignored) }
-
-// Advertised returns the node totals of the memory (in its resource unit,
-// MiB / gpuMemoryFactor per card), memory-percentage (100 per card) and
-// cores (100 per card) resources. Per container Kubernetes counts one card's
-// worth of each, so these totals never reject a pod whose cards fit. The
-// list is shared; callers must not modify it.
-func (d *Devices) Advertised() v1.ResourceList { return d.advertised }
+func (d *Devices) SubResource(pod *v1.Pod) error { cardledger.Drop(d.ledger, pod, d.apply); return nil }
 
 // CardUsage returns every card's usage and the number of pods holding
 // cards on the node.
-func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	out := make([]api.CardUsage, len(d.cards))
-	for i := range d.cards {
-		ci, c := &d.info[i], &d.cards[i]
-		out[i] = api.CardUsage{ID: ci.uuid, Index: i, Type: ci.typ, Healthy: ci.healthy,
-			MemoryUsedMiB: c.usedMiB, MemoryTotalMiB: ci.memMiB, CoresUsed: int64(c.usedCores),
-			CoresTotal: int64(ci.coresTotal), Pods: int(c.usedNum), MaxPods: int(ci.count)}
-	}
-	return out, len(d.pods)
-}
+func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsage(d.ledger, d.cards) }
 
 // GetStatus renders every card, "; "-separated, as
 // "i UUID type mode numa N: used/total MiB, cores c/C, pods p/P" with
@@ -372,8 +304,8 @@ func (d *Devices) GetStatus() string {
 			b.WriteString("; ")
 		}
 		b.WriteString(strconv.Itoa(i) + " " + ci.uuid + " " + ci.typ + " " + ci.mode + " numa " + itoa(int64(ci.numa)) +
-			": " + itoa(c.usedMiB) + "/" + itoa(ci.memMiB) + " MiB, cores " + itoa(int64(c.usedCores)) + "/" +
-			itoa(int64(ci.coresTotal)) + ", pods " + itoa(int64(c.usedNum)) + "/" + itoa(int64(ci.count)))
+			": " + itoa(c.UsedMiB) + "/" + itoa(ci.memMiB) + " MiB, cores " + itoa(int64(c.UsedCores)) + "/" +
+			itoa(int64(ci.coresTotal)) + ", pods " + itoa(int64(c.UsedNum)) + "/" + itoa(int64(ci.count)))
 		if !ci.healthy {
 			b.WriteString(", unhealthy")
 		}
@@ -396,7 +328,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() api.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), pods: maps.Clone(d.pods), gen: d.gen}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger), gen: d.gen}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

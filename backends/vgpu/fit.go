@@ -1,6 +1,9 @@
 package vgpu
 
-import "github.com/vgpushare/vshare/deviceshare/api"
+import (
+	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/deviceshare/api"
+)
 
 // reason is why a card does not fit a container; fits is 0.
 type reason uint8
@@ -80,11 +83,9 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		return rUnhealthy, cand
 	case req.mode != "" && req.mode != ci.mode:
 		return rMode, cand
-	case req.useType != "" && !listMatchesType(req.useType, ci.typUpper),
-		req.noUseType != "" && listMatchesType(req.noUseType, ci.typUpper):
+	case cardfit.TypeExcluded(req.useType, req.noUseType, ci.typUpper):
 		return rType, cand
-	case req.useUUID != "" && !listHas(req.useUUID, ci.uuid),
-		req.noUseUUID != "" && listHas(req.noUseUUID, ci.uuid):
+	case cardfit.Excluded(req.useUUID, req.noUseUUID, ci.uuid):
 		return rUUID, cand
 	}
 	mem := cr.memOn(ci.memMiB)
@@ -95,13 +96,13 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	switch {
 	case req.gang != "" && c.hasGang(req.gang):
 		return rGang, cand
-	case c.usedNum >= ci.count:
+	case c.UsedNum >= ci.count:
 		return rShareCount, cand
-	case cr.cores >= fullCores && c.usedNum > 0:
+	case cr.cores >= fullCores && c.UsedNum > 0:
 		return rExclusive, cand
-	case cr.cores == 0 && c.usedCores >= ci.coresTotal:
+	case cr.cores == 0 && c.UsedCores >= ci.coresTotal:
 		return rCoresFull, cand
-	case c.usedCores+cr.cores > ci.coresTotal:
+	case c.UsedCores+cr.cores > ci.coresTotal:
 		return rCores, cand
 	}
 	if ci.mig != nil {
@@ -114,7 +115,7 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		}
 		cand.migGroup, cand.migPos, cand.mem = g, pos, inst
 	}
-	if c.usedMiB+cand.mem > ci.memMiB {
+	if c.UsedMiB+cand.mem > ci.memMiB {
 		return rMemory, cand
 	}
 	cand.before = fullness(ci, c, 0, 0, 0)
@@ -126,12 +127,12 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 // fractions after adding the deltas, in [0, 1]. Binpack prefers the card
 // that is fullest after placement; spread the emptiest before it.
 func fullness(ci *cardInfo, c *cardState, dMem int64, dCores, dNum int32) float64 {
-	f := float64(c.usedMiB+dMem) / float64(ci.memMiB)
+	f := float64(c.UsedMiB+dMem) / float64(ci.memMiB)
 	if ci.coresTotal > 0 {
-		f += float64(c.usedCores+dCores) / float64(ci.coresTotal)
+		f += float64(c.UsedCores+dCores) / float64(ci.coresTotal)
 	}
 	if ci.count > 0 {
-		f += float64(c.usedNum+dNum) / float64(ci.count)
+		f += float64(c.UsedNum+dNum) / float64(ci.count)
 	}
 	return min(max(f/3, 0), 1)
 }

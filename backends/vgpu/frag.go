@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -82,12 +83,12 @@ func (h hostIdle) fits(cl *fragClass, used hostUse) bool {
 // free memory; 0 for unhealthy, MIG and fully shared cards.
 func (d *Devices) cardFree(i int, c *cardState) float64 {
 	ci := &d.info[i]
-	if !ci.healthy || ci.mig != nil || c.usedNum >= ci.count || ci.memMiB <= 0 {
+	if !ci.healthy || ci.mig != nil || c.UsedNum >= ci.count || ci.memMiB <= 0 {
 		return 0
 	}
-	free := float64(ci.memMiB-c.usedMiB) / float64(ci.memMiB)
+	free := float64(ci.memMiB-c.UsedMiB) / float64(ci.memMiB)
 	if ci.coresTotal > 0 {
-		free = min(free, float64(ci.coresTotal-c.usedCores)/float64(ci.coresTotal))
+		free = min(free, float64(ci.coresTotal-c.UsedCores)/float64(ci.coresTotal))
 	}
 	return milliPerCard * max(free, 0)
 }
@@ -112,20 +113,19 @@ type fragNode struct {
 // without computing what check reports besides.
 func (d *Devices) classFits(cl *fragClass, i int, c *cardState) bool {
 	ci := &d.info[i]
-	if cl.useType != "" && !listMatchesType(cl.useType, ci.typUpper) ||
-		cl.noUseType != "" && listMatchesType(cl.noUseType, ci.typUpper) {
+	if cardfit.TypeExcluded(cl.useType, cl.noUseType, ci.typUpper) {
 		return false
 	}
 	cr := ctrRequest{nums: cl.nums, memMiB: cl.memMiB, pct: cl.pct, cores: cl.cores}
 	mem := cr.memOn(ci.memMiB)
 	switch {
-	case mem > ci.memMiB, cl.cores > ci.coresTotal, c.usedNum >= ci.count,
-		cl.cores >= fullCores && c.usedNum > 0,
-		cl.cores == 0 && c.usedCores >= ci.coresTotal,
-		c.usedCores+cl.cores > ci.coresTotal:
+	case mem > ci.memMiB, cl.cores > ci.coresTotal, c.UsedNum >= ci.count,
+		cl.cores >= fullCores && c.UsedNum > 0,
+		cl.cores == 0 && c.UsedCores >= ci.coresTotal,
+		c.UsedCores+cl.cores > ci.coresTotal:
 		return false
 	}
-	return c.usedMiB+mem <= ci.memMiB
+	return c.UsedMiB+mem <= ci.memMiB
 }
 
 // fragOf measures the node with cards in state cards.
@@ -227,9 +227,9 @@ func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate) 
 			continue
 		}
 		w := work[c.card]
-		w.usedMiB += c.mem
-		w.usedCores += cr.cores
-		w.usedNum++
+		w.UsedMiB += c.mem
+		w.UsedCores += cr.cores
+		w.UsedNum++
 		frag := d.valueWith(f, int(c.card), &w, d.host, hostUse{})
 		c.after += 1e-9 * (1 - frag/span)
 	}
@@ -242,7 +242,7 @@ func (d *Devices) sameCard(a, b int, work []cardState) bool {
 	wa, wb := &work[a], &work[b]
 	return ia.typ == ib.typ && ia.memMiB == ib.memMiB && ia.coresTotal == ib.coresTotal && ia.count == ib.count &&
 		ia.healthy == ib.healthy && ia.mig == nil && ib.mig == nil &&
-		wa.usedMiB == wb.usedMiB && wa.usedCores == wb.usedCores && wa.usedNum == wb.usedNum
+		wa.UsedMiB == wb.UsedMiB && wa.UsedCores == wb.UsedCores && wa.UsedNum == wb.UsedNum
 }
 
 // fragNow is fragOf the node's current cards: kept while neither the

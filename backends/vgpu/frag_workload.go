@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
@@ -91,7 +92,7 @@ func (b *Backend) ObserveRequest(pod *v1.Pod) {
 	if err := b.parse(pod, "", &req); err != nil || req.empty() {
 		return
 	}
-	b.frag.observe(podKey(pod), &req)
+	b.frag.observe(cardledger.Key(pod), &req)
 }
 
 // WorkloadGeneration identifies the learned mix the fragment policy scores

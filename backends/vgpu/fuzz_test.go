@@ -1,12 +1,9 @@
 package vgpu
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
@@ -42,34 +39,15 @@ func FuzzAddResource(f *testing.F) {
 		d := devicesOf(t, newBackend(t), node)
 		n := 1 + int(containers)%4
 		pod := vpod("p", make([]ctr, n), vgpuproto.AnnotationIDs, value)
-		before, beforeUsage := d.GetStatus(), usageOf(d)
-		if err := d.AddResource(pod); err != nil {
-			if !strings.Contains(err.Error(), vgpuproto.AnnotationIDs) {
-				t.Errorf("AddResource error %q does not name %s", err, vgpuproto.AnnotationIDs)
-			}
-			if after := d.GetStatus(); after != before {
-				t.Errorf("a refused record changed the state:\n%s\n%s", before, after)
-			}
+		acc := testkit.Account(t, d, pod, vgpuproto.AnnotationIDs)
+		if acc == nil {
 			return
 		}
-		if err := d.AddResource(pod); err != nil {
-			t.Fatalf("AddResource of the same record again: %v", err)
-		}
-		for _, c := range usageOf(d) {
+		for _, c := range testkit.Usage(d) {
 			if c.MemoryUsedMiB < 0 || c.CoresUsed < 0 || c.Pods < 0 || c.Pods > n {
 				t.Errorf("card %+v after accounting %q", c, value)
 			}
 		}
-		if err := d.SubResource(pod); err != nil {
-			t.Fatalf("SubResource: %v", err)
-		}
-		if diff := cmp.Diff(beforeUsage, usageOf(d)); diff != "" || d.GetStatus() != before {
-			t.Errorf("AddResource then SubResource of %q is not the identity (-before +after):\n%s\n%s\n%s", value, diff, before, d.GetStatus())
-		}
+		acc.CheckRoundTrip(t)
 	})
-}
-
-func usageOf(d *Devices) []api.CardUsage {
-	u, _ := d.CardUsage()
-	return u
 }

@@ -1,16 +1,13 @@
 package vgpu
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
@@ -59,14 +56,8 @@ func register(cards ...card) string {
 // vgpuNode builds a node with the volcano register of the cards and extra
 // annotation key/value pairs.
 func vgpuNode(cards []card, annotations ...string) *v1.Node {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Annotations: map[string]string{
-		vgpuproto.AnnotationRegister:  register(cards...),
-		vgpuproto.AnnotationHandshake: "Reported 2026-01-01",
-	}}}
-	for i := 0; i+1 < len(annotations); i += 2 {
-		n.Annotations[annotations[i]] = annotations[i+1]
-	}
-	return n
+	return testkit.Node("node-a", append([]string{vgpuproto.AnnotationRegister, register(cards...),
+		vgpuproto.AnnotationHandshake, "Reported 2026-01-01"}, annotations...)...)
 }
 
 // fourCards is a node with four 16 GiB cards, GPU-0..GPU-3.
@@ -80,33 +71,22 @@ type ctr struct {
 }
 
 func limits(c ctr) v1.ResourceList {
-	l := v1.ResourceList{}
-	set := func(name string, v int64) {
-		if v >= 0 {
-			l[v1.ResourceName(name)] = *resource.NewQuantity(v, resource.DecimalSI)
-		}
-	}
-	set(config.DefaultResourceCountName, c.n)
-	set(config.DefaultResourceMemoryName, c.mem)
-	set(config.DefaultResourceMemoryPercentageName, c.pct)
-	set(config.DefaultResourceCoreName, c.cores)
-	return l
+	return testkit.Limits(map[v1.ResourceName]int64{
+		config.DefaultResourceCountName:            c.n,
+		config.DefaultResourceMemoryName:           c.mem,
+		config.DefaultResourceMemoryPercentageName: c.pct,
+		config.DefaultResourceCoreName:             c.cores,
+	})
 }
 
 // vpod builds a running pod with one container per ctr and annotation
 // key/value pairs.
 func vpod(name string, ctrs []ctr, annotations ...string) *v1.Pod {
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name),
-		Annotations: map[string]string{}}}
+	l := make([]v1.ResourceList, len(ctrs))
 	for i, c := range ctrs {
-		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "c" + strconv.Itoa(i),
-			Resources: v1.ResourceRequirements{Limits: limits(c)}})
+		l[i] = limits(c)
 	}
-	for i := 0; i+1 < len(annotations); i += 2 {
-		p.Annotations[annotations[i]] = annotations[i+1]
-	}
-	p.Status.Phase = v1.PodRunning
-	return p
+	return testkit.Pod(name, l, annotations...)
 }
 
 // one is a pod with one container asking for n cards of mem MiB and cores.
@@ -124,24 +104,11 @@ func placed(p *v1.Pod, ids string) *v1.Pod {
 // devicesOf decodes the node and accounts the pods.
 func devicesOf(t testing.TB, b *Backend, node *v1.Node, pods ...*v1.Pod) *Devices {
 	t.Helper()
-	d, err := b.NewDevices(node)
-	if err != nil || d == nil {
-		t.Fatalf("NewDevices: %v, %v", d, err)
-	}
-	for _, p := range pods {
-		if err := d.AddResource(p); err != nil {
-			t.Fatalf("AddResource(%s): %v", p.Name, err)
-		}
-	}
-	return d.(*Devices)
+	return testkit.NewDevices(t, b, node, pods...).(*Devices)
 }
 
 // allocated allocates the pod and returns its vgpu-ids-new.
 func allocated(t testing.TB, d *Devices, p *v1.Pod, policy string) string {
 	t.Helper()
-	r, err := d.Allocate(p, policy)
-	if err != nil {
-		t.Fatalf("Allocate(%s): %v", p.Name, err)
-	}
-	return r.Annotations[vgpuproto.AnnotationIDs]
+	return testkit.Allocate(t, d, p, policy).Annotations[vgpuproto.AnnotationIDs]
 }

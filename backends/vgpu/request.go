@@ -120,17 +120,7 @@ func (r *podRequest) add(c ctrRequest) {
 // asks reports whether any container names a vGPU resource with a non-zero
 // quantity.
 func (b *Backend) asks(pod *v1.Pod) bool {
-	check := func(cs []v1.Container) bool {
-		for i := range cs {
-			for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resPercent, b.resCores} {
-				if q, ok := podres.Quantity(&cs[i], res); ok && q.Sign() != 0 {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return check(pod.Spec.Containers) || check(pod.Spec.InitContainers)
+	return podres.Asks(pod, b.resCount, b.resMemory, b.resPercent, b.resCores)
 }
 
 // parsed is the last request parse returned, for the pod object it read.
@@ -171,14 +161,8 @@ func (b *Backend) request(pod *v1.Pod, policy string) (*podRequest, error) {
 
 func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error {
 	*r = podRequest{containers: len(pod.Spec.Containers), host: podHost(pod)}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		for _, res := range [...]v1.ResourceName{b.resCount, b.resMemory, b.resPercent, b.resCores} {
-			if q, ok := podres.Quantity(c, res); ok && q.Sign() != 0 {
-				return fmt.Errorf("pod %s/%s init container %q: %s=%s: vGPUs are only served to regular containers",
-					pod.Namespace, pod.Name, c.Name, res, q.String())
-			}
-		}
+	if err := podres.CheckInitContainers(pod, "vGPUs", b.resCount, b.resMemory, b.resPercent, b.resCores); err != nil {
+		return err
 	}
 	for i := range pod.Spec.Containers {
 		c, ok, err := b.parseContainer(&pod.Spec.Containers[i])
@@ -204,20 +188,12 @@ func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error
 // for no card.
 func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	var out ctrRequest
-	n, hasN, err := podres.Whole(c, b.resCount, MaxGPUsPerContainer)
-	if err != nil {
-		return out, false, err
-	}
-	mem, hasMem, err := podres.Whole(c, b.resMemory, vgpuproto.MaxMemoryMiB/b.factor)
-	if err != nil {
-		return out, false, err
-	}
-	pct, hasPct, err := podres.Whole(c, b.resPercent, 100)
-	if err != nil {
-		return out, false, err
-	}
-	cores, hasCores, err := podres.Whole(c, b.resCores, fullCores)
-	if err != nil {
+	r := podres.NewReader(c)
+	n, hasN := r.Whole(b.resCount, MaxGPUsPerContainer)
+	mem, hasMem := r.Whole(b.resMemory, vgpuproto.MaxMemoryMiB/b.factor)
+	pct, hasPct := r.Whole(b.resPercent, 100)
+	cores, hasCores := r.Whole(b.resCores, fullCores)
+	if err := r.Err(); err != nil {
 		return out, false, err
 	}
 	shaped := (hasMem && mem > 0) || (hasPct && pct > 0) || (hasCores && cores > 0)
@@ -313,30 +289,4 @@ func podGang(pod *v1.Pod) string {
 		return gangKey(pod.Namespace, g)
 	}
 	return ""
-}
-
-// listHas reports whether the comma-separated list holds item exactly
-// (spaces around entries ignored), without allocating.
-func listHas(list, item string) bool {
-	for list != "" {
-		var e string
-		e, list, _ = strings.Cut(list, ",")
-		if strings.TrimSpace(e) == item {
-			return true
-		}
-	}
-	return false
-}
-
-// listMatchesType reports whether the upper-cased type contains one of the
-// comma-separated upper-cased entries, as upstream matches types.
-func listMatchesType(list, typeUpper string) bool {
-	for list != "" {
-		var e string
-		e, list, _ = strings.Cut(list, ",")
-		if e = strings.TrimSpace(e); e != "" && strings.Contains(typeUpper, e) {
-			return true
-		}
-	}
-	return false
 }

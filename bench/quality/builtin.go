@@ -13,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 	"volcano.sh/volcano/pkg/scheduler/api/devices"
 	bvgpu "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu"
+
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
 // Volcano v1.10.0's built-in vGPU device, driven as Volcano's deviceshare
@@ -68,12 +70,14 @@ var builtinMu sync.Mutex
 func withBuiltin(f func() error) error {
 	builtinMu.Lock()
 	defer builtinMu.Unlock()
-	enable, lock, client := bvgpu.VGPUEnable, bvgpu.NodeLockEnable, builtinKubeClient
-	bvgpu.VGPUEnable, bvgpu.NodeLockEnable, builtinKubeClient = true, false, builtinClient()
+	enable, lock, client := bvgpu.VGPUEnable, bvgpu.NodeLockEnable, volcano.BuiltinVGPUClient()
+	bvgpu.VGPUEnable, bvgpu.NodeLockEnable = true, false
+	volcano.SetBuiltinVGPUClient(builtinClient())
 	klog.SetLogger(klog.Logger{}) // the zero logr.Logger discards
 	defer func() {
 		klog.ClearLogger()
-		bvgpu.VGPUEnable, bvgpu.NodeLockEnable, builtinKubeClient = enable, lock, client
+		bvgpu.VGPUEnable, bvgpu.NodeLockEnable = enable, lock
+		volcano.SetBuiltinVGPUClient(client)
 	}()
 	return f()
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	bvgpu "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu"
+
+	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
 // runBuiltin runs a built-in policy on one seed as Run does, returning the
@@ -98,11 +100,11 @@ func TestBuiltinPlaces(t *testing.T) {
 	placements := map[string][]int{}
 	for _, policy := range BuiltinPolicies() {
 		t.Run(policy, func(t *testing.T) {
-			enable, client := bvgpu.VGPUEnable, builtinKubeClient
+			enable, client := bvgpu.VGPUEnable, volcano.BuiltinVGPUClient()
 			_, c, pol := runBuiltin(t, tr, policy, 42, rank)
-			if bvgpu.VGPUEnable != enable || builtinKubeClient != client {
+			if bvgpu.VGPUEnable != enable || volcano.BuiltinVGPUClient() != client {
 				t.Errorf("VGPUEnable %v, client %T after the run; want them restored to %v, %T",
-					bvgpu.VGPUEnable, builtinKubeClient, enable, client)
+					bvgpu.VGPUEnable, volcano.BuiltinVGPUClient(), enable, client)
 			}
 			if c.Used == 0 {
 				t.Fatalf("nothing placed")

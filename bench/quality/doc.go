@@ -23,6 +23,6 @@
 // volcano-builtin-binpack and volcano-builtin-spread, builtin.go) places the
 // same pods as Volcano's deviceshare and predicates plugins drive it:
 // FilterNode, ScoreNode, then Allocate, whose pod PATCH goes to an
-// in-memory clientset (builtin_linkname.go), and AddResource of the
+// in-memory clientset (builtin_client.go), and AddResource of the
 // patched pod on the node's devices, as the scheduler cache does.
 package quality

@@ -86,10 +86,10 @@ func TestRBACGrantsExactlyTheCallsInTheSource(t *testing.T) {
 // cannot classify is an error, not a silent omission.
 func TestAPICallScannerRefusesWhatItCannotRead(t *testing.T) {
 	for name, src := range map[string]string{
-		"informer factory": `informers.NewSharedInformerFactory(client, 0)`,
-		"REST client":      `client.CoreV1().RESTClient().Get()`,
-		"client passed on": `use(client.CoreV1().Pods("ns"))`,
-		"unknown method":   `client.CoreV1().Pods("ns").Frobnicate(ctx)`,
+		"informer factory":                  `informers.NewSharedInformerFactory(client, 0)`,
+		"REST client":                       `client.CoreV1().RESTClient().Get()`,
+		"client passed on":                  `use(client.CoreV1().Pods("ns"))`,
+		"unknown method":                    `client.CoreV1().Pods("ns").Frobnicate(ctx)`,
 		"patch subresource from a variable": `client.CoreV1().Nodes().Patch(ctx, "n", pt, data, opts, sub)`,
 	} {
 		dir := t.TempDir()

@@ -69,7 +69,8 @@ func jobs() []*batchJob {
 		{"notebooks", []framework.VGPUTask{{Name: "nb", Replicas: 4, VGPUs: 1, MemoryMiB: 5000, Cores: 10}}},
 		{"two-card", []framework.VGPUTask{{Name: "main", Replicas: 1, VGPUs: 2, MemoryMiB: 30000, Cores: 100}}},
 		{"npu-inference", []framework.VGPUTask{{Name: "server", Replicas: 3, Limits: v1.ResourceList{
-			"huawei.com/" + npuChip: resource.MustParse("1"), "huawei.com/" + npuChip + "-memory": resource.MustParse("12000")}}}},
+			ascendproto.ResourceDomain + npuChip:             resource.MustParse("1"),
+			ascendproto.ResourceDomain + npuChip + "-memory": resource.MustParse("12000")}}}},
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package rungroup runs a process's long-lived parts together: the first
 // part to fail cancels the others, and Wait returns that failure, named.
-// The node agents (vgpu-device-plugin and the simulated Ascend agent) use
-// it for their informers, registrar, device plugin and exporters.
+// The node agents (vgpu-device-plugin and the simulated Ascend agent) run
+// their informers, registrar, device plugin and exporters in one, through
+// nodeagent.Session.
 package rungroup
 
 import (

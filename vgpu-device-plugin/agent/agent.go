@@ -3,33 +3,29 @@ package agent
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/internal/allocsig"
-	"github.com/vgpushare/vshare/internal/rungroup"
+	"github.com/vgpushare/vshare/nodeagent"
+	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
+	"github.com/vgpushare/vshare/nodeagent/kube"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/kube"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/monitor"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/register"
 )
+
+// Component names the agent: its user agent and the source of its events.
+const Component = "vgpu-device-plugin"
 
 // mockEventsPoll is how often the mock NVML looks for new lines in
 // Options.MockEventsFile.
@@ -52,80 +48,48 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("discover GPUs: %w", err)
 	}
-	client, err := kubeClient(o.Kubeconfig)
+	client, err := kube.NewClient(o.Kubeconfig, Component)
 	if err != nil {
 		return err
 	}
-	unit, _ := nvidia.ParseMemoryUnit(o.MemoryUnit)
-	policy, _ := health.ParsePolicy(o.DisableHealthChecks, o.EnableHealthChecks)
 	if err := allocate.WritePreload(o.CacheDir); err != nil {
 		return err
 	}
+	s, err := nodeagent.Start(ctx, nodeagent.Setup{Name: "vGPU node agent", Node: o.NodeName, Client: client,
+		LockName: o.NodeLockName, PodIndexers: allocate.Indexers()})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Stop() }() // on an early return; the normal path waits in serve
+	return serve(s, o, lib, gpus, client)
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	g := rungroup.New(cancel)
-	defer func() {
-		cancel()
-		_ = g.Wait() // on an early return; the normal path waits below
-	}()
-
+// serve runs the agent's parts in the session.
+func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.GPU, client kubernetes.Interface) error {
+	ctx := s.Context()
+	unit, _ := nvidia.ParseMemoryUnit(o.MemoryUnit)
 	st := &state{node: o.NodeName, gpus: gpus, unit: unit}
 	snapshot, err := configSource(ctx, o, client)
 	if err != nil {
 		return err
 	}
 	st.apply(snapshot())
-	g.Start("config", func() error { st.follow(ctx, snapshot); return nil })
-
-	tracker := health.NewTracker()
-	g.Start("health forward", func() error { st.forward(ctx, tracker.Changed); return nil })
-	uuids := make([]string, len(gpus))
-	for i, gpu := range gpus {
-		uuids[i] = gpu.UUID
-	}
-	mon, err := health.NewMonitor(health.MonitorOptions{Lib: lib, UUIDs: uuids, Tracker: tracker, Policy: policy, RecoveryAfter: o.HealthRecovery})
+	s.Go("config", func() error { st.follow(ctx, snapshot); return nil })
+	tracker, err := startHealth(s, o, lib, gpus, st)
 	if err != nil {
 		return err
 	}
-	g.Start("health", func() error { return mon.Run(ctx) })
-	if srv, ok := lib.(*nvmlmock.Server); ok && o.MockEventsFile != "" {
-		klog.InfoS("Injecting the NVML events written to a file", "env", nvmlmock.EnvEvents, "file", o.MockEventsFile)
-		g.Start("mock NVML events", func() error { return srv.FollowEvents(ctx, o.MockEventsFile, mockEventsPoll) })
-	}
 
-	podInf := kube.NewPodInformer(ctx, client, o.NodeName)
-	nodeInf := kube.NewNodeInformer(ctx, client, o.NodeName)
-	g.Start("pod informer", func() error { podInf.Run(ctx.Done()); return nil })
-	g.Start("node informer", func() error { nodeInf.Run(ctx.Done()); return nil })
-	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
-		klog.InfoS("Stopped before the node's pods were listed", "node", o.NodeName)
-		cancel()
-		return g.Wait()
+	s.StartInformers()
+	if !s.WaitForPods() {
+		return s.Stop()
 	}
-	lookup := allocate.IndexerLookup{Indexer: podInf.GetIndexer()}
-	patcher := kube.Patcher{Client: client, Node: o.NodeName, LockName: o.NodeLockName}
+	lookup := allocate.IndexerLookup{Indexer: s.Pods.GetIndexer()}
 	mig := nvidia.NewMIG(lib)
-
-	if err := startRegistrar(ctx, g, o, st, tracker, mig, patcher, nodeInf); err != nil {
+	if err := startRegistrar(s, o, st, tracker, mig); err != nil {
 		return err
 	}
-	aopts := allocate.Options{
-		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: patcher,
-		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
-		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
-		SchedulerNames: o.SchedulerNames, Events: eventRecorder(client, o.NodeName),
-		LivePods: kube.NodePods(client, o.NodeName),
-	}
-	if o.AllocationKeyFile != "" {
-		keys, err := allocsig.OpenFile(o.AllocationKeyFile)
-		if err != nil {
-			return err
-		}
-		aopts.Keys = keys.Keys
-		ring, _ := keys.Keys()
-		klog.InfoS("Serving only signed allocations", "keyFile", o.AllocationKeyFile, "keys", ring.IDs())
-	}
-	alloc, err := allocate.New(aopts)
+	alloc, err := newAllocator(s, o, st, tracker, mig, lookup, client)
 	if err != nil {
 		return err
 	}
@@ -133,62 +97,94 @@ func Run(ctx context.Context, o *Options) error {
 	if resource == "" {
 		resource = st.inventory().NVIDIA.ResourceCountName
 	}
-	dp, err := plugin.New(plugin.Options{
+	if _, err := s.StartDevicePlugin(deviceplugin.Options{
 		ResourceName: resource, SocketDir: o.KubeletSocketDir, SocketName: o.SocketName,
 		Devices: func() []*pluginapi.Device {
 			inv := st.inventory()
-			return plugin.VirtualDevices(inv, tracker.Healthy, inv.Settings.EnableNUMATopology)
+			return VirtualDevices(inv, tracker.Healthy, inv.Settings.EnableNUMATopology)
 		},
 		Changed: st.changed.C, Allocator: alloc,
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	g.Start("device plugin", func() error { return dp.Run(ctx) })
-
-	if o.MetricsAddress != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(monitor.NewCollector(lib, st.inventory, lookup, o.CacheDir))
-		g.Start("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
-	}
-	// Deleted pods' regions are removed, and containers alone on their card
-	// run unthrottled (libvgpu's utilisation switch), with or without the
-	// exporter.
-	cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
-	g.Start("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
-	switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
-	g.Start("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
+	startMonitor(s, o, lib, st, lookup)
 	klog.InfoS("vGPU node agent running", "node", o.NodeName, "resource", resource, "gpus", len(gpus), "nvml", o.NVML)
-	<-ctx.Done()
-	klog.InfoS("vGPU node agent stopping", "node", o.NodeName)
-	cancel()
-	return g.Wait()
+	return s.Wait()
 }
 
-func startRegistrar(ctx context.Context, g *rungroup.Group, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
-	patcher kube.Patcher, nodeInf cache.SharedIndexInformer) error {
+// startHealth runs the health monitor (and the mock NVML's injected events)
+// and forwards health changes to the state.
+func startHealth(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.GPU, st *state) (*health.Tracker, error) {
+	ctx := s.Context()
+	policy, _ := health.ParsePolicy(o.DisableHealthChecks, o.EnableHealthChecks)
+	tracker := health.NewTracker()
+	s.Go("health forward", func() error { st.forward(ctx, tracker.Changed); return nil })
+	uuids := make([]string, len(gpus))
+	for i, gpu := range gpus {
+		uuids[i] = gpu.UUID
+	}
+	mon, err := health.NewMonitor(health.MonitorOptions{Lib: lib, UUIDs: uuids, Tracker: tracker, Policy: policy, RecoveryAfter: o.HealthRecovery})
+	if err != nil {
+		return nil, err
+	}
+	s.Go("health", func() error { return mon.Run(ctx) })
+	if srv, ok := lib.(*nvmlmock.Server); ok && o.MockEventsFile != "" {
+		klog.InfoS("Injecting the NVML events written to a file", "env", nvmlmock.EnvEvents, "file", o.MockEventsFile)
+		s.Go("mock NVML events", func() error { return srv.FollowEvents(ctx, o.MockEventsFile, mockEventsPoll) })
+	}
+	return tracker, nil
+}
+
+func startRegistrar(s *nodeagent.Session, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG) error {
 	reg, err := register.New(register.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy,
 		Geometry: func(c nvidia.Card) (string, error) {
 			return mig.Geometry(c, st.inventory().NVIDIA.KnownMIGGeometries)
 		},
-		Changed: st.changed.C, Patcher: patcher, HandshakeInterval: o.HandshakeInterval,
+		Changed: st.changed.C, Patcher: s.Patcher, HandshakeInterval: o.HandshakeInterval,
 	})
 	if err != nil {
 		return err
 	}
-	observe := func(obj any) {
-		if n, ok := obj.(*v1.Node); ok {
-			reg.ObserveNode(n)
+	return s.StartRegistrar(reg)
+}
+
+// newAllocator builds the Allocate side: the allocator, with the allocation
+// keys when --allocation-key-file is set.
+func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
+	lookup allocate.IndexerLookup, client kubernetes.Interface) (*allocate.Allocator, error) {
+	aopts := allocate.Options{
+		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: s.Patcher,
+		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
+		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
+		SchedulerNames: o.SchedulerNames, Events: kube.NewEventRecorder(client, Component, o.NodeName),
+		LivePods: kube.NodePods(client, o.NodeName),
+	}
+	if o.AllocationKeyFile != "" {
+		keys, err := allocation.LoadKeys(o.AllocationKeyFile)
+		if err != nil {
+			return nil, err
 		}
+		aopts.Keys = keys
 	}
-	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
-		return fmt.Errorf("watch node %s: %w", o.NodeName, err)
+	return allocate.New(aopts)
+}
+
+// startMonitor runs the metrics exporter (unless --metrics-address is
+// empty), and the cleaner and utilisation switch: deleted pods' regions are
+// removed, and containers alone on their card run unthrottled (libvgpu's
+// utilisation switch), with or without the exporter.
+func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *state, lookup allocate.IndexerLookup) {
+	ctx := s.Context()
+	if o.MetricsAddress != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(monitor.NewCollector(lib, st.inventory, lookup, o.CacheDir))
+		s.Go("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
 	}
-	g.Start("registrar", func() error { reg.Run(ctx); return nil })
-	return nil
+	cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
+	s.Go("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
+	switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
+	s.Go("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
 }
 
 // openNVML returns the NVML implementation --nvml selects.
@@ -204,31 +200,13 @@ func openNVML(o *Options) (nvml.Interface, error) {
 	return nvmlmock.New(machine)
 }
 
-// kubeClient builds a client from the kubeconfig, or in-cluster.
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig=%q): %w", kubeconfig, err)
-	}
-	cfg.UserAgent = "vgpu-device-plugin"
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return client, nil
-}
-
 // configSource returns the device configuration: a file read once, or the
 // ConfigMap watched by a config.Loader.
 func configSource(ctx context.Context, o *Options, client kubernetes.Interface) (func() (*config.Config, uint64), error) {
 	if o.ConfigFile != "" {
-		data, err := os.ReadFile(o.ConfigFile)
+		cfg, err := o.ReadConfigFile()
 		if err != nil {
-			return nil, fmt.Errorf("--config-file=%q: %w", o.ConfigFile, err)
-		}
-		cfg, err := config.Parse(data)
-		if err != nil {
-			return nil, fmt.Errorf("--config-file=%q: %w", o.ConfigFile, err)
+			return nil, err
 		}
 		return func() (*config.Config, uint64) { return cfg, 1 }, nil
 	}
@@ -237,11 +215,4 @@ func configSource(ctx context.Context, o *Options, client kubernetes.Interface) 
 		return nil, err
 	}
 	return loader.Snapshot, nil
-}
-
-// eventRecorder records events on behalf of the agent on node.
-func eventRecorder(client kubernetes.Interface, node string) record.EventRecorder {
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vgpu-device-plugin", Host: node})
 }

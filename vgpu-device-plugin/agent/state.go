@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/internal/notify"
+	"github.com/vgpushare/vshare/internal/notify"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 

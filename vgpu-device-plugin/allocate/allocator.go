@@ -3,7 +3,6 @@ package allocate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -17,13 +16,15 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/allocsig"
+	"github.com/vgpushare/vshare/nodeagent"
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
 // DefaultStaleAfter is how old (by bind-time) an allocation may be when the
 // kubelet asks for it: the node lock's lifetime.
-const DefaultStaleAfter = 5 * time.Minute
+const DefaultStaleAfter = nodeagent.DefaultStaleAfter
 
 // MIGApplier provides MIG instances (nvidia.MIG implements it).
 type MIGApplier interface {
@@ -87,29 +88,20 @@ type Options struct {
 // whose allocation was refused or failed.
 const EventAllocationFailed = "VGPUAllocationFailed"
 
-// informerPoll is how often Allocate looks again while it waits for the
-// informer.
-const informerPoll = 25 * time.Millisecond
-
 // Allocator serves Allocate. Create it with New; it is safe for concurrent
 // use (Allocate calls are serialised, as the protocol needs).
 type Allocator struct {
 	opts Options
 
+	trust allocation.Trust
+
 	mu sync.Mutex
-	// written remembers annotations this agent wrote that the informer may
-	// not reflect yet, by pod UID.
-	written map[types.UID]written
+	// tracker writes the pods' allocation outcomes and remembers them
+	// until the informer shows them.
+	tracker *allocation.Tracker
 	// warned remembers when an event was last recorded on a pod that
 	// asks for vGPUs without an allocation (see unambiguous).
 	warned map[types.UID]time.Time
-}
-
-// written is what the agent last wrote on a pod.
-type written struct {
-	toAllocate string
-	phase      string
-	at         time.Time
 }
 
 // New validates the options and returns an Allocator.
@@ -134,7 +126,15 @@ func New(opts Options) (*Allocator, error) {
 	if opts.NewID == nil {
 		opts.NewID = func() string { return string(uuid.NewUUID()) }
 	}
-	return &Allocator{opts: opts, written: map[types.UID]written{}, warned: map[types.UID]time.Time{}}, nil
+	protocol := allocation.Protocol{
+		ToAllocate: vgpu.AnnotationToAllocate, BindPhase: vgpu.AnnotationBindPhase, Node: vgpu.AnnotationNode,
+		Allocating: vgpu.BindPhaseAllocating, Success: vgpu.BindPhaseSuccess, Failed: vgpu.BindPhaseFailed,
+	}
+	return &Allocator{opts: opts, warned: map[types.UID]time.Time{},
+		trust: allocation.Trust{SchedulerNames: opts.SchedulerNames, Keys: opts.Keys, Signed: SignedAnnotations},
+		tracker: allocation.NewTracker(allocation.TrackerOptions{Node: opts.Node, Protocol: protocol, Patcher: opts.Patcher,
+			Kind: "vGPU", StaleAfter: opts.StaleAfter, Clock: opts.Clock, Events: opts.Events, EventReason: EventAllocationFailed}),
+	}, nil
 }
 
 // Allocate serves the kubelet's request, one container request at a time.
@@ -143,16 +143,9 @@ func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 	arrived := a.pendingAtArrival(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	resp := &pluginapi.AllocateResponse{}
-	for _, cr := range req.GetContainerRequests() {
-		r, err := a.allocateOne(ctx, len(cr.GetDevicesIDs()), arrived)
-		if err != nil {
-			klog.ErrorS(err, "Refused vGPU allocation", "node", a.opts.Node, "devices", len(cr.GetDevicesIDs()))
-			return nil, toStatus(err)
-		}
-		resp.ContainerResponses = append(resp.ContainerResponses, r)
-	}
-	return resp, nil
+	return allocation.Serve(ctx, req, "vGPU", a.opts.Node, func(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+		return a.allocateOne(ctx, len(ids), arrived)
+	})
 }
 
 // pendingAtArrival returns the pods pending with this agent when a request
@@ -169,7 +162,7 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
 	out := map[types.UID]bool{}
 	if pods, err := a.opts.Lookup.Allocating(); err == nil {
 		for _, p := range pods {
-			if p.DeletionTimestamp == nil && !terminal(p) {
+			if p.DeletionTimestamp == nil && !allocation.Terminal(p) {
 				out[p.UID] = true
 			}
 		}
@@ -186,7 +179,7 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
 		return nil
 	}
 	for _, p := range pods {
-		if p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating && p.DeletionTimestamp == nil && !terminal(p) {
+		if p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating && p.DeletionTimestamp == nil && !allocation.Terminal(p) {
 			out[p.UID] = true
 		}
 	}
@@ -200,20 +193,10 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
 // measured in real time (the kubelet's deadline is), whatever clock stamps
 // the allocation.
 func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int, allow map[types.UID]bool) (*candidate, error) {
-	start := time.Now()
-	for {
+	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
 		c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now(), allow)
-		if err == nil || refused || (allow != nil && len(allow) == 0) || time.Since(start) >= a.opts.InformerWait {
-			return c, err
-		}
-		t := time.NewTimer(informerPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
+		return c, refused || (allow != nil && len(allow) == 0), err
+	})
 }
 
 // allocateOne serves one container request for n virtual devices.
@@ -225,31 +208,19 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, allow map[types.UID]
 	}
 	uses, err := a.check(c, inv)
 	if err != nil {
-		a.fail(ctx, c.pod, err)
+		a.tracker.Fail(ctx, c.pod, err)
 		return nil, err
 	}
 	resp, err := a.respond(c, inv, uses)
 	if err != nil {
-		a.fail(ctx, c.pod, err)
+		a.tracker.Fail(ctx, c.pod, err)
 		return nil, err
 	}
 	consumed := vgpu.Consume(c.entries, c.idx)
-	patch := map[string]string{vgpu.AnnotationToAllocate: consumed}
 	done := nextPendingOf(consumed) < 0
-	if done {
-		patch[vgpu.AnnotationBindPhase] = vgpu.BindPhaseSuccess
-	}
-	if err := a.opts.Patcher.PatchPodAnnotations(ctx, c.pod, patch); err != nil {
-		err = fmt.Errorf("pod %s: record the allocation of container %s: %w", klog.KObj(c.pod), c.ctr.Name, err)
-		a.fail(ctx, c.pod, err)
+	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
 		return nil, err
 	}
-	w := written{toAllocate: consumed, phase: vgpu.BindPhaseAllocating, at: a.opts.Clock.Now()}
-	if done {
-		w.phase = vgpu.BindPhaseSuccess
-		a.releaseLock(ctx, c.pod)
-	}
-	a.written[c.pod.UID] = w
 	klog.V(2).InfoS("Allocated vGPUs", "pod", klog.KObj(c.pod), "container", c.ctr.Name,
 		"devices", resp.Envs[EnvVisibleDevices], "podDone", done)
 	return resp, nil
@@ -263,43 +234,4 @@ func nextPendingOf(value string) int {
 		return -1
 	}
 	return vgpu.NextPending(entries)
-}
-
-// fail sets the pod's bind-phase to failed and releases the node lock if the
-// allocation was written for this node.
-func (a *Allocator) fail(ctx context.Context, pod *v1.Pod, cause error) {
-	klog.ErrorS(cause, "vGPU allocation failed", "pod", klog.KObj(pod))
-	if a.opts.Events != nil {
-		a.opts.Events.Eventf(pod, v1.EventTypeWarning, EventAllocationFailed, "node %s gives no devices: %v", a.opts.Node, cause)
-	}
-	if err := a.opts.Patcher.PatchPodAnnotations(ctx, pod, map[string]string{vgpu.AnnotationBindPhase: vgpu.BindPhaseFailed}); err != nil {
-		klog.ErrorS(err, "Cannot mark the pod's allocation failed", "pod", klog.KObj(pod))
-	}
-	w := a.written[pod.UID]
-	w.toAllocate, w.phase, w.at = pod.Annotations[vgpu.AnnotationToAllocate], vgpu.BindPhaseFailed, a.opts.Clock.Now()
-	a.written[pod.UID] = w
-	if pod.Annotations[vgpu.AnnotationNode] == a.opts.Node {
-		a.releaseLock(ctx, pod)
-	}
-}
-
-func (a *Allocator) releaseLock(ctx context.Context, pod *v1.Pod) {
-	if err := a.opts.Patcher.ReleaseNodeLock(ctx, pod); err != nil {
-		klog.ErrorS(err, "Cannot release the node lock", "node", a.opts.Node, "pod", klog.KObj(pod))
-	}
-}
-
-// view returns the pod's devices-to-allocate and bind-phase, with this
-// agent's writes the informer has not reflected yet applied.
-func (a *Allocator) view(pod *v1.Pod, now time.Time) (toAllocate, phase string) {
-	toAllocate, phase = pod.Annotations[vgpu.AnnotationToAllocate], pod.Annotations[vgpu.AnnotationBindPhase]
-	w, ok := a.written[pod.UID]
-	if !ok {
-		return toAllocate, phase
-	}
-	if (toAllocate == w.toAllocate && phase == w.phase) || now.Sub(w.at) > a.opts.StaleAfter {
-		delete(a.written, pod.UID) // the informer caught up (or the entry is too old to matter)
-		return toAllocate, phase
-	}
-	return w.toAllocate, w.phase
 }

@@ -8,8 +8,11 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 )
 
 // Permissions of the agent's cache directory (docs/security.md). The agent
@@ -42,8 +45,9 @@ const (
 
 // ErrUnsafeCacheDir: a path in the cache directory is not what the agent
 // made (a symlink, another file type, another owner, a region file that
-// already exists), so it is refused rather than followed or reused.
-var ErrUnsafeCacheDir = errors.New("unsafe cache directory")
+// already exists), so it is refused rather than followed or reused
+// (codes.FailedPrecondition when Allocate refuses for it).
+var ErrUnsafeCacheDir = allocation.NewRefusal(codes.FailedPrecondition, "unsafe cache directory")
 
 // WritePreload prepares cacheHostDir at start: it checks that the directory
 // belongs to the agent and that no other user can write to it (a directory

@@ -157,7 +157,7 @@ func (a *Allocator) usage(pod *v1.Pod, inv *nvidia.Inventory) (map[string]*cardU
 	}
 	self := false
 	add := func(p *v1.Pod) {
-		if w, ok := a.written[p.UID]; (ok && w.phase == vgpu.BindPhaseFailed) || p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseFailed {
+		if a.tracker.Failed(p.UID) || p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseFailed {
 			return
 		}
 		ids, err := vgpu.DecodeAllocation(p.Annotations[vgpu.AnnotationIDs])

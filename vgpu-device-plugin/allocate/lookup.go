@@ -1,12 +1,13 @@
 package allocate
 
 import (
-	"context"
 	"fmt"
 
-	"github.com/vgpushare/vshare/protocol/vgpu"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Index names of the node's pod indexer.
@@ -32,14 +33,8 @@ type PodLookup interface {
 	Active() ([]*v1.Pod, error)
 }
 
-// Patcher writes the protocol's annotations.
-type Patcher interface {
-	// PatchPodAnnotations merges annotations into the pod's, failing if the
-	// pod was replaced (another UID).
-	PatchPodAnnotations(ctx context.Context, pod *v1.Pod, annotations map[string]string) error
-	// ReleaseNodeLock removes the node lock taken for the pod's allocation.
-	ReleaseNodeLock(ctx context.Context, pod *v1.Pod) error
-}
+// Patcher writes the protocol's annotations (the node agent kit's).
+type Patcher = allocation.Patcher
 
 // Indexers are the indexes IndexerLookup needs; add them to the node's pod
 // informer before it starts.
@@ -57,7 +52,7 @@ func Indexers() cache.Indexers {
 		},
 		IndexAssigned: func(obj any) ([]string, error) {
 			pod, ok := obj.(*v1.Pod)
-			if !ok || pod.Annotations[vgpu.AnnotationIDs] == "" || terminal(pod) {
+			if !ok || pod.Annotations[vgpu.AnnotationIDs] == "" || allocation.Terminal(pod) {
 				return nil, nil
 			}
 			return []string{assigned}, nil
@@ -70,11 +65,6 @@ func Indexers() cache.Indexers {
 			return []string{string(pod.UID)}, nil
 		},
 	}
-}
-
-// terminal reports whether the pod's containers are done with their devices.
-func terminal(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
 // IndexerLookup is a PodLookup over an indexer holding this node's pods
@@ -100,7 +90,7 @@ func (l IndexerLookup) Active() ([]*v1.Pod, error) {
 	objs := l.Indexer.List()
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok && !terminal(p) {
+		if p, ok := o.(*v1.Pod); ok && !allocation.Terminal(p) {
 			pods = append(pods, p)
 		}
 	}
@@ -112,13 +102,7 @@ func (l IndexerLookup) byIndex(index, key string) ([]*v1.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up pods by %s=%s: %w", index, key, err)
 	}
-	pods := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
-	return pods, nil
+	return allocation.Pods(objs), nil
 }
 
 // ByUID returns the node's pod with the UID.

@@ -8,13 +8,13 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
@@ -34,19 +34,12 @@ type candidate struct {
 // errSkip marks a pod that is not refused but does not match this request.
 var errSkip = errors.New("not for this request")
 
-// maxReported bounds the skipped pods named in a "no pending pod" error.
-const maxReported = 5
-
 // choose finds the pod the kubelet is allocating for: the oldest (by
 // vgpu-time) allocating pod whose next pending entry has n cards, among the
 // pods in allow when it is not nil. Pods whose annotations are refused are
 // marked failed on the way; refused reports whether any was.
 func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, now time.Time, allow map[types.UID]bool) (c *candidate, refused bool, err error) {
-	for uid, w := range a.written {
-		if now.Sub(w.at) > a.opts.StaleAfter {
-			delete(a.written, uid)
-		}
-	}
+	a.tracker.Expire(now)
 	for uid, at := range a.warned {
 		if now.Sub(at) > a.opts.StaleAfter {
 			delete(a.warned, uid)
@@ -56,46 +49,26 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
-	var best *candidate
-	var skipped []string
-	var refusal error
-	for _, pod := range pods {
-		if allow != nil && !allow[pod.UID] {
-			continue // not pending when the request came: its own request follows
-		}
-		c, err := a.match(pod, inv, n, now)
-		switch {
-		case err == nil:
-			if best == nil || c.before(best) {
-				best = c
+	// A pod not pending when the request came has its own request coming.
+	pods = slices.DeleteFunc(pods, func(p *v1.Pod) bool { return allow != nil && !allow[p.UID] })
+	var misses allocation.Misses
+	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, inv, n, now) }, (*candidate).before,
+		func(pod *v1.Pod, err error) {
+			if errors.Is(err, errSkip) {
+				misses.Skipped(err)
+				return
 			}
-			continue
-		case !errors.Is(err, errSkip):
-			a.fail(ctx, pod, err)
-			if refusal == nil {
-				refusal = err
-			}
-		}
-		if len(skipped) < maxReported {
-			skipped = append(skipped, err.Error())
-		}
-	}
-	if best != nil {
+			a.tracker.Fail(ctx, pod, err)
+			misses.Refused(err)
+		})
+	if ok {
 		if err := a.unambiguous(best, inv, n, now); err != nil {
 			return nil, true, err
 		}
 		return best, false, nil
 	}
-	msg := fmt.Sprintf("node %s: no pending vGPU pod matches a request for %d devices", a.opts.Node, n)
-	if len(skipped) > 0 {
-		msg += " (" + strings.Join(skipped, "; ") + ")"
-	}
-	// A refused pod was most likely the one the kubelet is admitting: its
-	// refusal gives the error its class.
-	if refusal != nil {
-		return nil, true, fmt.Errorf("%s: %w", msg, errors.Join(ErrNoPendingPod, refusal))
-	}
-	return nil, false, fmt.Errorf("%s: %w", msg, ErrNoPendingPod)
+	refused, err = misses.Err(fmt.Sprintf("node %s: no pending vGPU pod matches a request for %d devices", a.opts.Node, n), ErrNoPendingPod)
+	return nil, refused, err
 }
 
 // before orders candidates: oldest vgpu-time, then name.
@@ -108,7 +81,7 @@ func (c *candidate) before(o *candidate) bool {
 // other error refuses the pod's allocation.
 func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Time) (*candidate, error) {
 	ref := klog.KObj(pod).String()
-	toAllocate, phase := a.view(pod, now)
+	toAllocate, phase := a.tracker.View(pod, now)
 	if pod.DeletionTimestamp != nil || phase != vgpu.BindPhaseAllocating {
 		return nil, fmt.Errorf("pod %s: being deleted or no longer allocating: %w", ref, errSkip)
 	}
@@ -116,22 +89,17 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	// plugin, the node's resources) keeps bind-phase allocating; the
 	// kubelet never asks for it again, and its cards are free again for
 	// the scheduler. Serving its entry would give a live pod those cards.
-	if terminal(pod) {
+	if allocation.Terminal(pod) {
 		return nil, fmt.Errorf("pod %s: terminated (%s) before its allocation was served: %w", ref, pod.Status.Phase, errSkip)
 	}
 	if node := pod.Annotations[vgpu.AnnotationNode]; node != a.opts.Node {
 		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, vgpu.AnnotationNode, node, a.opts.Node, ErrForged)
 	}
-	if err := a.trusted(pod, ref); err != nil {
+	if err := a.trust.Check(pod, a.opts.Node, ref); err != nil {
 		return nil, err
 	}
-	bindTime, err := strconv.ParseInt(pod.Annotations[vgpu.AnnotationBindTime], 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: %s=%q: want Unix seconds: %w", ref, vgpu.AnnotationBindTime, pod.Annotations[vgpu.AnnotationBindTime], ErrForged)
-	}
-	if age := now.Sub(time.Unix(bindTime, 0)); age > a.opts.StaleAfter {
-		return nil, fmt.Errorf("pod %s: %s=%d is %s old, more than %s: %w", ref, vgpu.AnnotationBindTime, bindTime,
-			age.Truncate(time.Second), a.opts.StaleAfter, ErrStale)
+	if _, err := allocation.BindTime(pod, vgpu.AnnotationBindTime, now, a.opts.StaleAfter); err != nil {
+		return nil, err
 	}
 	entries, err := vgpu.DecodeAllocation(toAllocate)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"sync"
 
-	"github.com/vgpushare/vshare/vgpu-device-plugin/internal/notify"
+	"github.com/vgpushare/vshare/internal/notify"
 )
 
 // Tracker holds the health of the cards. The zero value is not usable; call

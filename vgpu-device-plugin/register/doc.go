@@ -17,7 +17,9 @@
 //   - volcano.sh/node-vgpu-mig-geometry (only when a card is in mig mode):
 //     the catalogue group each mig card's MIG instances form.
 //
-// A Registrar writes only what differs from the Node it last observed (from
-// a node informer), so an unchanged node gets no patches; it writes again when
-// someone else changes or removes its annotations.
+// The Registrar is the node agent kit's (nodeagent/registrar) with the
+// Answer handshake policy: it writes only what differs from the Node it last
+// observed (from a node informer), so an unchanged node gets no patches, and
+// it writes again when someone else changes or removes its annotations. This
+// package says what the annotations are.
 package register

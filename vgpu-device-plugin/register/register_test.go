@@ -15,9 +15,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/notify"
 	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/internal/notify"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/register"
 )

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/vgpushare/vshare/nodeagent"
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
@@ -20,12 +20,9 @@ import (
 const (
 	// DefaultStaleAfter is how old (by hami.io/bind-time) an allocation may
 	// be when the kubelet asks for it: the node lock's lifetime.
-	DefaultStaleAfter = 5 * time.Minute
+	DefaultStaleAfter = nodeagent.DefaultStaleAfter
 	// DefaultHookDir is where HAMi's plugin keeps hami-vnpu-core on the host.
 	DefaultHookDir = "/usr/local/hami-vnpu-core"
-	// informerPoll is how often Allocate looks again while it waits for the
-	// informer.
-	informerPoll = 25 * time.Millisecond
 )
 
 // AllocatorOptions configure an Allocator.
@@ -59,15 +56,9 @@ type Allocator struct {
 	keys ascend.Keys
 
 	mu sync.Mutex
-	// written remembers what this agent wrote on pods that the informer may
-	// not show yet, by pod UID.
-	written map[types.UID]written
-}
-
-// written is what the agent last wrote on a pod.
-type written struct {
-	toAllocate, phase string
-	at                time.Time
+	// tracker writes the pods' allocation outcomes and remembers them
+	// until the informer shows them.
+	tracker *allocation.Tracker
 }
 
 // NewAllocator validates the options and returns an Allocator.
@@ -84,7 +75,14 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Allocator{opts: opts, keys: ascend.KeysFor(opts.Inventory.Entry().CommonWord), written: map[types.UID]written{}}, nil
+	keys := ascend.KeysFor(opts.Inventory.Entry().CommonWord)
+	protocol := allocation.Protocol{
+		ToAllocate: keys.ToAllocate, BindPhase: ascend.AnnotationBindPhase, Node: ascend.AnnotationAssignedNode,
+		Allocating: ascend.BindPhaseAllocating, Success: ascend.BindPhaseSuccess, Failed: ascend.BindPhaseFailed,
+	}
+	return &Allocator{opts: opts, keys: keys, tracker: allocation.NewTracker(allocation.TrackerOptions{
+		Node: opts.Node, Protocol: protocol, Patcher: opts.Patcher, Kind: "Ascend", StaleAfter: opts.StaleAfter, Clock: opts.Clock,
+	})}, nil
 }
 
 // Allocate implements the device plugin's Allocate, one container request
@@ -92,16 +90,7 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	resp := &pluginapi.AllocateResponse{}
-	for _, cr := range req.GetContainerRequests() {
-		r, err := a.allocateOne(ctx, cr.GetDevicesIDs())
-		if err != nil {
-			klog.ErrorS(err, "Refused Ascend allocation", "node", a.opts.Node, "devices", cr.GetDevicesIDs())
-			return nil, toStatus(err)
-		}
-		resp.ContainerResponses = append(resp.ContainerResponses, r)
-	}
-	return resp, nil
+	return allocation.Serve(ctx, req, "Ascend", a.opts.Node, a.allocateOne)
 }
 
 // allocateOne serves one container's request.
@@ -119,82 +108,19 @@ func (a *Allocator) allocateOne(ctx context.Context, ids []string) (*pluginapi.C
 	resp := a.respond(c)
 	c.entries[c.idx] = nil
 	consumed := ascend.EncodeAssignments(c.entries)
-	patch := map[string]string{a.keys.ToAllocate: consumed}
 	done := ascend.NextPending(c.entries) < 0
-	if done {
-		patch[ascend.AnnotationBindPhase] = ascend.BindPhaseSuccess
-	}
-	if err := a.opts.Patcher.PatchPodAnnotations(ctx, c.pod, patch); err != nil {
-		err = fmt.Errorf("pod %s: record the allocation of container %s: %w", klog.KObj(c.pod), c.ctr.Name, err)
-		a.fail(ctx, c.pod, err)
+	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
 		return nil, err
 	}
-	w := written{toAllocate: consumed, phase: ascend.BindPhaseAllocating, at: a.opts.Clock.Now()}
-	if done {
-		w.phase = ascend.BindPhaseSuccess
-		a.releaseLock(ctx, c.pod)
-	}
-	a.written[c.pod.UID] = w
 	klog.V(2).InfoS("Allocated Ascend chips", "pod", klog.KObj(c.pod), "container", c.ctr.Name,
 		"chips", resp.Envs[ascend.EnvVisibleDevices], "podDone", done)
 	return resp, nil
 }
 
 // chooseWaiting is choose, looking again for up to InformerWait while no
-// pod matches and none was refused. The wait is in real time: it is the
-// kubelet's deadline that matters, whatever clock dates allocations.
+// pod matches and none was refused (allocation.Wait).
 func (a *Allocator) chooseWaiting(ctx context.Context, n int) (*candidate, error) {
-	start := time.Now()
-	for {
-		c, refused, err := a.choose(ctx, n, a.opts.Clock.Now())
-		if err == nil || refused || time.Since(start) >= a.opts.InformerWait {
-			return c, err
-		}
-		t := time.NewTimer(informerPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
-}
-
-// fail sets the pod's bind-phase to failed and, when the allocation names
-// this node, releases the node lock (HAMi's PodAllocationFailed).
-func (a *Allocator) fail(ctx context.Context, pod *v1.Pod, cause error) {
-	klog.ErrorS(cause, "Ascend allocation failed", "pod", klog.KObj(pod), "node", a.opts.Node)
-	if err := a.opts.Patcher.PatchPodAnnotations(ctx, pod, map[string]string{ascend.AnnotationBindPhase: ascend.BindPhaseFailed}); err != nil {
-		klog.ErrorS(err, "Cannot mark the pod's allocation failed", "pod", klog.KObj(pod))
-	}
-	w := a.written[pod.UID]
-	if w.toAllocate == "" {
-		w.toAllocate = pod.Annotations[a.keys.ToAllocate]
-	}
-	w.phase, w.at = ascend.BindPhaseFailed, a.opts.Clock.Now()
-	a.written[pod.UID] = w
-	if pod.Annotations[ascend.AnnotationAssignedNode] == a.opts.Node {
-		a.releaseLock(ctx, pod)
-	}
-}
-
-func (a *Allocator) releaseLock(ctx context.Context, pod *v1.Pod) {
-	if err := a.opts.Patcher.ReleaseNodeLock(ctx, pod); err != nil {
-		klog.ErrorS(err, "Cannot release the node lock", "node", a.opts.Node, "lock", ascend.NodeLockName, "pod", klog.KObj(pod))
-	}
-}
-
-// view returns the pod's devices-to-allocate and bind-phase, with this
-// agent's writes the informer does not show yet applied.
-func (a *Allocator) view(pod *v1.Pod, now time.Time) (toAllocate, phase string) {
-	toAllocate, phase = pod.Annotations[a.keys.ToAllocate], pod.Annotations[ascend.AnnotationBindPhase]
-	w, ok := a.written[pod.UID]
-	if !ok {
-		return toAllocate, phase
-	}
-	if (toAllocate == w.toAllocate && phase == w.phase) || now.Sub(w.at) > a.opts.StaleAfter {
-		delete(a.written, pod.UID) // the informer caught up, or the entry is too old to matter
-		return toAllocate, phase
-	}
-	return w.toAllocate, w.phase
+	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
+		return a.choose(ctx, n, a.opts.Clock.Now())
+	})
 }

@@ -9,6 +9,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
@@ -224,24 +225,15 @@ func (inv *Inventory) Register() (string, error) {
 	return ascend.EncodeRegister(cards)
 }
 
-// VirtualDeviceID names virtual device i of a chip, as HAMi's plugin does.
-func VirtualDeviceID(uuid string, i int) string { return uuid + "-" + strconv.Itoa(i) }
-
 // Devices lists the virtual devices ListAndWatch advertises: SplitCount
-// per chip, with the chip's health and NUMA node.
+// per chip, named as HAMi's plugin names them, with the chip's health and
+// NUMA node.
 func (inv *Inventory) Devices() []*pluginapi.Device {
-	out := make([]*pluginapi.Device, 0, len(inv.chips)*inv.splitCount)
-	for _, c := range inv.chips {
-		h := pluginapi.Healthy
-		if !c.Healthy {
-			h = pluginapi.Unhealthy
-		}
-		topo := &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(c.NUMA)}}}
-		for i := 0; i < inv.splitCount; i++ {
-			out = append(out, &pluginapi.Device{ID: VirtualDeviceID(c.UUID, i), Health: h, Topology: topo})
-		}
+	cards := make([]deviceplugin.Card, len(inv.chips))
+	for i, c := range inv.chips {
+		cards[i] = deviceplugin.Card{UUID: c.UUID, Count: inv.splitCount, Healthy: c.Healthy, NUMA: &c.NUMA}
 	}
-	return out
+	return deviceplugin.VirtualDevices(cards)
 }
 
 // chipOfDevice returns the chip a virtual device ID belongs to.

@@ -49,4 +49,9 @@
 // --mode=hami-core makes the node slice softly whatever the configuration
 // says; --split-count, --memory-mib, --ai-cores, --numa, --network-ids and
 // --unhealthy shape the chips.
+//
+// The kubelet device-plugin server, the registrar (with HAMi's Renew
+// handshake), the Allocate bookkeeping and the common flags are the node
+// agent kit's (nodeagent); this package holds the chips and the HAMi
+// protocol's checks and responses.
 package agent

@@ -2,14 +2,10 @@ package agent
 
 import (
 	"context"
-	"net"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +17,10 @@ import (
 	ascendbackend "github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
+	"github.com/vgpushare/vshare/nodeagent/kube"
 	"github.com/vgpushare/vshare/protocol/ascend"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/kube"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
 )
 
 const testNode = "n1"
@@ -45,42 +42,6 @@ func newInventory(t *testing.T, s Spec) *Inventory {
 		t.Fatalf("NewInventory: %v", err)
 	}
 	return inv
-}
-
-// fakeKubelet serves the kubelet's Registration service.
-type fakeKubelet struct {
-	srv  *grpc.Server
-	reqs chan *pluginapi.RegisterRequest
-}
-
-func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
-	k.reqs <- r
-	return &pluginapi.Empty{}, nil
-}
-
-func startKubelet(t *testing.T, dir string) *fakeKubelet {
-	t.Helper()
-	lis, err := net.Listen("unix", filepath.Join(dir, "kubelet.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &fakeKubelet{srv: grpc.NewServer(), reqs: make(chan *pluginapi.RegisterRequest, 4)}
-	pluginapi.RegisterRegistrationServer(k.srv, k)
-	go func() { _ = k.srv.Serve(lis) }()
-	t.Cleanup(k.srv.Stop)
-	return k
-}
-
-func dial(t *testing.T, path string) *grpc.ClientConn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := grpc.DialContext(ctx, "unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
 }
 
 // harness is one simulated node: a fake API server holding node n1 (with
@@ -110,7 +71,7 @@ func newHarness(t *testing.T, s Spec) *harness {
 		t.Fatal(err)
 	}
 	reg.ObserveNode(h.node())
-	if _, err := reg.sync(ctx); err != nil {
+	if _, err := reg.Sync(ctx); err != nil {
 		t.Fatalf("register: %v", err)
 	}
 	if h.backend, err = ascendbackend.New(ascendbackend.Options{Chip: s.Entry}); err != nil {
@@ -132,9 +93,9 @@ func newHarness(t *testing.T, s Spec) *harness {
 	}
 
 	dir := t.TempDir()
-	kubelet := startKubelet(t, dir)
+	kubelet := fakekubelet.Start(t, dir)
 	never := make(chan struct{})
-	p, err := plugin.New(plugin.Options{ResourceName: s.Entry.ResourceName, SocketDir: dir, SocketName: s.Entry.CommonWord + ".sock",
+	p, err := deviceplugin.New(deviceplugin.Options{ResourceName: s.Entry.ResourceName, SocketDir: dir, SocketName: s.Entry.CommonWord + ".sock",
 		Devices: h.inv.Devices, Changed: func() <-chan struct{} { return never }, Allocator: alloc})
 	if err != nil {
 		t.Fatal(err)
@@ -143,12 +104,8 @@ func newHarness(t *testing.T, s Spec) *harness {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	select {
-	case h.register = <-kubelet.reqs:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the plugin did not register with the kubelet")
-	}
-	h.dp = pluginapi.NewDevicePluginClient(dial(t, p.SocketPath()))
+	h.register = kubelet.Wait(t)
+	h.dp = pluginapi.NewDevicePluginClient(fakekubelet.Dial(t, p.SocketPath()))
 	stream, err := h.dp.ListAndWatch(ctx, &pluginapi.Empty{})
 	if err != nil {
 		t.Fatal(err)

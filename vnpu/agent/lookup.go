@@ -1,13 +1,13 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
@@ -27,15 +27,8 @@ type PodLookup interface {
 	Pending() ([]*v1.Pod, error)
 }
 
-// Patcher writes the protocol's annotations (kube.Patcher of
-// vgpu-device-plugin implements it).
-type Patcher interface {
-	// PatchPodAnnotations merges annotations into the pod's, failing if the
-	// pod was replaced (another UID).
-	PatchPodAnnotations(ctx context.Context, pod *v1.Pod, annotations map[string]string) error
-	// ReleaseNodeLock removes the node lock taken for the pod's allocation.
-	ReleaseNodeLock(ctx context.Context, pod *v1.Pod) error
-}
+// Patcher writes the protocol's annotations (the node agent kit's).
+type Patcher = allocation.Patcher
 
 // Indexers returns the index IndexerLookup needs for the chip type; add it
 // to the node's pod informer before it starts.
@@ -44,7 +37,7 @@ func Indexers(commonWord string) cache.Indexers {
 	marker := "," + commonWord + ","
 	return cache.Indexers{indexPendingPrefix + commonWord: func(obj any) ([]string, error) {
 		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		if !ok || allocation.Terminal(pod) {
 			return nil, nil
 		}
 		if !strings.Contains(pod.Annotations[key], marker) {
@@ -69,11 +62,5 @@ func (l IndexerLookup) Pending() ([]*v1.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up the pods waiting for %s: %w", l.CommonWord, err)
 	}
-	pods := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
-	return pods, nil
+	return allocation.Pods(objs), nil
 }

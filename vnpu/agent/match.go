@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
@@ -32,64 +31,38 @@ type candidate struct {
 // errSkip marks a pod that is not refused but not for this request.
 var errSkip = errors.New("not for this request")
 
-// maxReported bounds the pods named in a "no pending pod" error.
-const maxReported = 5
-
 // choose finds the pod the kubelet allocates for: the oldest (by
 // hami.io/bind-time) allocating pod bound to the node whose next unserved
 // container has n cards. Pods whose annotations are refused are marked
 // failed on the way (except pods bound elsewhere, which are not this
 // agent's to touch); refused reports whether any pod was refused.
 func (a *Allocator) choose(ctx context.Context, n int, now time.Time) (*candidate, bool, error) {
-	for uid, w := range a.written {
-		if now.Sub(w.at) > a.opts.StaleAfter {
-			delete(a.written, uid)
-		}
-	}
+	a.tracker.Expire(now)
 	pods, err := a.opts.Lookup.Pending()
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
-	var best *candidate
-	var skipped []string
-	var refusal, inactive error
-	for _, pod := range pods {
-		c, err := a.match(pod, n, now)
-		switch {
-		case err == nil:
-			if best == nil || c.before(best) {
-				best = c
+	var misses allocation.Misses
+	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, n, now) }, (*candidate).before,
+		func(pod *v1.Pod, err error) {
+			switch {
+			case errors.Is(err, ErrNotAllocating):
+				misses.Inactive(err)
+			case errors.Is(err, errSkip):
+				misses.Skipped(err)
+			case errors.Is(err, ErrNotBound): // bound elsewhere: not this agent's to fail
+				misses.Refused(err)
+			default:
+				a.tracker.Fail(ctx, pod, err)
+				misses.Refused(err)
 			}
-			continue
-		case errors.Is(err, ErrNotAllocating):
-			inactive = cmp.Or(inactive, err)
-		case errors.Is(err, errSkip):
-		case errors.Is(err, ErrNotBound):
-			refusal = cmp.Or(refusal, err)
-		default:
-			a.fail(ctx, pod, err)
-			refusal = cmp.Or(refusal, err)
-		}
-		if len(skipped) < maxReported {
-			skipped = append(skipped, err.Error())
-		}
-	}
-	if best != nil {
+		})
+	if ok {
 		return best, false, nil
 	}
-	msg := fmt.Sprintf("node %s: no pending %s pod matches a request for %d devices", a.opts.Node, a.opts.Inventory.Entry().CommonWord, n)
-	if len(skipped) > 0 {
-		msg += " (" + strings.Join(skipped, "; ") + ")"
-	}
-	// A refused pod was most likely the one the kubelet admits: its
-	// refusal gives the error its class.
-	switch {
-	case refusal != nil:
-		return nil, true, fmt.Errorf("%s: %w", msg, errors.Join(ErrNoPendingPod, refusal))
-	case inactive != nil:
-		return nil, false, fmt.Errorf("%s: %w", msg, errors.Join(ErrNoPendingPod, inactive))
-	}
-	return nil, false, fmt.Errorf("%s: %w", msg, ErrNoPendingPod)
+	refused, err := misses.Err(fmt.Sprintf("node %s: no pending %s pod matches a request for %d devices",
+		a.opts.Node, a.opts.Inventory.Entry().CommonWord, n), ErrNoPendingPod)
+	return nil, refused, err
 }
 
 // before orders candidates: oldest bind-time, then namespace and name.
@@ -102,7 +75,7 @@ func (c *candidate) before(o *candidate) bool {
 // this request; any other error refuses the pod's allocation.
 func (a *Allocator) match(pod *v1.Pod, n int, now time.Time) (*candidate, error) {
 	ref := klog.KObj(pod).String()
-	toAllocate, phase := a.view(pod, now)
+	toAllocate, phase := a.tracker.View(pod, now)
 	if pod.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("pod %s: being deleted: %w", ref, errSkip)
 	}
@@ -115,13 +88,9 @@ func (a *Allocator) match(pod *v1.Pod, n int, now time.Time) (*candidate, error)
 	if node := pod.Annotations[ascend.AnnotationAssignedNode]; node != a.opts.Node {
 		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, ascend.AnnotationAssignedNode, node, a.opts.Node, ErrForged)
 	}
-	bindTime, err := strconv.ParseInt(pod.Annotations[ascend.AnnotationBindTime], 10, 64)
+	bindTime, err := allocation.BindTime(pod, ascend.AnnotationBindTime, now, a.opts.StaleAfter)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %s=%q: want Unix seconds: %w", ref, ascend.AnnotationBindTime, pod.Annotations[ascend.AnnotationBindTime], ErrForged)
-	}
-	if age := now.Sub(time.Unix(bindTime, 0)); age > a.opts.StaleAfter {
-		return nil, fmt.Errorf("pod %s: %s=%d is %s old, more than %s: %w", ref, ascend.AnnotationBindTime, bindTime,
-			age.Truncate(time.Second), a.opts.StaleAfter, ErrStale)
+		return nil, err
 	}
 	entries, err := ascend.DecodeAssignments(toAllocate)
 	if err != nil {

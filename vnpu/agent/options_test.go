@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
@@ -120,7 +121,7 @@ func TestNewInventoryErrors(t *testing.T) {
 // kubelet: the node is registered and the plugin registers its resource.
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
-	kubelet := startKubelet(t, dir)
+	kubelet := fakekubelet.Start(t, dir)
 	client := fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}})
 	o := parseFlags(t, "--node-name=n1", "--chip=Ascend310P", "--chips=2", "--kubelet-socket-dir="+dir, "--handshake-interval=5s")
 	if err := o.Validate(); err != nil {
@@ -140,7 +141,7 @@ func TestServe(t *testing.T) {
 		}
 	}()
 	select {
-	case r := <-kubelet.reqs:
+	case r := <-kubelet.Requests:
 		if r.ResourceName != "huawei.com/Ascend310P" || r.Endpoint != "Ascend310P.sock" {
 			t.Errorf("Register(%+v), want huawei.com/Ascend310P on Ascend310P.sock", r)
 		}

@@ -15,8 +15,8 @@ import (
 
 	ascendbackend "github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/nodeagent/kube"
 	"github.com/vgpushare/vshare/protocol/ascend"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/kube"
 )
 
 // TestRegistrationDecodes checks that what the agent registers is what
@@ -71,7 +71,7 @@ func TestRegistrationDecodes(t *testing.T) {
 			}
 			node, _ := client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
 			reg.ObserveNode(node)
-			if _, err := reg.sync(context.Background()); err != nil {
+			if _, err := reg.Sync(context.Background()); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
 			node, _ = client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
@@ -152,7 +152,7 @@ func TestRegistrarPatchesOnlyChanges(t *testing.T) {
 	step := func(name string, wantWait time.Duration, wantPatches [][]string) {
 		t.Helper()
 		client.ClearActions()
-		wait, err := reg.sync(ctx)
+		wait, err := reg.Sync(ctx)
 		if err != nil {
 			t.Fatalf("%s: sync: %v", name, err)
 		}
@@ -167,7 +167,7 @@ func TestRegistrarPatchesOnlyChanges(t *testing.T) {
 	step("before the node is observed", 0, nil)
 	observe("1", nil)
 	step("first report", 30*time.Second, [][]string{{"node-register", "node-handshake", "hami-vnpu-core"}})
-	if hs := reg.node.Annotations[keys.Handshake]; hs != "" {
+	if hs := reg.Observed().Annotations[keys.Handshake]; hs != "" {
 		t.Fatalf("test setup: the observed node already has a handshake %q", hs)
 	}
 	step("informer not caught up", 30*time.Second, nil)

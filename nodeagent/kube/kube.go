@@ -15,12 +15,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/backends/nodelock"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/register"
+	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/nodeagent/registrar"
 )
 
-// NewPodInformer watches only the pods bound to node, indexed for
-// allocate.IndexerLookup; ctx bounds its API calls.
+// NewPodInformer watches only the pods bound to node; ctx bounds its API
+// calls. Add the indexes the agent's pod lookup needs before it starts.
 func NewPodInformer(ctx context.Context, client kubernetes.Interface, node string) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	lw := &cache.ListWatch{
@@ -33,11 +33,12 @@ func NewPodInformer(ctx context.Context, client kubernetes.Interface, node strin
 			return client.CoreV1().Pods(v1.NamespaceAll).Watch(ctx, o)
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, allocate.Indexers())
+	return cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, cache.Indexers{})
 }
 
 // NodePods returns a function listing the pods bound to node from the API
-// server (a quorum read, not a cache), for allocate.Options.LivePods.
+// server (a quorum read, not a cache), for an Allocate that must know what
+// is pending now (the vGPU agent's allocate.Options.LivePods).
 func NodePods(client kubernetes.Interface, node string) func(context.Context) ([]*v1.Pod, error) {
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	return func(ctx context.Context) ([]*v1.Pod, error) {
@@ -77,8 +78,8 @@ type Patcher struct {
 }
 
 var (
-	_ allocate.Patcher     = Patcher{}
-	_ register.NodePatcher = Patcher{}
+	_ allocation.Patcher    = Patcher{}
+	_ registrar.NodePatcher = Patcher{}
 )
 
 // annotationPatch is a merge patch of metadata.annotations; a UID makes the
@@ -91,7 +92,7 @@ func annotationPatch(uid types.UID, annotations map[string]string) ([]byte, erro
 	return json.Marshal(map[string]any{"metadata": meta})
 }
 
-// PatchPodAnnotations implements allocate.Patcher.
+// PatchPodAnnotations implements allocation.Patcher.
 func (p Patcher) PatchPodAnnotations(ctx context.Context, pod *v1.Pod, annotations map[string]string) error {
 	body, err := annotationPatch(pod.UID, annotations)
 	if err != nil {
@@ -103,12 +104,12 @@ func (p Patcher) PatchPodAnnotations(ctx context.Context, pod *v1.Pod, annotatio
 	return nil
 }
 
-// ReleaseNodeLock implements allocate.Patcher.
+// ReleaseNodeLock implements allocation.Patcher.
 func (p Patcher) ReleaseNodeLock(ctx context.Context, pod *v1.Pod) error {
 	return nodelock.Release(ctx, p.Client, p.Node, p.LockName, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 }
 
-// PatchNodeAnnotations implements register.NodePatcher.
+// PatchNodeAnnotations implements registrar.NodePatcher.
 func (p Patcher) PatchNodeAnnotations(ctx context.Context, node string, annotations map[string]string) error {
 	body, err := annotationPatch("", annotations)
 	if err != nil {

@@ -1,59 +1,19 @@
-package plugin_test
+package deviceplugin_test
 
 import (
 	"context"
-	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/vgpu-device-plugin/internal/notify"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
+	"github.com/vgpushare/vshare/internal/notify"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 )
-
-// fakeKubelet is the kubelet's side of registration: a Registration server
-// on kubelet.sock recording requests.
-type fakeKubelet struct {
-	srv  *grpc.Server
-	reqs chan *pluginapi.RegisterRequest
-}
-
-func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
-	k.reqs <- r
-	return &pluginapi.Empty{}, nil
-}
-
-func startKubelet(t *testing.T, dir string) *fakeKubelet {
-	t.Helper()
-	path := filepath.Join(dir, "kubelet.sock")
-	_ = os.Remove(path)
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &fakeKubelet{srv: grpc.NewServer(), reqs: make(chan *pluginapi.RegisterRequest, 4)}
-	pluginapi.RegisterRegistrationServer(k.srv, k)
-	go func() { _ = k.srv.Serve(lis) }()
-	return k
-}
-
-func (k *fakeKubelet) wait(t *testing.T) *pluginapi.RegisterRequest {
-	t.Helper()
-	select {
-	case r := <-k.reqs:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("timed out waiting for registration")
-		return nil
-	}
-}
 
 // devices is a changeable device list.
 type devices struct {
@@ -81,28 +41,6 @@ func (f allocFunc) Allocate(ctx context.Context, r *pluginapi.AllocateRequest) (
 	return f(ctx, r)
 }
 
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "dp") // unix socket paths must stay short
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func dial(t *testing.T, path string) *grpc.ClientConn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := grpc.DialContext(ctx, "unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
 func dev(id, health string) *pluginapi.Device { return &pluginapi.Device{ID: id, Health: health} }
 
 func TestPluginRegistersServesAndReregisters(t *testing.T) {
@@ -111,11 +49,11 @@ func TestPluginRegistersServesAndReregisters(t *testing.T) {
 }
 
 func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
-	dir := shortTempDir(t)
-	kubelet := startKubelet(t, dir)
+	dir := fakekubelet.ShortTempDir(t)
+	kubelet := fakekubelet.Start(t, dir)
 	devs := &devices{list: []*pluginapi.Device{dev("GPU-a-0", "Healthy"), dev("GPU-a-1", "Healthy")}}
-	p, err := plugin.New(plugin.Options{
-		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir,
+	p, err := deviceplugin.New(deviceplugin.Options{
+		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir, SocketName: "volcano-vgpu.sock",
 		Devices: devs.get, Changed: devs.sig.C,
 		Allocator: allocFunc(func(_ context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 			return &pluginapi.AllocateResponse{ContainerResponses: []*pluginapi.ContainerAllocateResponse{
@@ -130,14 +68,14 @@ func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
-	reg := kubelet.wait(t)
+	reg := kubelet.Wait(t)
 	want := &pluginapi.RegisterRequest{Version: "v1beta1", Endpoint: "volcano-vgpu.sock", ResourceName: "volcano.sh/vgpu-number",
 		Options: &pluginapi.DevicePluginOptions{}}
 	if diff := cmp.Diff(want.String(), reg.String()); diff != "" {
 		t.Errorf("registration (-want +got):\n%s", diff)
 	}
 
-	client := pluginapi.NewDevicePluginClient(dial(t, p.SocketPath()))
+	client := pluginapi.NewDevicePluginClient(fakekubelet.Dial(t, p.SocketPath()))
 	stream, err := client.ListAndWatch(context.Background(), &pluginapi.Empty{})
 	if err != nil {
 		t.Fatal(err)
@@ -168,10 +106,10 @@ func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 	}
 
 	// The kubelet restarts: it wipes the directory and creates kubelet.sock.
-	kubelet.srv.Stop()
+	kubelet.Stop()
 	os.Remove(p.SocketPath())
-	kubelet2 := startKubelet(t, dir)
-	if r := kubelet2.wait(t); r.ResourceName != "volcano.sh/vgpu-number" {
+	kubelet2 := fakekubelet.Start(t, dir)
+	if r := kubelet2.Wait(t); r.ResourceName != "volcano.sh/vgpu-number" {
 		t.Errorf("re-registration for %q", r.ResourceName)
 	}
 	// The removal of its socket and the new kubelet socket may be seen as
@@ -198,7 +136,7 @@ func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 	extra := 0
 	for waiting := true; waiting; {
 		select {
-		case <-kubelet2.reqs:
+		case <-kubelet2.Requests:
 			extra++
 		case <-quiet:
 			waiting = false
@@ -215,5 +153,5 @@ func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 	if _, err := os.Stat(p.SocketPath()); !os.IsNotExist(err) {
 		t.Errorf("plugin socket left after stop: %v", err)
 	}
-	kubelet2.srv.Stop()
+	kubelet2.Stop()
 }

@@ -1,4 +1,4 @@
-package plugin
+package deviceplugin
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultSocketName    = "volcano-vgpu.sock"
 	DefaultKubeletSocket = "kubelet.sock"
 	// SocketMode is the plugin socket's mode: the kubelet runs as root, and
 	// connecting to a unix socket needs write permission on it.
@@ -42,8 +41,7 @@ type Options struct {
 	ResourceName string
 	// SocketDir is the kubelet's device-plugin directory. Required.
 	SocketDir string
-	// SocketName is this plugin's socket file in SocketDir; empty means
-	// DefaultSocketName.
+	// SocketName is this plugin's socket file in SocketDir. Required.
 	SocketName string
 	// KubeletSocket is the kubelet's registration socket file in SocketDir;
 	// empty means DefaultKubeletSocket.
@@ -51,7 +49,7 @@ type Options struct {
 	// Devices returns the devices to advertise. Required.
 	Devices func() []*pluginapi.Device
 	// Changed returns a channel closed when Devices may have changed; call
-	// it before Devices. Required.
+	// it before Devices. nil means the devices never change.
 	Changed func() <-chan struct{}
 	// Allocator serves Allocate. Required.
 	Allocator Allocator
@@ -76,14 +74,15 @@ var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
 
 // New validates the options and returns a Plugin.
 func New(opts Options) (*Plugin, error) {
-	if opts.ResourceName == "" || opts.SocketDir == "" {
-		return nil, errors.New("device plugin: ResourceName and SocketDir are required")
+	if opts.ResourceName == "" || opts.SocketDir == "" || opts.SocketName == "" {
+		return nil, errors.New("device plugin: ResourceName, SocketDir and SocketName are required")
 	}
-	if opts.Devices == nil || opts.Changed == nil || opts.Allocator == nil {
-		return nil, errors.New("device plugin: Devices, Changed and Allocator are required")
+	if opts.Devices == nil || opts.Allocator == nil {
+		return nil, errors.New("device plugin: Devices and Allocator are required")
 	}
-	if opts.SocketName == "" {
-		opts.SocketName = DefaultSocketName
+	if opts.Changed == nil {
+		never := make(chan struct{})
+		opts.Changed = func() <-chan struct{} { return never }
 	}
 	if opts.KubeletSocket == "" {
 		opts.KubeletSocket = DefaultKubeletSocket

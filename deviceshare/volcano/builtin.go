@@ -1,4 +1,4 @@
-package deviceshare
+package volcano
 
 import (
 	"fmt"
@@ -25,14 +25,25 @@ import (
 //go:linkname builtinVGPUClient volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu.kubeClient
 var builtinVGPUClient kubernetes.Interface
 
-// silenceBuiltinVGPU points the built-in vGPU code's client at an
+// BuiltinVGPUClient returns the client Volcano's built-in vGPU device code
+// sends its API calls through.
+func BuiltinVGPUClient() kubernetes.Interface { return builtinVGPUClient }
+
+// SetBuiltinVGPUClient points the built-in vGPU device code's API calls at
+// c. Tests and benchmarks use it to answer them in memory; callers put the
+// previous client (BuiltinVGPUClient) back when done. The built-in code
+// reads the client without a lock: set it only while nothing calls that
+// code.
+func SetBuiltinVGPUClient(c kubernetes.Interface) { builtinVGPUClient = c }
+
+// SilenceBuiltinVGPU points the built-in vGPU code's client at an
 // in-memory stand-in that accepts node PATCHes without sending them and
-// refuses everything else. Our plugin replaces the built-in one, so nothing
-// else of that code should call the API; if something does, the error
-// names why. Node agents then keep their handshake as they last wrote it;
-// our backend still honours a "Deleted_" handshake written by another
-// scheduler, and Volcano skips nodes that are not Ready.
-func silenceBuiltinVGPU() {
+// refuses everything else. deviceshare replaces the built-in plugin, so
+// nothing else of that code should call the API; if something does, the
+// error names why. Node agents then keep their handshake as they last wrote
+// it; the vGPU backend still honours a "Deleted_" handshake written by
+// another scheduler, and Volcano skips nodes that are not Ready.
+func SilenceBuiltinVGPU() {
 	c := fake.NewSimpleClientset()
 	c.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if action.GetVerb() == "patch" && action.GetResource().Resource == "nodes" {

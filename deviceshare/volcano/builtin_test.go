@@ -1,4 +1,4 @@
-package deviceshare
+package volcano
 
 import (
 	"testing"
@@ -13,12 +13,12 @@ import (
 // NodeInfo it builds, sends its handshake PATCH to the stand-in: nothing
 // reaches the API server, and the node's devices are still decoded.
 func TestBuiltinVGPUHandshakeIsSilenced(t *testing.T) {
-	saved := builtinVGPUClient
-	t.Cleanup(func() { builtinVGPUClient = saved })
-	silenceBuiltinVGPU()
-	c, ok := builtinVGPUClient.(*fake.Clientset)
+	saved := BuiltinVGPUClient()
+	t.Cleanup(func() { SetBuiltinVGPUClient(saved) })
+	SilenceBuiltinVGPU()
+	c, ok := BuiltinVGPUClient().(*fake.Clientset)
 	if !ok {
-		t.Fatalf("builtinVGPUClient is %T, want the in-memory stand-in", builtinVGPUClient)
+		t.Fatalf("the built-in vGPU client is %T, want the in-memory stand-in", BuiltinVGPUClient())
 	}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
 		builtinvgpu.VolcanoVGPURegister:  "GPU-0,10,40960,NVIDIA-A100,true:",

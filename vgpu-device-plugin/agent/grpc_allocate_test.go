@@ -1,4 +1,4 @@
-package plugin_test
+package agent_test
 
 import (
 	"context"
@@ -18,11 +18,13 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/agent"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/plugin"
 )
 
 type nopPatcher struct{}
@@ -69,13 +71,15 @@ func TestAllocateOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := shortTempDir(t)
-	kubelet := startKubelet(t, dir)
-	defer kubelet.srv.Stop()
+	dir := fakekubelet.ShortTempDir(t)
+	kubelet := fakekubelet.Start(t, dir)
+	defer kubelet.Stop()
 	never := make(chan struct{})
-	p, err := plugin.New(plugin.Options{
-		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir, Allocator: alloc,
-		Devices: func() []*pluginapi.Device { return plugin.VirtualDevices(inv, func(string) bool { return true }, true) },
+	p, err := deviceplugin.New(deviceplugin.Options{
+		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir, SocketName: agent.DefaultSocketName, Allocator: alloc,
+		Devices: func() []*pluginapi.Device {
+			return agent.VirtualDevices(inv, func(string) bool { return true }, true)
+		},
 		Changed: func() <-chan struct{} { return never },
 	})
 	if err != nil {
@@ -85,9 +89,9 @@ func TestAllocateOverGRPC(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	kubelet.wait(t)
+	kubelet.Wait(t)
 
-	client := pluginapi.NewDevicePluginClient(dial(t, p.SocketPath()))
+	client := pluginapi.NewDevicePluginClient(fakekubelet.Dial(t, p.SocketPath()))
 	stream, err := client.ListAndWatch(context.Background(), &pluginapi.Empty{})
 	if err != nil {
 		t.Fatal(err)

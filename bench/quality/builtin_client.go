@@ -4,26 +4,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	_ "unsafe" // go:linkname
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	_ "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu" // owns builtinKubeClient
 )
 
-// builtinKubeClient is the package-level client of Volcano v1.10's built-in
-// vGPU device code: NewGPUDevices PATCHes the node's handshake annotation
-// and Allocate PATCHes the pod's assignment annotations through it (not
-// through the client it is given). The built-in policies point it at
-// builtinClient while they call that code, and put the previous client
-// back afterwards (deviceshare/builtin.go links the same symbol for the
-// scheduler).
-//
-//go:linkname builtinKubeClient volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu.kubeClient
-var builtinKubeClient kubernetes.Interface
+// The built-in vGPU device code of Volcano v1.10 sends its API calls
+// through a package-level client, not the one it is given: NewGPUDevices
+// PATCHes the node's handshake annotation and Allocate PATCHes the pod's
+// assignment annotations. deviceshare/volcano reaches that client (it is
+// the one place that knows where Volcano keeps it); the built-in policies
+// point it at builtinClient while they call that code, and put the
+// previous client back afterwards.
 
 var (
 	builtinClientOnce sync.Once

@@ -1,4 +1,4 @@
-package plugin
+package deviceplugin
 
 import (
 	"context"

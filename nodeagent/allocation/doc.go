@@ -1,0 +1,24 @@
+// Package allocation is what the node agents' Allocate share, whatever the
+// devices: the kubelet's request names no pod, so an agent finds the pod it
+// is for among the node's pods waiting for an allocation, checks what the
+// scheduler wrote on it, answers, and moves the pod's allocation protocol
+// forward. Both protocols it serves (Volcano's vGPU and HAMi's Ascend) work
+// the same way with other annotation names (Protocol): a devices-to-allocate
+// annotation with one entry per container, consumed as containers are
+// served; a bind-phase going from allocating to success or failed; the node
+// the allocation was written for; a bind-time; a node lock released when the
+// pod is done or refused.
+//
+// The package holds:
+//
+//   - Patcher, the writes an agent makes (nodeagent/kube.Patcher);
+//   - Tracker, which writes a container's outcome (served, failed) and
+//     remembers what it wrote until the agent's informer shows it;
+//   - Serve, Wait and Misses, the shape of an Allocate call: each container
+//     request in turn, looking again for a while when the informer lags the
+//     kubelet, and an error naming why each pending pod did not match;
+//   - Refusal and Status, the classes of refusal and their gRPC codes, with
+//     the refusals both protocols share (ErrForged, ErrStale) and BindTime;
+//   - Trust, the check of who placed the pod and of its allocation
+//     signature (internal/allocsig), with LoadKeys.
+package allocation

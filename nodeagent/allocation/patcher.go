@@ -1,0 +1,48 @@
+package allocation
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Patcher writes the protocol's annotations (nodeagent/kube.Patcher
+// implements it).
+type Patcher interface {
+	// PatchPodAnnotations merges annotations into the pod's, failing if the
+	// pod was replaced (another UID).
+	PatchPodAnnotations(ctx context.Context, pod *v1.Pod, annotations map[string]string) error
+	// ReleaseNodeLock removes the node lock taken for the pod's allocation.
+	ReleaseNodeLock(ctx context.Context, pod *v1.Pod) error
+}
+
+// Protocol names the pod annotations of an allocation protocol, and the
+// values of its bind-phase.
+type Protocol struct {
+	// ToAllocate holds the devices still to serve, one entry per
+	// container; an agent empties a container's entry when it serves it.
+	ToAllocate string
+	// BindPhase is the allocation's phase: Allocating until every
+	// container is served, then Success, or Failed when refused.
+	BindPhase                   string
+	Allocating, Success, Failed string
+	// Node names the node the scheduler wrote the allocation for.
+	Node string
+}
+
+// Terminal reports whether the pod's containers are done with their
+// devices.
+func Terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// Pods returns the pods among an indexer's objects.
+func Pods(objs []any) []*v1.Pod {
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
