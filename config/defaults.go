@@ -1,20 +1,25 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/vgpu"
+)
 
 // Default resource names of the nvidia: section.
 const (
 	// DefaultResourceCountName is the default nvidia.resourceCountName.
-	DefaultResourceCountName = "volcano.sh/vgpu-number"
+	DefaultResourceCountName = vgpu.ResourceNumber
 	// DefaultResourceMemoryName is the default nvidia.resourceMemoryName.
-	DefaultResourceMemoryName = "volcano.sh/vgpu-memory"
+	DefaultResourceMemoryName = vgpu.ResourceMemory
 	// DefaultResourceMemoryPercentageName is the default
 	// nvidia.resourceMemoryPercentageName.
-	DefaultResourceMemoryPercentageName = "volcano.sh/vgpu-memory-percentage"
+	DefaultResourceMemoryPercentageName = vgpu.ResourceMemoryPercentage
 	// DefaultResourceCoreName is the default nvidia.resourceCoreName.
-	DefaultResourceCoreName = "volcano.sh/vgpu-cores"
+	DefaultResourceCoreName = vgpu.ResourceCores
 	// DefaultResourcePriorityName is the default nvidia.resourcePriorityName.
-	DefaultResourcePriorityName = "volcano.sh/vgpu-priority"
+	DefaultResourcePriorityName = vgpu.ResourcePriority
 )
 
 // Default numeric settings of the nvidia: section.
@@ -30,10 +35,6 @@ const (
 	// DefaultGPUMemoryFactor is the default nvidia.gpuMemoryFactor.
 	DefaultGPUMemoryFactor = 1
 )
-
-// ascendResourcePrefix is the domain of the Ascend resources whose names
-// default from a chip's commonWord.
-const ascendResourcePrefix = "huawei.com/"
 
 // Default returns the complete configuration used when the ConfigMap is
 // absent: the nvidia: defaults, the built-in MIG catalogue and the built-in
@@ -102,7 +103,7 @@ func (v *VNPUs) applyDefaults() {
 		// Derive names only from a present commonWord, so a missing one is
 		// reported as missing rather than as a malformed derived name.
 		if e.CommonWord != "" {
-			setIfEmpty(&e.ResourceName, ascendResourcePrefix+e.CommonWord)
+			setIfEmpty(&e.ResourceName, ascend.ResourceDomain+e.CommonWord)
 		}
 		if e.ResourceName != "" {
 			setIfEmpty(&e.ResourceMemoryName, e.ResourceName+"-memory")
@@ -211,7 +212,7 @@ func defaultVNPUConfigs() []VNPUConfig {
 }
 
 func ascendChip(chip, commonWord string, allocatable, capacity int64, aiCore, aiCPU int32, templates []VNPUTemplate) VNPUConfig {
-	resource := ascendResourcePrefix + commonWord
+	resource := ascend.ResourceDomain + commonWord
 	return VNPUConfig{
 		ChipName:           chip,
 		CommonWord:         commonWord,

@@ -7,15 +7,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // vnpuTemplateName matches template names such as vir02 or vir05_1c_16g;
 // they appear in annotations as <chip>-<template>.
 var vnpuTemplateName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-
-// hamiRegisterPrefix is the node annotation key a chip's commonWord is
-// appended to, so the commonWord must keep that key valid.
-const hamiRegisterPrefix = "hami.io/node-register-"
 
 func (v *VNPUs) validate(p *field.Path, names resourceNames) field.ErrorList {
 	var errs field.ErrorList
@@ -40,9 +38,10 @@ func (v *VNPUs) validate(p *field.Path, names resourceNames) field.ErrorList {
 		errs = append(errs, uniqueName(ep.Child("chipName"), e.ChipName, chips, "name the chip as the node agent reports it, like 910B3")...)
 		errs = append(errs, uniqueName(ep.Child("commonWord"), e.CommonWord, words, "name the device type, like Ascend910B3")...)
 		if e.CommonWord != "" {
-			for _, msg := range validation.IsQualifiedName(hamiRegisterPrefix + e.CommonWord) {
+			// The commonWord is appended to annotation keys, which it must keep valid.
+			for _, msg := range validation.IsQualifiedName(ascend.KeysFor(e.CommonWord).Register) {
 				errs = append(errs, field.Invalid(ep.Child("commonWord"), e.CommonWord,
-					fmt.Sprintf("must fit the annotation key %s<commonWord>: %s", hamiRegisterPrefix, msg)))
+					fmt.Sprintf("must fit the annotation key %s<commonWord>: %s", ascend.RegisterPrefix, msg)))
 			}
 		}
 		errs = append(errs, names.add(ep.Child("resourceName"), e.ResourceName)...)

@@ -7,9 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // withChips returns the default configuration restricted to the vnpus
@@ -60,8 +60,8 @@ func TestDefaultBackendsFollowsTheVNPUEntries(t *testing.T) {
 				t.Errorf("backends (-want +got):\n%s", diff)
 			}
 			for _, b := range bs {
-				if l, ok := b.(api.NodeLocker); !ok || l.LockName() != ascend.NodeLockName {
-					t.Errorf("%s: node lock %v, want %s", b.Name(), b, ascend.NodeLockName)
+				if l, ok := b.(api.NodeLocker); !ok || l.LockName() != ascendproto.NodeLockName {
+					t.Errorf("%s: node lock %v, want %s", b.Name(), b, ascendproto.NodeLockName)
 				}
 			}
 		})
@@ -96,6 +96,6 @@ func TestDefaultBackendsAscendModeFromTheConfig(t *testing.T) {
 // npuNodeOf is a node with one card registered for the chip type.
 func npuNodeOf(commonWord string) *v1.Node {
 	n := npuNode("n", true, "NPU-0")
-	n.Annotations = map[string]string{ascend.KeysFor(commonWord).Register: `[{"id":"NPU-0","count":7,"devmem":65536,"health":true}]`}
+	n.Annotations = map[string]string{ascendproto.KeysFor(commonWord).Register: `[{"id":"NPU-0","count":7,"devmem":65536,"health":true}]`}
 	return n
 }

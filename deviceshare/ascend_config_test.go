@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 const only310P = `vnpus:
@@ -39,7 +39,7 @@ const with910B4 = only310P + `- chipName: 910B4
 // generation rebuilds the backends, and a pod of the new chip type is
 // placed by template with its HAMi annotations.
 func TestAscendChipAddedToTheConfigMapIsScheduledWithoutRestart(t *testing.T) {
-	keys := ascend.KeysFor("Ascend910B4")
+	keys := ascendproto.KeysFor("Ascend910B4")
 	node := npuNode("n1", true, "NPU-0")
 	node.Annotations[keys.Register] = `[{"id":"B4-0","count":7,"devmem":32768,"type":"Ascend910B4","health":true}]`
 	node.Status.Allocatable["huawei.com/Ascend910B4"] = resource.MustParse("7")

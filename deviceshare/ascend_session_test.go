@@ -14,6 +14,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/backends/ascend"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 const ascendArgs = `      deviceshare.AscendHAMiVNPUEnable: true
@@ -24,7 +25,7 @@ const ascendArgs = `      deviceshare.AscendHAMiVNPUEnable: true
 // templates vir01 (3072 MiB), vir02 (6144 MiB) and vir04 (12288 MiB).
 const chip310P = "Ascend310P"
 
-var keys310P = ascend.KeysFor(chip310P)
+var keys310P = ascendproto.KeysFor(chip310P)
 
 // npuNode builds a node whose HAMi Ascend agent registered 310P cards (7
 // vNPUs each) and advertises the count resource; when advertised is true
@@ -102,8 +103,8 @@ func TestAscendGangSharesAChipByTemplate(t *testing.T) {
 	for key, b := range binds {
 		a := b.Annotations
 		if a[keys310P.ToAllocate] != a[keys310P.Allocated] || a[keys310P.RuntimeInfo] != `[{"UUID":"NPU-0","temp":"vir01"}]` ||
-			a[ascend.AnnotationAssignedNode] != "n1" || a[ascend.AnnotationBindPhase] != ascend.BindPhaseAllocating ||
-			a[ascend.AnnotationAssignedTime] != now || a[ascend.AnnotationBindTime] != now {
+			a[ascendproto.AnnotationAssignedNode] != "n1" || a[ascendproto.AnnotationBindPhase] != ascendproto.BindPhaseAllocating ||
+			a[ascendproto.AnnotationAssignedTime] != now || a[ascendproto.AnnotationBindTime] != now {
 			t.Errorf("%s: protocol annotations %v", key, a)
 		}
 	}

@@ -25,8 +25,8 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
 
-	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // vgpuBenchPods returns vGPU pods in gangs of four with a repeating mix of
@@ -278,7 +278,7 @@ func BenchmarkVGPULedgerMemory(b *testing.B) {
 		for k := 0; k < 4; k++ {
 			p := vgpuPod(fmt.Sprintf("n%d-p%d", n, k), "pg", 2, 8000, 20)
 			p.Spec.NodeName, p.Status.Phase = node.Name, v1.PodRunning
-			p.Annotations[vgpu.AnnotationIDs] = fmt.Sprintf("GPU-%04d-%d,NVIDIA,8000,20:GPU-%04d-%d,NVIDIA,8000,20:", n, 2*k, n, 2*k+1)
+			p.Annotations[vgpuproto.AnnotationIDs] = fmt.Sprintf("GPU-%04d-%d,NVIDIA,8000,20:GPU-%04d-%d,NVIDIA,8000,20:", n, 2*k, n, 2*k+1)
 			if err := ni.AddTask(vcapi.NewTaskInfo(p)); err != nil {
 				b.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/mindcluster"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // deviceInfoSyncTimeout bounds how long the first session waits for the
@@ -50,7 +51,7 @@ func (w *deviceInfoWatch) start(ctx context.Context, client kubernetes.Interface
 	}
 	w.started = true
 	w.mu.Unlock()
-	cms := client.CoreV1().ConfigMaps(mindcluster.DeviceInfoNamespace)
+	cms := client.CoreV1().ConfigMaps(mindclusterproto.DeviceInfoNamespace)
 	lw := &cache.ListWatch{
 		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, opts) },
 		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
@@ -66,13 +67,13 @@ func (w *deviceInfoWatch) start(ctx context.Context, client kubernetes.Interface
 	defer cancel()
 	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
 		klog.InfoS("MindCluster device-info ConfigMaps not listed yet; nodes use their annotations until they are",
-			"namespace", mindcluster.DeviceInfoNamespace)
+			"namespace", mindclusterproto.DeviceInfoNamespace)
 	}
 	w.mu.Lock()
 	w.store = informer.GetStore()
 	w.mu.Unlock()
-	klog.V(2).InfoS("Watching MindCluster device-info ConfigMaps", "namespace", mindcluster.DeviceInfoNamespace,
-		"prefix", mindcluster.DeviceInfoPrefix)
+	klog.V(2).InfoS("Watching MindCluster device-info ConfigMaps", "namespace", mindclusterproto.DeviceInfoNamespace,
+		"prefix", mindclusterproto.DeviceInfoPrefix)
 }
 
 // DeviceInfo returns the node's device-info ConfigMap, if the informer has
@@ -84,7 +85,7 @@ func (w *deviceInfoWatch) DeviceInfo(node string) (*v1.ConfigMap, bool) {
 	if store == nil {
 		return nil, false
 	}
-	obj, ok, err := store.GetByKey(mindcluster.DeviceInfoNamespace + "/" + mindcluster.DeviceInfoPrefix + node)
+	obj, ok, err := store.GetByKey(mindclusterproto.DeviceInfoNamespace + "/" + mindclusterproto.DeviceInfoPrefix + node)
 	if err != nil || !ok {
 		return nil, false
 	}
@@ -96,7 +97,7 @@ func (w *deviceInfoWatch) DeviceInfo(node string) (*v1.ConfigMap, bool) {
 // every other ConfigMap to its namespace and name.
 func stripForeignConfigMap(obj any) (any, error) {
 	cm, ok := obj.(*v1.ConfigMap)
-	if !ok || strings.HasPrefix(cm.Name, mindcluster.DeviceInfoPrefix) {
+	if !ok || strings.HasPrefix(cm.Name, mindclusterproto.DeviceInfoPrefix) {
 		return obj, nil
 	}
 	return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/gpushare"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // countingBackend counts inventory decodes.
@@ -39,7 +40,7 @@ func runningPod(name, node, index string, mib int64) *v1.Pod {
 	p.Spec.NodeName = node
 	p.Status.Phase = v1.PodRunning
 	if index != "" {
-		p.Annotations[gpushare.AnnotationGPUIndex] = index
+		p.Annotations[gpushareproto.AnnotationGPUIndex] = index
 	}
 	return p
 }
@@ -81,7 +82,7 @@ func TestLedgerDecodesInventoryOnlyWhenItChanges(t *testing.T) {
 		t.Errorf("decodes after 3 unchanged syncs = %d, want 1", b.decodes)
 	}
 	changed := node.DeepCopy()
-	changed.Annotations[gpushare.AnnotationUnhealthyIDs] = "0"
+	changed.Annotations[gpushareproto.AnnotationUnhealthyIDs] = "0"
 	res := l.Sync(nodeInfo(t, changed, a), []api.Backend{b})
 	if b.decodes != 2 || res.Decoded != 1 {
 		t.Errorf("decodes after a change = %d (sync says %d), want 2 (1)", b.decodes, res.Decoded)
@@ -154,12 +155,12 @@ func TestLedgerInvalidInventoryIsReported(t *testing.T) {
 	b := shareBackend(t)
 	l := NewLedger(testingclock.NewFakeClock(testTime))
 	node := gpuNode("n1", 2, 8000)
-	node.Annotations[gpushare.AnnotationUnhealthyIDs] = "zero"
+	node.Annotations[gpushareproto.AnnotationUnhealthyIDs] = "zero"
 	l.Sync(nodeInfo(t, node), []api.Backend{b})
 	view, _, _ := l.view()
 	v := view["n1"][b.Name()]
-	if v.devices != nil || v.invErr == nil || !strings.Contains(v.invErr.Error(), gpushare.AnnotationUnhealthyIDs) {
-		t.Errorf("view = %+v, want no devices and an error naming %s", v, gpushare.AnnotationUnhealthyIDs)
+	if v.devices != nil || v.invErr == nil || !strings.Contains(v.invErr.Error(), gpushareproto.AnnotationUnhealthyIDs) {
+		t.Errorf("view = %+v, want no devices and an error naming %s", v, gpushareproto.AnnotationUnhealthyIDs)
 	}
 	if got := l.Stats().InvalidInventories; got != 1 {
 		t.Errorf("invalid inventories = %d, want 1", got)
@@ -172,7 +173,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	node := gpuNode("n1", 2, 8000)
 	inFlight := runningPod("p", "n1", "", 5000) // bound, annotations not seen yet
 	l.Sync(nodeInfo(t, node), []api.Backend{b})
-	l.Assume(inFlight.UID, "n1", map[string]string{gpushare.AnnotationGPUIndex: "1", gpushare.AnnotationPredicateTime: "1"})
+	l.Assume(inFlight.UID, "n1", map[string]string{gpushareproto.AnnotationGPUIndex: "1", gpushareproto.AnnotationPredicateTime: "1"})
 
 	res := l.Sync(nodeInfo(t, node, inFlight), []api.Backend{b})
 	if res.Assumed != 1 {
@@ -183,7 +184,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	}
 	// The informer brings the annotations: same usage, assumption gone.
 	confirmed := runningPod("p", "n1", "1", 5000)
-	confirmed.Annotations[gpushare.AnnotationPredicateTime] = "1"
+	confirmed.Annotations[gpushareproto.AnnotationPredicateTime] = "1"
 	res = l.Sync(nodeInfo(t, node, confirmed), []api.Backend{b})
 	if res.Confirmed != 1 || res.Assumed != 0 {
 		t.Errorf("after confirmation = %+v, want 1 confirmed, 0 assumed", res)
@@ -193,7 +194,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	}
 
 	// A bind that fails: the pod is not on the node in the next snapshot.
-	l.Assume("uid-q", "n1", map[string]string{gpushare.AnnotationGPUIndex: "0"})
+	l.Assume("uid-q", "n1", map[string]string{gpushareproto.AnnotationGPUIndex: "0"})
 	res = l.Sync(nodeInfo(t, node, confirmed), []api.Backend{b})
 	if res.Dropped != 1 || l.Stats().Assumed != 0 {
 		t.Errorf("after a failed bind = %+v, want the assumption dropped", res)

@@ -16,6 +16,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/backends/mindcluster"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 const mindClusterArgs = `      deviceshare.AscendMindClusterVNPUEnable: true
@@ -23,13 +24,7 @@ const mindClusterArgs = `      deviceshare.AscendMindClusterVNPUEnable: true
       deviceshare.ScheduleWeight: 10`
 
 // chipList renders chip IDs the way MindCluster's device plugin lists them.
-func chipList(ids ...int) string {
-	names := make([]string, len(ids))
-	for i, id := range ids {
-		names[i] = mindcluster.ChipPrefix + strconv.Itoa(id)
-	}
-	return strings.Join(names, ",")
-}
+func chipList(ids ...int) string { return mindclusterproto.EncodeChips(ids...) }
 
 // mcNode builds a MindCluster 310P node with chips 8-core chips, labelled
 // and annotated as MindCluster's agents do; free is the offered chip list
@@ -37,14 +32,14 @@ func chipList(ids ...int) string {
 // key/value pairs.
 func mcNode(name string, chips int, free string, annotations ...string) *v1.Node {
 	n := util.BuildNode(name, v1.ResourceList{
-		v1.ResourceCPU:              resource.MustParse("64"),
-		v1.ResourceMemory:           resource.MustParse("256Gi"),
-		v1.ResourcePods:             resource.MustParse("110"),
-		mindcluster.ResourceNPUCore: *resource.NewQuantity(int64(8*chips), resource.DecimalSI),
-	}, map[string]string{mindcluster.LabelServerType: "Ascend310P-8", mindcluster.LabelChipName: "310P3"})
+		v1.ResourceCPU:                   resource.MustParse("64"),
+		v1.ResourceMemory:                resource.MustParse("256Gi"),
+		v1.ResourcePods:                  resource.MustParse("110"),
+		mindclusterproto.ResourceNPUCore: *resource.NewQuantity(int64(8*chips), resource.DecimalSI),
+	}, map[string]string{mindclusterproto.LabelServerType: "Ascend310P-8", mindclusterproto.LabelChipName: "310P3"})
 	n.Annotations = map[string]string{}
 	if free != "-" {
-		n.Annotations[mindcluster.AnnotationFreeChips] = free
+		n.Annotations[mindclusterproto.AnnotationFreeChips] = free
 	}
 	for i := 0; i+1 < len(annotations); i += 2 {
 		n.Annotations[annotations[i]] = annotations[i+1]
@@ -55,11 +50,11 @@ func mcNode(name string, chips int, free string, annotations ...string) *v1.Node
 // mcPod is a pending pod of the group asking for cores AI cores, labelled
 // for 310P; extra arguments are label key/value pairs.
 func mcPod(name, group string, cores int64, labels ...string) *v1.Pod {
-	p := devicePod(name, group, v1.ResourceList{mindcluster.ResourceNPUCore: *resource.NewQuantity(cores, resource.DecimalSI)})
+	p := devicePod(name, group, v1.ResourceList{mindclusterproto.ResourceNPUCore: *resource.NewQuantity(cores, resource.DecimalSI)})
 	if p.Labels == nil {
 		p.Labels = map[string]string{}
 	}
-	p.Labels[mindcluster.LabelRingController] = mindcluster.RingController310P
+	p.Labels[mindclusterproto.LabelRingController] = mindclusterproto.RingController310P
 	for i := 0; i+1 < len(labels); i += 2 {
 		p.Labels[labels[i]] = labels[i+1]
 	}
@@ -71,8 +66,8 @@ func mcPod(name, group string, cores int64, labels ...string) *v1.Pod {
 func (c *cluster) addRunning(name, node string, cores int64, value string, labels ...string) {
 	p := mcPod(name, "pg-"+name, cores, labels...)
 	p.Spec.NodeName, p.Status.Phase = node, v1.PodRunning
-	p.Annotations[mindcluster.AnnotationNPUCore] = value
-	p.Annotations[mindcluster.AnnotationAscendReal] = "Ascend310P-real-" + value
+	p.Annotations[mindclusterproto.AnnotationNPUCore] = value
+	p.Annotations[mindclusterproto.AnnotationAscendReal] = "Ascend310P-real-" + value
 	pg := podGroup("pg-"+name, 1)
 	pg.Status.Phase = schedulingv1beta1.PodGroupRunning
 	c.addJob(pg, p)
@@ -82,7 +77,7 @@ func (c *cluster) addRunning(name, node string, cores int64, value string, label
 func npuCores(binds map[string]boundPod) map[string]string {
 	out := map[string]string{}
 	for k, b := range binds {
-		out[strings.TrimPrefix(k, testNamespace+"/")] = b.Node + "/" + b.Annotations[mindcluster.AnnotationNPUCore]
+		out[strings.TrimPrefix(k, testNamespace+"/")] = b.Node + "/" + b.Annotations[mindclusterproto.AnnotationNPUCore]
 	}
 	return out
 }
@@ -92,7 +87,7 @@ func npuCores(binds map[string]boundPod) map[string]string {
 // would need a downgrade, and the pod gets the template annotation and
 // predicate times MindCluster's device plugin reads.
 func TestMindClusterTemplateOnBatchPreferredNode(t *testing.T) {
-	high := []string{mindcluster.LabelVNPULevel, "high"}
+	high := []string{mindclusterproto.LabelVNPULevel, "high"}
 	newNodes := func() []*v1.Node {
 		return []*v1.Node{mcNode("idle", 2, chipList(0, 1)), mcNode("busy", 1, chipList(0)), mcNode("down", 1, chipList(0))}
 	}
@@ -105,8 +100,8 @@ func TestMindClusterTemplateOnBatchPreferredNode(t *testing.T) {
 		c.session(nil)
 		b := c.waitBinds(1)[testNamespace+"/w"]
 		nanos := strconv.FormatInt(testTime.UnixNano(), 10)
-		want := map[string]string{mindcluster.AnnotationNPUCore: "0-vir02", mindcluster.AnnotationPredicateTime: nanos,
-			mindcluster.AnnotationVolcanoPredicateTime: nanos}
+		want := map[string]string{mindclusterproto.AnnotationNPUCore: "0-vir02", mindclusterproto.AnnotationPredicateTime: nanos,
+			mindclusterproto.AnnotationVolcanoPredicateTime: nanos}
 		got := map[string]string{}
 		for k := range want {
 			got[k] = b.Annotations[k]
@@ -173,7 +168,7 @@ func TestMindClusterTooLargeStaysPending(t *testing.T) {
 	// Four chips by capacity, two of them unhealthy: Volcano's own fit
 	// passes 24 AI cores, the backend says why they do not fit.
 	c := newCluster(t, schedulerConf(mindClusterArgs), []*v1.Node{
-		mcNode("n1", 4, chipList(0, 1, 2, 3), mindcluster.AnnotationUnhealthyChips, chipList(2, 3)),
+		mcNode("n1", 4, chipList(0, 1, 2, 3), mindclusterproto.AnnotationUnhealthyChips, chipList(2, 3)),
 	}, nil)
 	three := mcPod("three", "pg1", 24)
 	c.addJob(podGroup("pg1", 1), three)
@@ -194,8 +189,8 @@ func TestMindClusterDeviceInfoAndInFlight(t *testing.T) {
 	c := newCluster(t, schedulerConf(mindClusterArgs), []*v1.Node{mcNode("n1", 2, "-")}, nil)
 	t.Cleanup(c.st.Close)
 	cm := &v1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: mindcluster.DeviceInfoNamespace, Name: mindcluster.DeviceInfoPrefix + "n1"},
-		Data:       mindcluster.DeviceInfoData(map[string]string{mindcluster.AnnotationFreeChips: chipList(1)}, testTime.Unix()),
+		ObjectMeta: metav1.ObjectMeta{Namespace: mindclusterproto.DeviceInfoNamespace, Name: mindclusterproto.DeviceInfoPrefix + "n1"},
+		Data:       mindclusterproto.DeviceInfoData(map[string]string{mindclusterproto.AnnotationFreeChips: chipList(1)}, testTime.Unix()),
 	}
 	if _, err := c.cache.Client().CoreV1().ConfigMaps(cm.Namespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -216,7 +211,7 @@ func TestMindClusterDeviceInfoAndInFlight(t *testing.T) {
 	}
 
 	confirmed := placed.DeepCopy()
-	confirmed.Annotations[mindcluster.AnnotationAscendReal] = "Ascend310P-1c-100-1_0"
+	confirmed.Annotations[mindclusterproto.AnnotationAscendReal] = "Ascend310P-1c-100-1_0"
 	confirmed.ResourceVersion = "3"
 	c.cache.UpdatePod(placed, confirmed)
 	deadline := time.Now().Add(10 * time.Second)
@@ -232,13 +227,13 @@ func TestMindClusterDeviceInfoAndInFlight(t *testing.T) {
 // it starts, device-info ConfigMaps whole once it has listed, other
 // ConfigMaps of kube-system reduced to their names, and updates followed.
 func TestMindClusterDeviceInfoWatch(t *testing.T) {
-	list := map[string]string{mindcluster.AnnotationFreeChips: chipList(0)}
+	list := map[string]string{mindclusterproto.AnnotationFreeChips: chipList(0)}
 	client := fake.NewSimpleClientset(
-		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: mindcluster.DeviceInfoPrefix + "n1"},
-			Data: mindcluster.DeviceInfoData(list, 1)},
+		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: mindclusterproto.DeviceInfoPrefix + "n1"},
+			Data: mindclusterproto.DeviceInfoData(list, 1)},
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "big"}, Data: map[string]string{"k": "v"}},
-		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: mindcluster.DeviceInfoPrefix + "n2"},
-			Data: mindcluster.DeviceInfoData(list, 1)},
+		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: mindclusterproto.DeviceInfoPrefix + "n2"},
+			Data: mindclusterproto.DeviceInfoData(list, 1)},
 	)
 	w := &deviceInfoWatch{}
 	if _, ok := w.DeviceInfo("n1"); ok {
@@ -249,7 +244,7 @@ func TestMindClusterDeviceInfoWatch(t *testing.T) {
 	w.start(ctx, client)
 	w.start(ctx, client) // a second start is a no-op
 	cm, ok := w.DeviceInfo("n1")
-	if !ok || cm.Data[mindcluster.DeviceInfoKey] == "" {
+	if !ok || cm.Data[mindclusterproto.DeviceInfoKey] == "" {
 		t.Fatalf("DeviceInfo(n1) = %v, %v; want the ConfigMap with its data", cm, ok)
 	}
 	if _, ok := w.DeviceInfo("n2"); ok {
@@ -259,13 +254,13 @@ func TestMindClusterDeviceInfoWatch(t *testing.T) {
 		t.Errorf("a foreign ConfigMap is stored as %v (found %v), want its name only", obj, ok)
 	}
 	updated := cm.DeepCopy()
-	updated.Data = mindcluster.DeviceInfoData(map[string]string{mindcluster.AnnotationFreeChips: chipList(0, 1)}, 2)
+	updated.Data = mindclusterproto.DeviceInfoData(map[string]string{mindclusterproto.AnnotationFreeChips: chipList(0, 1)}, 2)
 	if _, err := client.CoreV1().ConfigMaps("kube-system").Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if cm, _ := w.DeviceInfo("n1"); cm.Data[mindcluster.DeviceInfoKey] == updated.Data[mindcluster.DeviceInfoKey] {
+		if cm, _ := w.DeviceInfo("n1"); cm.Data[mindclusterproto.DeviceInfoKey] == updated.Data[mindclusterproto.DeviceInfoKey] {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

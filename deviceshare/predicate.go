@@ -10,6 +10,10 @@ import (
 
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Failure reasons the plugin itself reports (backends add per-card ones).
@@ -183,10 +187,10 @@ func knownDeviceResource(pod *v1.Pod) v1.ResourceName {
 // number, HAMi vGPU, and Ascend chips (huawei.com/Ascend*, npu-core).
 func isKnownDeviceResource(name v1.ResourceName) bool {
 	switch name {
-	case "volcano.sh/gpu-memory", "volcano.sh/gpu-number",
-		"volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores",
-		"huawei.com/npu-core":
+	case gpushareproto.ResourceGPUMemory, gpushareproto.ResourceGPUNumber,
+		vgpuproto.ResourceNumber, vgpuproto.ResourceMemory, vgpuproto.ResourceMemoryPercentage, vgpuproto.ResourceCores,
+		mindclusterproto.ResourceNPUCore:
 		return true
 	}
-	return strings.HasPrefix(string(name), "huawei.com/Ascend")
+	return strings.HasPrefix(string(name), ascendproto.ResourceDomain+"Ascend")
 }

@@ -14,8 +14,9 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/util"
 
-	"github.com/vgpushare/vshare/backends/gpushare"
 	"github.com/vgpushare/vshare/backends/vgpu"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 const numberArgs = `      deviceshare.GPUNumberEnable: true
@@ -24,7 +25,7 @@ const numberArgs = `      deviceshare.GPUNumberEnable: true
 
 // firstCard returns the first card UUID of a vGPU allocation record.
 func firstCard(annotations map[string]string) string {
-	card, _, _ := strings.Cut(annotations[vgpu.AnnotationIDs], ",")
+	card, _, _ := strings.Cut(annotations[vgpuproto.AnnotationIDs], ",")
 	return card
 }
 
@@ -37,10 +38,10 @@ func firstCard(annotations map[string]string) string {
 func TestVGPUPreemptionEvictsTheSharerOfTheUsableCard(t *testing.T) {
 	pc := newPreemptCluster(t, preemptConf("enqueue, allocate, preempt", vgpuArgs),
 		[]*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})}, nil)
-	pc.place("low", "default", vgpuPod("lowest", "pg-lowest", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-0"))
-	placed := pc.place("mid", "default", vgpuPod("sharer", "pg-sharer", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-1"))
+	pc.place("low", "default", vgpuPod("lowest", "pg-lowest", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-0"))
+	placed := pc.place("mid", "default", vgpuPod("sharer", "pg-sharer", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"))
 
-	high := withPriority(vgpuPod("high", "pg-high", 1, 8000, 10, vgpu.AnnotationUseUUID, "GPU-1"), prioHigh)
+	high := withPriority(vgpuPod("high", "pg-high", 1, 8000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"), prioHigh)
 	pc.submit("pg-high", "default", "high", 1, high)
 	ledgerBefore := ledgerStatus(pc.st.ledger)
 	var reserved map[string]string
@@ -85,23 +86,23 @@ func TestPreemptionDoesNotEvictWhenItCannotHelp(t *testing.T) {
 		reasons []string
 	}{
 		{name: "no card of the type", reasons: []string{vgpu.ReasonTypeMismatch},
-			pod: vgpuPod("p", "pg-p", 1, 1000, 10, vgpu.AnnotationUseType, "A100")},
+			pod: vgpuPod("p", "pg-p", 1, 1000, 10, vgpuproto.AnnotationUseType, "A100")},
 		{name: "more memory than a card has", reasons: []string{vgpu.ReasonCardTooSmall},
 			pod: vgpuPod("p", "pg-p", 1, 20000, 10)},
 		{name: "more cards than the node has", reasons: []string{vgpu.ReasonTooFewCards},
 			pod: vgpuPod("p", "pg-p", 3, 1000, 10)},
 		{name: "UUID selector names no card here", reasons: []string{vgpu.ReasonUUIDExcluded},
-			pod: vgpuPod("p", "pg-p", 1, 1000, 10, vgpu.AnnotationUseUUID, "GPU-9")},
+			pod: vgpuPod("p", "pg-p", 1, 1000, 10, vgpuproto.AnnotationUseUUID, "GPU-9")},
 		{name: "only a higher-priority pod holds the usable card",
 			reasons: []string{vgpu.ReasonInsufficientMem, ReasonEvictionWouldNotHelp},
-			pod:     vgpuPod("p", "pg-p", 1, 8000, 10, vgpu.AnnotationUseUUID, "GPU-1")},
+			pod:     vgpuPod("p", "pg-p", 1, 8000, 10, vgpuproto.AnnotationUseUUID, "GPU-1")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pc := newPreemptCluster(t, preemptConf("enqueue, allocate, preempt", vgpuArgs),
 				[]*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})}, nil)
-			pc.place("low", "default", vgpuPod("low", "pg-low", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-0"))
-			pc.place("high", "default", vgpuPod("top", "pg-top", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-1"))
+			pc.place("low", "default", vgpuPod("low", "pg-low", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-0"))
+			pc.place("high", "default", vgpuPod("top", "pg-top", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"))
 
 			pc.submit("pg-p", "default", "mid", 1, withPriority(tc.pod, prioMid))
 			var msg string
@@ -185,7 +186,7 @@ func TestGPUSharePreemptionPrefersFewestVictims(t *testing.T) {
 	if diff := cmp.Diff([]string{testNamespace + "/a0"}, pc.evictions(1)); diff != "" {
 		t.Errorf("evicted (-want +got):\n%s", diff)
 	}
-	if got := reserved[gpushare.AnnotationGPUIndex]; got != "0" {
+	if got := reserved[gpushareproto.AnnotationGPUIndex]; got != "0" {
 		t.Errorf("preemptor reserved gpu-index %q, want card 0", got)
 	}
 }
@@ -220,7 +221,7 @@ func TestGPUNumberPreemption(t *testing.T) {
 			if diff := cmp.Diff(tc.wantEvicted, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("evicted (-want +got):\n%s", diff)
 			}
-			if idx := reserved[gpushare.AnnotationGPUIndex]; idx != tc.wantIndex {
+			if idx := reserved[gpushareproto.AnnotationGPUIndex]; idx != tc.wantIndex {
 				t.Errorf("reserved gpu-index %q, want %q", idx, tc.wantIndex)
 			}
 			if tc.wantIndex == "" && !unresolvable {
@@ -238,10 +239,10 @@ func TestReclaimEvictsTheRightCardOfAnotherQueue(t *testing.T) {
 	queues := []*schedulingv1beta1.Queue{util.BuildQueue("q1", 1, nil), util.BuildQueue("q2", 1, nil)}
 	pc := newPreemptCluster(t, preemptConf("enqueue, allocate, reclaim", vgpuArgs),
 		[]*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})}, queues)
-	pc.place("low", "q2", vgpuPod("r0", "pg-r0", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-0"))
-	pc.place("mid", "q2", vgpuPod("r1", "pg-r1", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-1"))
+	pc.place("low", "q2", vgpuPod("r0", "pg-r0", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-0"))
+	pc.place("mid", "q2", vgpuPod("r1", "pg-r1", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"))
 
-	p := withPriority(vgpuPod("p", "pg-p", 1, 8000, 10, vgpu.AnnotationUseUUID, "GPU-1"), prioLow)
+	p := withPriority(vgpuPod("p", "pg-p", 1, 8000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"), prioLow)
 	pc.submit("pg-p", "q1", "low", 1, p)
 	var reserved map[string]string
 	pc.session(func(ssn *framework.Session) { reserved = pipelinedAnnotations(pc, ssn, p) })
@@ -277,9 +278,9 @@ func TestReclaimRespectsDeservedDeviceShares(t *testing.T) {
 			}
 			pc := newPreemptCluster(t, preemptConf("enqueue, allocate, reclaim", vgpuArgs),
 				[]*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})}, queues)
-			pc.place("low", "q2", vgpuPod("r0", "pg-r0", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-0"))
-			pc.place("low", "q2", vgpuPod("r1", "pg-r1", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-1"))
-			p := vgpuPod("p", "pg-p", 1, 8000, 10, vgpu.AnnotationUseUUID, "GPU-1")
+			pc.place("low", "q2", vgpuPod("r0", "pg-r0", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-0"))
+			pc.place("low", "q2", vgpuPod("r1", "pg-r1", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"))
+			p := vgpuPod("p", "pg-p", 1, 8000, 10, vgpuproto.AnnotationUseUUID, "GPU-1")
 			pc.submit("pg-p", "q1", "low", 1, p)
 			var unresolvable bool
 			pc.session(func(ssn *framework.Session) { unresolvable = unresolvableOn(ssn, p, "n1") })
@@ -301,10 +302,10 @@ func TestReclaimRespectsDeservedDeviceShares(t *testing.T) {
 func TestPipelinedPreemptorHoldsItsReservation(t *testing.T) {
 	pc := newPreemptCluster(t, preemptConf("enqueue, allocate, preempt", vgpuArgs),
 		[]*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})}, nil)
-	pc.place("low", "default", vgpuPod("lowest", "pg-lowest", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-0"))
-	pc.place("mid", "default", vgpuPod("sharer", "pg-sharer", 1, 12000, 10, vgpu.AnnotationUseUUID, "GPU-1"))
-	first := withPriority(vgpuPod("first", "pg-first", 1, 8000, 10, vgpu.AnnotationUseUUID, "GPU-1"), prioHigh)
-	second := withPriority(vgpuPod("second", "pg-second", 1, 10000, 10, vgpu.AnnotationUseUUID, "GPU-1"), prioHigh)
+	pc.place("low", "default", vgpuPod("lowest", "pg-lowest", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-0"))
+	pc.place("mid", "default", vgpuPod("sharer", "pg-sharer", 1, 12000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"))
+	first := withPriority(vgpuPod("first", "pg-first", 1, 8000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"), prioHigh)
+	second := withPriority(vgpuPod("second", "pg-second", 1, 10000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"), prioHigh)
 	pc.submit("pg-first", "default", "high", 1, first)
 	pc.submit("pg-second", "default", "high", 1, second)
 	var firstRes, secondRes map[string]string

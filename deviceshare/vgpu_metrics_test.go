@@ -10,7 +10,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/backends/vgpu"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 func TestVGPUCardMetrics(t *testing.T) {
@@ -26,7 +26,7 @@ func TestVGPUCardMetrics(t *testing.T) {
 	pod := vgpuPod("a", "pg1", 1, 4000, 30)
 	pod.Spec.NodeName = "n1"
 	pod.Status.Phase = v1.PodRunning
-	pod.Annotations[vgpu.AnnotationIDs] = "GPU-1,NVIDIA,4000,30:"
+	pod.Annotations[vgpuproto.AnnotationIDs] = "GPU-1,NVIDIA,4000,30:"
 	if err := ni.AddTask(vcapi.NewTaskInfo(pod)); err != nil {
 		t.Fatal(err)
 	}

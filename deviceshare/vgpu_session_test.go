@@ -18,6 +18,7 @@ import (
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 const vgpuArgs = `      deviceshare.VGPUEnable: true
@@ -56,7 +57,7 @@ func vgpuNode(name string, cards ...vcard) *v1.Node {
 		v1.ResourcePods:          resource.MustParse("110"),
 		"volcano.sh/vgpu-number": *resource.NewQuantity(int64(10*len(cards)), resource.DecimalSI),
 	}, nil)
-	n.Annotations = map[string]string{vgpu.AnnotationRegister: reg.String(), vgpu.AnnotationHandshake: "Requesting_2099.01.01 00:00:00"}
+	n.Annotations = map[string]string{vgpuproto.AnnotationRegister: reg.String(), vgpuproto.AnnotationHandshake: "Requesting_2099.01.01 00:00:00"}
 	return n
 }
 
@@ -82,7 +83,7 @@ func vgpuCards(binds map[string]boundPod) map[string]string {
 	out := map[string]string{}
 	for k, b := range binds {
 		var uuids []string
-		for _, e := range strings.Split(b.Annotations[vgpu.AnnotationIDs], ":") {
+		for _, e := range strings.Split(b.Annotations[vgpuproto.AnnotationIDs], ":") {
 			if e != "" {
 				uuids = append(uuids, strings.Split(strings.TrimLeft(e, ";"), ",")[0])
 			}
@@ -131,12 +132,12 @@ func TestVGPUGangBinpackWritesTheProtocol(t *testing.T) {
 	}
 	for key, b := range binds {
 		a := b.Annotations
-		ids := a[vgpu.AnnotationIDs]
-		if !strings.HasSuffix(ids, ",NVIDIA,4000,25:") || a[vgpu.AnnotationToAllocate] != ids {
-			t.Errorf("%s: vgpu-ids-new %q, devices-to-allocate %q", key, ids, a[vgpu.AnnotationToAllocate])
+		ids := a[vgpuproto.AnnotationIDs]
+		if !strings.HasSuffix(ids, ",NVIDIA,4000,25:") || a[vgpuproto.AnnotationToAllocate] != ids {
+			t.Errorf("%s: vgpu-ids-new %q, devices-to-allocate %q", key, ids, a[vgpuproto.AnnotationToAllocate])
 		}
-		if a[vgpu.AnnotationNode] != "n1" || a[vgpu.AnnotationBindPhase] != "allocating" ||
-			a[vgpu.AnnotationTime] != strconv.FormatInt(testTime.Unix(), 10) || a[vgpu.AnnotationBindTime] == "" {
+		if a[vgpuproto.AnnotationNode] != "n1" || a[vgpuproto.AnnotationBindPhase] != "allocating" ||
+			a[vgpuproto.AnnotationTime] != strconv.FormatInt(testTime.Unix(), 10) || a[vgpuproto.AnnotationBindTime] == "" {
 			t.Errorf("%s: protocol annotations %v", key, a)
 		}
 	}
@@ -189,15 +190,15 @@ func TestVGPUSelectors(t *testing.T) {
 		vgpuNode("n2", vcard{"GPU-t4", "NVIDIA-Tesla T4", 16000}),
 	}
 	c := newCluster(t, schedulerConf(vgpuArgs), nodes, nil)
-	c.addJob(podGroup("pg1", 1), vgpuPod("t4", "pg1", 1, 1000, 10, vgpu.AnnotationUseType, "t4"))
-	c.addJob(podGroup("pg2", 1), vgpuPod("not-v100", "pg2", 1, 1000, 10, vgpu.AnnotationNoUseType, "V100"))
-	c.addJob(podGroup("pg3", 1), vgpuPod("by-uuid", "pg3", 1, 1000, 10, vgpu.AnnotationUseUUID, "GPU-v100"))
+	c.addJob(podGroup("pg1", 1), vgpuPod("t4", "pg1", 1, 1000, 10, vgpuproto.AnnotationUseType, "t4"))
+	c.addJob(podGroup("pg2", 1), vgpuPod("not-v100", "pg2", 1, 1000, 10, vgpuproto.AnnotationNoUseType, "V100"))
+	c.addJob(podGroup("pg3", 1), vgpuPod("by-uuid", "pg3", 1, 1000, 10, vgpuproto.AnnotationUseUUID, "GPU-v100"))
 	c.session(nil)
 	want := map[string]string{"t4": "n2/GPU-t4", "not-v100": "n2/GPU-t4", "by-uuid": "n1/GPU-v100"}
 	if diff := cmp.Diff(want, vgpuCards(c.waitBinds(3))); diff != "" {
 		t.Errorf("placements (-want +got):\n%s", diff)
 	}
-	none := vgpuPod("none", "pg4", 1, 1000, 10, vgpu.AnnotationUseType, "T4", vgpu.AnnotationNoUseUUID, "GPU-t4")
+	none := vgpuPod("none", "pg4", 1, 1000, 10, vgpuproto.AnnotationUseType, "T4", vgpuproto.AnnotationNoUseUUID, "GPU-t4")
 	c.addJob(podGroup("pg4", 1), none)
 	msg := sessionFitMessages(c, none)
 	c.expectNoBind()
@@ -209,7 +210,7 @@ func TestVGPUSelectors(t *testing.T) {
 }
 
 func TestVGPUPodGroupSpread(t *testing.T) {
-	spread := []string{vgpu.AnnotationPodGroupPolicy, vgpu.PodGroupPolicySpread}
+	spread := []string{vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread}
 	c := newCluster(t, schedulerConf(vgpuArgs), []*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})}, nil)
 	c.addJob(podGroup("pg1", 2), vgpuPod("a", "pg1", 1, 1000, 10, spread...), vgpuPod("b", "pg1", 1, 1000, 10, spread...))
 	c.session(nil)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/e2e/framework"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // ascendConf enables the HAMi Ascend backends next to vGPU.
@@ -75,12 +75,13 @@ func TestAscendHAMiVNPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pod := range pods {
-		info := runtimeInfo(t, pod, "huawei.com/Ascend910B3")
-		if len(info) != 1 || info[0]["temp"] != "vir05_1c_16g" {
-			t.Errorf("pod %s: huawei.com/Ascend910B3=%v, want one chip with template vir05_1c_16g", pod.Name, info)
+		key := ascendproto.KeysFor("Ascend910B3").RuntimeInfo
+		info, err := ascendproto.DecodeRuntimeInfo(pod.Annotations[key])
+		if err != nil || len(info) != 1 || info[0].Temp != "vir05_1c_16g" {
+			t.Errorf("pod %s: %s=%+v (%v), want one chip with template vir05_1c_16g", pod.Name, key, info, err)
 		}
 		envs := ascendAllocation(ctx, t, pod)
-		if envs["ASCEND_VNPU_SPECS"] != "vir05_1c_16g" || envs["ASCEND_VISIBLE_DEVICES"] == "" {
+		if envs[ascendproto.EnvVNPUSpecs] != "vir05_1c_16g" || envs[ascendproto.EnvVisibleDevices] == "" {
 			t.Errorf("pod %s: Allocate env %v, want ASCEND_VNPU_SPECS=vir05_1c_16g and a visible device", pod.Name, envs)
 		}
 	}
@@ -88,7 +89,7 @@ func TestAscendHAMiVNPU(t *testing.T) {
 	soft := framework.VGPUJob(ns, "soft", framework.VGPUTask{
 		Name: "npu", Replicas: 1,
 		Limits:       v1.ResourceList{res: resource.MustParse("1"), memRes: resource.MustParse("10000")},
-		Annotations:  map[string]string{"huawei.com/vnpu-mode": "hami-core"},
+		Annotations:  map[string]string{ascendproto.AnnotationVNPUMode: ascendproto.ModeHAMiCore},
 		NodeSelector: map[string]string{"npu": "hami-core"},
 	})
 	mustRun(ctx, t, soft)
@@ -98,7 +99,7 @@ func TestAscendHAMiVNPU(t *testing.T) {
 	}
 	for _, pod := range pods {
 		envs := ascendAllocation(ctx, t, pod)
-		if envs["NPU_MEM_QUOTA"] == "" || envs["ASCEND_VNPU_SPECS"] != "" {
+		if envs["NPU_MEM_QUOTA"] == "" || envs[ascendproto.EnvVNPUSpecs] != "" {
 			t.Errorf("pod %s: Allocate env %v, want the hami-core memory quota and no template", pod.Name, envs)
 		}
 	}
@@ -192,16 +193,6 @@ func waitConfigApplied(ctx context.Context, t *testing.T, before int) {
 	}
 }
 
-// runtimeInfo decodes the pod's huawei.com/<commonWord> annotation.
-func runtimeInfo(t *testing.T, pod v1.Pod, key string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	if err := json.Unmarshal([]byte(pod.Annotations[key]), &out); err != nil {
-		t.Errorf("pod %s: %s=%q: %v", pod.Name, key, pod.Annotations[key], err)
-	}
-	return out
-}
-
 // ascendAllocation waits for the fake kubelet's Allocate of the pod's one
 // container and for hami.io/bind-phase success, and returns the
 // environment the agent answered.
@@ -231,7 +222,8 @@ func ascendAllocation(ctx context.Context, t *testing.T, pod v1.Pod) map[string]
 		if err != nil {
 			return false, err
 		}
-		return got.Annotations["hami.io/bind-phase"] == "success", fmt.Errorf("bind-phase %q", got.Annotations["hami.io/bind-phase"])
+		phase := got.Annotations[ascendproto.AnnotationBindPhase]
+		return phase == ascendproto.BindPhaseSuccess, fmt.Errorf("bind-phase %q", phase)
 	})
 	if err != nil {
 		t.Error(err)

@@ -16,12 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
-const (
-	annSignature = "vshare.io/allocation-signature"
-	annTime      = "volcano.sh/vgpu-time"
-)
+const annSignature = "vshare.io/allocation-signature"
 
 // TestForgedAllocationsGetNoDevices: users can write any annotation on the
 // pods they create and set spec.nodeName themselves. With the allocation key
@@ -59,7 +57,7 @@ func TestForgedAllocationsGetNoDevices(t *testing.T) {
 	if other == node {
 		other = gpuNodes[1]
 	}
-	card := strings.SplitN(genuine.Annotations[annIDs], ",", 2)[0]
+	card := strings.SplitN(genuine.Annotations[vgpuproto.AnnotationIDs], ",", 2)[0]
 	bindTime := strconv.FormatInt(time.Now().Unix(), 10)
 	free := func(c string) string { return c + ",NVIDIA,4000,20:" }
 	forged := []struct {
@@ -70,16 +68,18 @@ func TestForgedAllocationsGetNoDevices(t *testing.T) {
 		{name: "copied", scheduler: "volcano", annotations: maps.Clone(genuine.Annotations),
 			wantErr: "does not match the pod's UID"},
 		{name: "unsigned", scheduler: "volcano", wantErr: annSignature + " is missing", annotations: map[string]string{
-			annIDs: free(card), annToAllocate: free(card), annNode: node, annTime: bindTime, annBindTime: bindTime, annBindPhase: "allocating"}},
+			vgpuproto.AnnotationIDs: free(card), vgpuproto.AnnotationToAllocate: free(card), vgpuproto.AnnotationNode: node,
+			vgpuproto.AnnotationTime: bindTime, vgpuproto.AnnotationBindTime: bindTime, vgpuproto.AnnotationBindPhase: "allocating"}},
 		{name: "other-node", scheduler: "volcano", wantErr: `volcano.sh/vgpu-node="` + other + `" was not written for node`, annotations: map[string]string{
-			annIDs: free(card), annToAllocate: free(card), annNode: other, annTime: bindTime, annBindTime: bindTime, annBindPhase: "allocating"}},
+			vgpuproto.AnnotationIDs: free(card), vgpuproto.AnnotationToAllocate: free(card), vgpuproto.AnnotationNode: other,
+			vgpuproto.AnnotationTime: bindTime, vgpuproto.AnnotationBindTime: bindTime, vgpuproto.AnnotationBindPhase: "allocating"}},
 		{name: "other-scheduler", scheduler: "default-scheduler", annotations: maps.Clone(genuine.Annotations),
 			wantErr: `spec.schedulerName "default-scheduler" is not one of`},
 	}
 	for _, f := range forged {
 		ann := f.annotations
-		ann[annToAllocate] = ann[annIDs] // the copy's is consumed already
-		ann[annBindPhase] = "allocating"
+		ann[vgpuproto.AnnotationToAllocate] = ann[vgpuproto.AnnotationIDs] // the copy's is consumed already
+		ann[vgpuproto.AnnotationBindPhase] = "allocating"
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged-" + f.name, Annotations: ann},
 			Spec: v1.PodSpec{
@@ -127,8 +127,9 @@ func TestForgedAllocationsGetNoDevices(t *testing.T) {
 
 	// Through the scheduler: the forged values are replaced by its own.
 	preset := framework.VGPUJob(ns, "preset", framework.VGPUTask{Name: "w", Replicas: 1, VGPUs: 1, MemoryMiB: 3000, Cores: 10,
-		Annotations: map[string]string{annIDs: "GPU-forged,NVIDIA,40960,100:", annToAllocate: "GPU-forged,NVIDIA,40960,100:",
-			annNode: other, annBindPhase: "success", annSignature: genuine.Annotations[annSignature]}})
+		Annotations: map[string]string{vgpuproto.AnnotationIDs: "GPU-forged,NVIDIA,40960,100:",
+			vgpuproto.AnnotationToAllocate: "GPU-forged,NVIDIA,40960,100:", vgpuproto.AnnotationNode: other,
+			vgpuproto.AnnotationBindPhase: "success", annSignature: genuine.Annotations[annSignature]}})
 	mustRun(ctx, t, preset)
 	pods, err = cluster.JobPods(ctx, ns, preset.Name)
 	if err != nil || len(pods) != 1 {
@@ -169,7 +170,7 @@ func checkRefused(ctx context.Context, t *testing.T, node *framework.GPUNode, po
 			msgs = append(msgs, e.Message)
 			found = found || (e.Type == v1.EventTypeWarning && strings.Contains(e.Message, want))
 		}
-		return found && got.Annotations[annBindPhase] == "failed" && ok && alloc.Containers[0].Attempts > 0, nil
+		return found && got.Annotations[vgpuproto.AnnotationBindPhase] == "failed" && ok && alloc.Containers[0].Attempts > 0, nil
 	})
 	if err != nil {
 		t.Errorf("forged pod %s: %v (events: %q)", pod.Name, err, msgs)
@@ -217,7 +218,7 @@ func checkBareGetsNothing(ctx context.Context, t *testing.T, node *framework.GPU
 		c := a.Containers[0]
 		switch {
 		case c.Envs != nil:
-			card := strings.SplitN(p.Annotations[annIDs], ",", 2)[0]
+			card := strings.SplitN(p.Annotations[vgpuproto.AnnotationIDs], ",", 2)[0]
 			if got := c.Envs["NVIDIA_VISIBLE_DEVICES"]; got != card {
 				return false, fmt.Errorf("pinned pod %s got %s, its allocation is %s", p.Name, got, card)
 			}

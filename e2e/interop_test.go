@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // TestInteropStockSchedulerWithOurAgent: Volcano v1.10.0's own scheduler,
@@ -99,10 +100,10 @@ func TestInteropUpstreamRegisteredNodes(t *testing.T) {
 		}
 		perCard := map[string]int{}
 		for _, p := range pods {
-			ids := p.Annotations[annIDs]
+			ids := p.Annotations[vgpuproto.AnnotationIDs]
 			if p.Spec.NodeName != n.name || !strings.HasPrefix(ids, n.uuidPrefix) || !strings.HasSuffix(ids, ",10000,30:") {
 				t.Errorf("pod %s on %q with %s=%q, want node %s and one of its cards with 10000 MiB, 30 cores",
-					p.Name, p.Spec.NodeName, annIDs, ids, n.name)
+					p.Name, p.Spec.NodeName, vgpuproto.AnnotationIDs, ids, n.name)
 			}
 			perCard[strings.SplitN(ids, ",", 2)[0]]++
 		}
@@ -125,7 +126,7 @@ func playAgent(ctx context.Context, t *testing.T, ns, node string) {
 		if err == nil {
 			var pending []string
 			for _, p := range pods.Items {
-				if p.Annotations[annBindPhase] == "allocating" {
+				if p.Annotations[vgpuproto.AnnotationBindPhase] == "allocating" {
 					pending = append(pending, p.Name)
 				}
 			}
@@ -133,7 +134,7 @@ func playAgent(ctx context.Context, t *testing.T, ns, node string) {
 				t.Errorf("node %s: %d pods wait for the node agent at once %v: it could serve the wrong one", node, len(pending), pending)
 			}
 			for _, name := range pending {
-				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"success"}}}`, annBindPhase)
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"success"}}}`, vgpuproto.AnnotationBindPhase)
 				_, _ = cluster.Kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			}
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/e2e/runc"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // nodeSide is one node's fake driver and runc, started for the node-side
@@ -302,8 +303,8 @@ func (s *nodeSide) refused(ctx context.Context, t *testing.T, ns string) {
 	ids := s.card + ",NVIDIA,1000,10:"
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged", Annotations: map[string]string{
-			annIDs: ids, annToAllocate: ids, annNode: s.Node.Name, annTime: bindTime, annBindTime: bindTime,
-			annBindPhase: "allocating"}},
+			vgpuproto.AnnotationIDs: ids, vgpuproto.AnnotationToAllocate: ids, vgpuproto.AnnotationNode: s.Node.Name,
+			vgpuproto.AnnotationTime: bindTime, vgpuproto.AnnotationBindTime: bindTime, vgpuproto.AnnotationBindPhase: "allocating"}},
 		Spec: v1.PodSpec{NodeName: s.Node.Name, SchedulerName: "volcano",
 			Containers: []v1.Container{{Name: "cuda", Image: "busybox", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{
 				framework.VGPUNumber: resource.MustParse("1"), "volcano.sh/vgpu-memory": resource.MustParse("1000"),

@@ -11,6 +11,7 @@ import (
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // TestPlacementBinpackAndSpread: four pods of a quarter card each (more pods
@@ -60,7 +61,7 @@ func placeJob(ctx context.Context, t *testing.T, job *batchv1alpha1.Job) map[str
 	cards := map[string]int{}
 	for _, pod := range pods {
 		checkAllocated(ctx, t, pod, "8000", "25")
-		uuid := strings.SplitN(pod.Annotations[annIDs], ",", 2)[0]
+		uuid := strings.SplitN(pod.Annotations[vgpuproto.AnnotationIDs], ",", 2)[0]
 		cards[pod.Spec.NodeName+"/"+uuid]++
 	}
 	t.Logf("job %s: pods per card %v", job.Name, cards)

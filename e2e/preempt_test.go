@@ -16,6 +16,7 @@ import (
 	busv1alpha1 "volcano.sh/apis/pkg/apis/bus/v1alpha1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // preemptSchedulerConf runs the preempt action, with deviceshare in the first
@@ -164,6 +165,6 @@ func prioritizedJob(ns, name, class string, replicas int32, memMiB int64, node s
 
 // firstCardOf returns the node and first card of a pod's vGPU allocation.
 func firstCardOf(p v1.Pod) string {
-	card, _, _ := strings.Cut(p.Annotations[framework.AnnotationIDs], ",")
+	card, _, _ := strings.Cut(p.Annotations[vgpuproto.AnnotationIDs], ",")
 	return fmt.Sprintf("%s/%s", p.Spec.NodeName, card)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/e2e/framework"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // eventAllocationFailed is the reason of the agent's event on a pod it
@@ -419,7 +420,7 @@ func startAuditAgent(t *testing.T, ctx context.Context, ds *appsv1.DaemonSet) *f
 			return false, err
 		}
 		q := n.Status.Allocatable[framework.VGPUNumber]
-		return n.Annotations[framework.AnnotationNodeRegister] != "" && q.Value() > 0, nil
+		return n.Annotations[vgpuproto.AnnotationRegister] != "" && q.Value() > 0, nil
 	})
 	return p
 }
@@ -587,7 +588,7 @@ func waitJobServed(t *testing.T, ctx context.Context, name string, n int32) {
 			return false, err
 		}
 		for _, p := range pods {
-			if p.Annotations[annBindPhase] != "success" {
+			if p.Annotations[vgpuproto.AnnotationBindPhase] != "success" {
 				return false, nil
 			}
 		}
@@ -656,7 +657,8 @@ func exerciseAgentRefusal(t *testing.T, ctx context.Context) {
 	forged := "GPU-00000000-0000-0000-0000-000000000000,NVIDIA,1000,0:"
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: auditNS, Name: "forged", Annotations: map[string]string{
-			annIDs: forged, annToAllocate: forged, annNode: auditNode, annTime: now, annBindTime: now, annBindPhase: "allocating",
+			vgpuproto.AnnotationIDs: forged, vgpuproto.AnnotationToAllocate: forged, vgpuproto.AnnotationNode: auditNode,
+			vgpuproto.AnnotationTime: now, vgpuproto.AnnotationBindTime: now, vgpuproto.AnnotationBindPhase: "allocating",
 		}},
 		Spec: v1.PodSpec{SchedulerName: "volcano", NodeName: auditNode, RestartPolicy: v1.RestartPolicyNever,
 			Containers: []v1.Container{{Name: "cuda", Image: "nvidia/cuda:12.4.1-base-ubuntu22.04", Resources: v1.ResourceRequirements{

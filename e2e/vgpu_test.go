@@ -13,15 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
-)
-
-// Pod annotations of the vGPU protocol (see backends/vgpu).
-const (
-	annIDs        = "volcano.sh/vgpu-ids-new"
-	annToAllocate = "volcano.sh/devices-to-allocate"
-	annNode       = "volcano.sh/vgpu-node"
-	annBindPhase  = "volcano.sh/bind-phase"
-	annBindTime   = "volcano.sh/bind-time"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // TestVGPUJobRuns: a two-task gang asking for one vGPU of 2000 MiB and 30 %
@@ -103,18 +95,18 @@ func checkMetricsAgree(ctx context.Context, t *testing.T) {
 // scheduler annotations, the agent's Allocate answer and bind-phase success.
 func checkAllocated(ctx context.Context, t *testing.T, pod v1.Pod, memMiB, cores string) {
 	t.Helper()
-	ids := pod.Annotations[annIDs]
+	ids := pod.Annotations[vgpuproto.AnnotationIDs]
 	if !strings.HasSuffix(ids, fmt.Sprintf(",NVIDIA,%s,%s:", memMiB, cores)) || strings.Count(ids, ":") != 1 {
-		t.Errorf("pod %s: %s=%q, want one card with %s MiB and %s cores", pod.Name, annIDs, ids, memMiB, cores)
+		t.Errorf("pod %s: %s=%q, want one card with %s MiB and %s cores", pod.Name, vgpuproto.AnnotationIDs, ids, memMiB, cores)
 	}
-	if _, ok := pod.Annotations[annToAllocate]; !ok {
-		t.Errorf("pod %s: no %s annotation", pod.Name, annToAllocate)
+	if _, ok := pod.Annotations[vgpuproto.AnnotationToAllocate]; !ok {
+		t.Errorf("pod %s: no %s annotation", pod.Name, vgpuproto.AnnotationToAllocate)
 	}
-	if got := pod.Annotations[annNode]; got != pod.Spec.NodeName {
-		t.Errorf("pod %s: %s=%q, want the node it is bound to, %q", pod.Name, annNode, got, pod.Spec.NodeName)
+	if got := pod.Annotations[vgpuproto.AnnotationNode]; got != pod.Spec.NodeName {
+		t.Errorf("pod %s: %s=%q, want the node it is bound to, %q", pod.Name, vgpuproto.AnnotationNode, got, pod.Spec.NodeName)
 	}
-	if pod.Annotations[annBindTime] == "" {
-		t.Errorf("pod %s: no %s annotation", pod.Name, annBindTime)
+	if pod.Annotations[vgpuproto.AnnotationBindTime] == "" {
+		t.Errorf("pod %s: no %s annotation", pod.Name, vgpuproto.AnnotationBindTime)
 	}
 	node := cluster.Node(pod.Spec.NodeName)
 	if node == nil {
@@ -137,7 +129,7 @@ func checkAllocated(ctx context.Context, t *testing.T, pod v1.Pod, memMiB, cores
 	}
 	envs := alloc.Containers[0].Envs
 	t.Logf("pod %s on %s: %s=%q; Allocate(%v) after %d attempt(s): CUDA_DEVICE_MEMORY_LIMIT_0=%s CUDA_DEVICE_SM_LIMIT=%s NVIDIA_VISIBLE_DEVICES=%s",
-		pod.Name, pod.Spec.NodeName, annIDs, ids, alloc.Containers[0].DeviceIDs, alloc.Containers[0].Attempts,
+		pod.Name, pod.Spec.NodeName, vgpuproto.AnnotationIDs, ids, alloc.Containers[0].DeviceIDs, alloc.Containers[0].Attempts,
 		envs["CUDA_DEVICE_MEMORY_LIMIT_0"], envs["CUDA_DEVICE_SM_LIMIT"], envs["NVIDIA_VISIBLE_DEVICES"])
 	if errs := alloc.Containers[0].Errors; len(errs) > 0 {
 		t.Logf("pod %s: Allocate attempts the fake kubelet retried: %q", pod.Name, errs)
@@ -156,7 +148,7 @@ func checkAllocated(ctx context.Context, t *testing.T, pod v1.Pod, memMiB, cores
 		if err != nil {
 			return false, err
 		}
-		return got.Annotations[annBindPhase] == "success", fmt.Errorf("bind-phase %q", got.Annotations[annBindPhase])
+		return got.Annotations[vgpuproto.AnnotationBindPhase] == "success", fmt.Errorf("bind-phase %q", got.Annotations[vgpuproto.AnnotationBindPhase])
 	})
 	if err != nil {
 		t.Error(err)

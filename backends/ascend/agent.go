@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 var _ api.OrderedAgent = (*Backend)(nil)
@@ -17,7 +18,7 @@ func (b *Backend) AgentPending(pod *v1.Pod) bool {
 	if _, ok := pod.Annotations[b.keys.ToAllocate]; !ok {
 		return false
 	}
-	return pod.Annotations[AnnotationBindPhase] == BindPhaseAllocating
+	return pod.Annotations[ascendproto.AnnotationBindPhase] == ascendproto.BindPhaseAllocating
 }
 
 var _ api.Signed = (*Backend)(nil)
@@ -25,5 +26,5 @@ var _ api.Signed = (*Backend)(nil)
 // SignedAnnotations are the allocation annotations the node agent never
 // rewrites: the allocated vNPUs, the runtime info, the node and the times.
 func (b *Backend) SignedAnnotations() []string {
-	return []string{b.keys.Allocated, b.keys.RuntimeInfo, AnnotationAssignedNode, AnnotationAssignedTime, AnnotationBindTime}
+	return []string{b.keys.Allocated, b.keys.RuntimeInfo, ascendproto.AnnotationAssignedNode, ascendproto.AnnotationAssignedTime, ascendproto.AnnotationBindTime}
 }

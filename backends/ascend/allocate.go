@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // Allocate picks the pod's cards (the choice FilterNode and ScoreNode made),
@@ -43,14 +44,14 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
 	d.logAllocation(pod, "Allocated Ascend vNPUs", value)
 	return &api.Reservation{Annotations: map[string]string{
-		d.b.keys.ToAllocate:    value,
-		d.b.keys.Allocated:     value,
-		d.b.keys.RuntimeInfo:   d.runtimeValue(h.uses),
-		AnnotationAssignedNode: d.node,
-		AnnotationAssignedTime: now,
-		AnnotationBindTime:     now,
-		AnnotationPredicate:    now,
-		AnnotationBindPhase:    BindPhaseAllocating,
+		d.b.keys.ToAllocate:                value,
+		d.b.keys.Allocated:                 value,
+		d.b.keys.RuntimeInfo:               d.runtimeValue(h.uses),
+		ascendproto.AnnotationAssignedNode: d.node,
+		ascendproto.AnnotationAssignedTime: now,
+		ascendproto.AnnotationBindTime:     now,
+		ascendproto.AnnotationPredicate:    now,
+		ascendproto.AnnotationBindPhase:    ascendproto.BindPhaseAllocating,
 	}}, nil
 }
 

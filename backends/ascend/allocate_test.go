@@ -10,11 +10,12 @@ import (
 	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 func TestAllocateWritesTheProtocol(t *testing.T) {
 	const now = "1700000000"
-	keys := KeysFor("Ascend910B3")
+	keys := ascendproto.KeysFor("Ascend910B3")
 	tests := []struct {
 		name   string
 		node   []string
@@ -52,8 +53,8 @@ func TestAllocateWritesTheProtocol(t *testing.T) {
 		},
 		{
 			name:   "hami-core records memory and cores",
-			node:   []string{AnnotationNodeHAMiCore, "true"},
-			pod:    npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 10000, cores: 30}}, AnnotationVNPUMode, ModeHAMiCore),
+			node:   []string{ascendproto.AnnotationNodeHAMiCore, "true"},
+			pod:    npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 10000, cores: 30}}, ascendproto.AnnotationVNPUMode, ascendproto.ModeHAMiCore),
 			policy: api.PolicyBinpack,
 			want: map[string]string{
 				keys.ToAllocate: "NPU-0,Ascend910B3,10000,30:;", keys.Allocated: "NPU-0,Ascend910B3,10000,30:;",
@@ -66,8 +67,8 @@ func TestAllocateWritesTheProtocol(t *testing.T) {
 			b := newTestBackend(t, "Ascend910B3", false)
 			d := devicesOf(t, b, ascendNode("node-1", "Ascend910B3", []card{npu("NPU-0", 65536), npu("NPU-1", 65536)}, tc.node...))
 			r := testkit.Allocate(t, d, tc.pod, tc.policy)
-			want := map[string]string{AnnotationAssignedNode: "node-1", AnnotationAssignedTime: now, AnnotationBindTime: now,
-				AnnotationPredicate: now, AnnotationBindPhase: BindPhaseAllocating}
+			want := map[string]string{ascendproto.AnnotationAssignedNode: "node-1", ascendproto.AnnotationAssignedTime: now, ascendproto.AnnotationBindTime: now,
+				ascendproto.AnnotationPredicate: now, ascendproto.AnnotationBindPhase: ascendproto.BindPhaseAllocating}
 			for k, v := range tc.want {
 				want[k] = v
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -31,7 +32,7 @@ type Options struct {
 type Backend struct {
 	clock    clock.PassiveClock
 	name     string
-	keys     Keys
+	keys     ascendproto.Keys
 	chip     *vnpu.Chip
 	capacity int64
 	factor   int64
@@ -70,7 +71,7 @@ func New(opts Options) (*Backend, error) {
 	b := &Backend{
 		clock:     opts.Clock,
 		name:      c.CommonWord,
-		keys:      KeysFor(c.CommonWord),
+		keys:      ascendproto.KeysFor(c.CommonWord),
 		chip:      chip,
 		capacity:  max(c.MemoryCapacity, allocatable),
 		factor:    int64(c.MemoryFactor),
@@ -110,10 +111,10 @@ func (b *Backend) Name() string { return b.name }
 
 // LockName returns "hami.io/mutex.lock", the lock HAMi's Ascend device
 // plugin releases once it served the pod.
-func (b *Backend) LockName() string { return NodeLockName }
+func (b *Backend) LockName() string { return ascendproto.NodeLockName }
 
 // Keys returns the chip type's annotation keys.
-func (b *Backend) Keys() Keys { return b.keys }
+func (b *Backend) Keys() ascendproto.Keys { return b.keys }
 
 // Resources returns the count, memory and core resource names.
 func (b *Backend) Resources() (count, memory, core v1.ResourceName) {
@@ -139,10 +140,10 @@ func (b *Backend) ValidateRequest(pod *v1.Pod) error {
 func (b *Backend) InventoryKey(node *v1.Node) string {
 	a := node.Annotations
 	flag := "-"
-	if handshakeDeleted(a[b.keys.Handshake]) {
+	if ascendproto.AgentDeleted(a[b.keys.Handshake]) {
 		flag = "D"
 	}
-	return a[b.keys.Register] + "\x00" + a[AnnotationNodeHAMiCore] + "\x00" + flag
+	return a[b.keys.Register] + "\x00" + a[ascendproto.AnnotationNodeHAMiCore] + "\x00" + flag
 }
 
 // NewDevices decodes the node's cards of this chip type. It returns (nil,
@@ -151,7 +152,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 // registration is malformed.
 func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
 	a := node.Annotations
-	if handshakeDeleted(a[b.keys.Handshake]) {
+	if ascendproto.AgentDeleted(a[b.keys.Handshake]) {
 		klog.V(2).InfoS("Ascend node agent marked deleted by the handshake; the node's NPUs are unavailable",
 			"node", node.Name, "annotation", b.keys.Handshake)
 		return nil, nil
@@ -168,13 +169,10 @@ func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
 		return nil, nil
 	}
 	soft := b.hamiCore
-	if v, ok := a[AnnotationNodeHAMiCore]; ok {
+	if v, ok := a[ascendproto.AnnotationNodeHAMiCore]; ok {
 		soft = v == "true"
 	}
 	d := newDevices(b, node.Name, cards, soft)
 	klog.V(4).InfoS("Decoded Ascend inventory", "node", node.Name, "chip", b.name, "cards", len(cards), "hamiCore", soft)
 	return d, nil
 }
-
-// handshakeDeleted reports whether a scheduler marked the node agent gone.
-func handshakeDeleted(v string) bool { return strings.HasPrefix(v, "Deleted") }

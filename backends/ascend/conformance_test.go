@@ -9,6 +9,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/conformance"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // conformanceCards mixes sizes and states: full 910B3 cards, one shared by
@@ -47,7 +48,7 @@ func softPod(rng *rand.Rand) *v1.Pod {
 		}
 		ctrs = append(ctrs, c)
 	}
-	return npuPod("p", "Ascend910B3", ctrs, AnnotationVNPUMode, ModeHAMiCore)
+	return npuPod("p", "Ascend910B3", ctrs, ascendproto.AnnotationVNPUMode, ascendproto.ModeHAMiCore)
 }
 
 // cardUsage reports memory, cores, AI CPUs and vNPUs per card, and any use
@@ -64,7 +65,7 @@ func cardUsage(d api.Devices) []conformance.Usage {
 }
 
 func malformed(values ...string) []conformance.Malformed {
-	key := KeysFor("Ascend910B3").Allocated
+	key := ascendproto.KeysFor("Ascend910B3").Allocated
 	out := make([]conformance.Malformed, 0, len(values))
 	for _, v := range values {
 		out = append(out, conformance.Malformed{Name: "devices-allocated " + strconv.Quote(v),
@@ -92,7 +93,7 @@ func TestConformanceHAMiCoreMode(t *testing.T) {
 	conformance.Run(t, conformance.Suite{
 		Backend: newTestBackend(t, "Ascend910B3", false),
 		Node: func() *v1.Node {
-			return ascendNode("n", "Ascend910B3", conformanceCards(), AnnotationNodeHAMiCore, "true")
+			return ascendNode("n", "Ascend910B3", conformanceCards(), ascendproto.AnnotationNodeHAMiCore, "true")
 		},
 		Pod:       softPod,
 		Usage:     cardUsage,

@@ -38,34 +38,24 @@
 // requested memory and core percent, with HAMi's rules: cores=100 needs an
 // unused card, a card whose cores are all taken refuses cores=0.
 //
-// # Node annotations read (sources: HAMi ascend-device-plugin, HAMi device)
+// # Annotations
 //
-//   - hami.io/node-register-<commonWord>: JSON list of HAMi DeviceInfo,
-//     {"id", "count", "devmem" (MiB), "devcore", "type", "numa", "health",
-//     "custominfo": {"NetworkID": n}}, every key omitempty (a card without
-//     "health" is unhealthy, without "count" takes no vNPU).
-//   - hami.io/node-handshake-<commonWord>: "Deleted_..." means the agent
-//     is gone; nothing is written.
-//   - hami-vnpu-core: "true" or "false", the node's mode.
+// The keys, formats, limits and their sources are protocol/ascend's. The
+// backend reads the node's hami.io/node-register-<commonWord> (cards in
+// order; a malformed registration is an error naming the annotation and the
+// card), its hami.io/node-handshake-<commonWord> ("Deleted_..." means the
+// agent is gone) and hami-vnpu-core, and the pod's huawei.com/vnpu-mode and
+// hami.io/use-<commonWord>-uuid / no-use-<commonWord>-uuid selectors.
 //
-// # Pod annotations read
-//
-//   - huawei.com/vnpu-mode: hami-core.
-//   - hami.io/use-<commonWord>-uuid, hami.io/no-use-<commonWord>-uuid:
-//     comma-separated card IDs to keep or exclude.
-//
-// # Allocation (pod annotations written, on the v1.Binding)
-//
-//   - hami.io/<commonWord>-devices-to-allocate and
-//     hami.io/<commonWord>-devices-allocated: "id,<commonWord>,memMiB,cores:"
-//     per card, ";" after every container (HAMi EncodePodSingleDevice). The
-//     device plugin consumes the first; accounting reads the second, which
-//     stays. Template mode records the template's memory and cores 0.
-//   - huawei.com/<commonWord>: JSON list per card, [{"UUID": id, "temp":
-//     template}] in template mode (no temp for a whole card) or [{"UUID",
-//     "memory", "core"}] in hami-core mode (HAMi RuntimeInfo).
-//   - hami.io/vgpu-node, hami.io/vgpu-time, hami.io/bind-time,
-//     predicate-time (Unix seconds) and hami.io/bind-phase: allocating.
+// Allocate writes, on the v1.Binding,
+// hami.io/<commonWord>-devices-to-allocate and -devices-allocated (the
+// device plugin consumes the first; accounting reads the second, which
+// stays; template mode records the template's memory and cores 0),
+// huawei.com/<commonWord> (the template per card in template mode, the
+// memory and cores in hami-core mode), hami.io/vgpu-node, hami.io/vgpu-time,
+// hami.io/bind-time, predicate-time and hami.io/bind-phase: allocating.
+// Accounting checks every recorded card against the node: a card of this
+// chip type, within its memory.
 //
 // The node lock (deviceshare.NodeLockEnable) is hami.io/mutex.lock.
 //

@@ -9,10 +9,11 @@ import (
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 func TestFilterNodeReasons(t *testing.T) {
-	keys := KeysFor("Ascend910B3")
+	keys := ascendproto.KeysFor("Ascend910B3")
 	tests := []struct {
 		name     string
 		cards    []card
@@ -80,7 +81,7 @@ func TestFilterNodeReasons(t *testing.T) {
 		{
 			name:  "hami-core: cores 100 needs an unused card",
 			cards: []card{npu("NPU-0", 65536), npu("NPU-1", 65536), npu("NPU-2", 65536)},
-			node:  []string{AnnotationNodeHAMiCore, "true"},
+			node:  []string{ascendproto.AnnotationNodeHAMiCore, "true"},
 			held: []*v1.Pod{
 				npuPod("h0", "Ascend910B3", []ctr{{n: 1, mem: 60000, cores: 10}}, keys.UseUUID, "NPU-0"),
 				npuPod("h1", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 90}}, keys.UseUUID, "NPU-1"),
@@ -93,7 +94,7 @@ func TestFilterNodeReasons(t *testing.T) {
 		{
 			name:  "hami-core: cores and memory",
 			cards: []card{npu("NPU-0", 65536), npu("NPU-1", 65536)},
-			node:  []string{AnnotationNodeHAMiCore, "true"},
+			node:  []string{ascendproto.AnnotationNodeHAMiCore, "true"},
 			held: []*v1.Pod{
 				npuPod("h0", "Ascend910B3", []ctr{{n: 1, mem: 60000, cores: 10}}, keys.UseUUID, "NPU-0"),
 				npuPod("h1", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 90}}, keys.UseUUID, "NPU-1"),
@@ -105,7 +106,7 @@ func TestFilterNodeReasons(t *testing.T) {
 		{
 			name:     "hami-core: a card with all cores taken refuses cores 0",
 			cards:    []card{npu("NPU-0", 65536)},
-			node:     []string{AnnotationNodeHAMiCore, "true"},
+			node:     []string{ascendproto.AnnotationNodeHAMiCore, "true"},
 			held:     []*v1.Pod{npuPod("h", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 100}})},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 0}}),
 			wantCode: api.Unschedulable,
@@ -114,7 +115,7 @@ func TestFilterNodeReasons(t *testing.T) {
 		{
 			name:  "a pod without annotation follows a hami-core node",
 			cards: []card{npu("NPU-0", 65536)},
-			node:  []string{AnnotationNodeHAMiCore, "true"},
+			node:  []string{ascendproto.AnnotationNodeHAMiCore, "true"},
 			pod:   npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 8738, cores: -1}}),
 		},
 	}
@@ -157,7 +158,7 @@ func TestPolicyDecidesTheCard(t *testing.T) {
 			d := devicesOf(t, newTestBackend(t, "Ascend910B3", false), ascendNode("n", "Ascend910B3", cards))
 			testkit.Allocate(t, d, npuPod("h", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}), tc.policy)
 			r := testkit.Allocate(t, d, npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}), tc.policy)
-			if got := r.Annotations[KeysFor("Ascend910B3").Allocated]; got != tc.want {
+			if got := r.Annotations[ascendproto.KeysFor("Ascend910B3").Allocated]; got != tc.want {
 				t.Errorf("allocated %q, want %q", got, tc.want)
 			}
 		})
@@ -183,7 +184,7 @@ func TestNetworkGroupsKeepMultiCardRequestsTogether(t *testing.T) {
 				t.Errorf("score %v, want at least the network weight %d", s, networkWeight)
 			}
 			r := testkit.Allocate(t, d, pod, tc.policy)
-			if got := r.Annotations[KeysFor("Ascend910B3").Allocated]; got != tc.want {
+			if got := r.Annotations[ascendproto.KeysFor("Ascend910B3").Allocated]; got != tc.want {
 				t.Errorf("allocated %q, want %q", got, tc.want)
 			}
 		})
@@ -203,7 +204,7 @@ func TestValidateRequest(t *testing.T) {
 		{"fits no template nor the chip", npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 70000, cores: -1}}), "fits no Ascend910B3 template"},
 		{"several partial cards", npuPod("p", "Ascend910B3", []ctr{{n: 2, mem: 16384, cores: -1}}), "takes whole cards"},
 		{"cores above 100", npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: 101}}), "want a whole number in [0, 100]"},
-		{"unknown mode", npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}, AnnotationVNPUMode, "magic"), "huawei.com/vnpu-mode"},
+		{"unknown mode", npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1, cores: -1}}, ascendproto.AnnotationVNPUMode, "magic"), "huawei.com/vnpu-mode"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,7 +221,7 @@ func TestValidateRequest(t *testing.T) {
 
 func TestNewDevicesInventory(t *testing.T) {
 	b := newTestBackend(t, "Ascend910B3", false)
-	key := KeysFor("Ascend910B3").Register
+	key := ascendproto.KeysFor("Ascend910B3").Register
 	tests := []struct {
 		name    string
 		value   string
@@ -234,7 +235,7 @@ func TestNewDevicesInventory(t *testing.T) {
 		{name: "no memory", value: `[{"id":"a","count":7}]`, wantErr: "devmem=0"},
 		{name: "duplicate", value: `[{"id":"a","devmem":1},{"id":"a","devmem":1}]`, wantErr: "registered twice"},
 		{name: "bad NetworkID", value: `[{"id":"a","devmem":1,"custominfo":{"NetworkID":"x"}}]`, wantErr: "NetworkID"},
-		{name: "agent deleted", value: `[{"id":"a","devmem":1}]`, extra: []string{KeysFor("Ascend910B3").Handshake, "Deleted_2024"}, wantNil: true},
+		{name: "agent deleted", value: `[{"id":"a","devmem":1}]`, extra: []string{ascendproto.KeysFor("Ascend910B3").Handshake, "Deleted_2024"}, wantNil: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,7 +258,7 @@ func TestNewDevicesInventory(t *testing.T) {
 		t.Errorf("a node of another chip type: %v", err)
 	}
 	k1 := b.InventoryKey(ascendNode("n", "Ascend910B3", []card{npu("x", 1)}))
-	k2 := b.InventoryKey(ascendNode("n", "Ascend910B3", []card{npu("x", 1)}, AnnotationNodeHAMiCore, "true"))
+	k2 := b.InventoryKey(ascendNode("n", "Ascend910B3", []card{npu("x", 1)}, ascendproto.AnnotationNodeHAMiCore, "true"))
 	if k1 == k2 {
 		t.Error("InventoryKey ignores the node's hami-vnpu-core annotation")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // testTime is the fixed clock of every test backend.
@@ -64,7 +65,7 @@ func ascendNode(name, commonWord string, cards []card, annotations ...string) *v
 	if err != nil {
 		panic(err)
 	}
-	return testkit.Node(name, append([]string{KeysFor(commonWord).Register, string(raw)}, annotations...)...)
+	return testkit.Node(name, append([]string{ascendproto.KeysFor(commonWord).Register, string(raw)}, annotations...)...)
 }
 
 // ctr is one container's request; negative values leave the resource out.

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/podres"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // ctrRequest is what one container asks for: nums cards, each with memMiB
@@ -56,13 +57,13 @@ func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 		return nil
 	}
 	a := pod.Annotations
-	switch m := a[AnnotationVNPUMode]; m {
+	switch m := a[ascendproto.AnnotationVNPUMode]; m {
 	case "":
-	case ModeHAMiCore:
+	case ascendproto.ModeHAMiCore:
 		r.soft = true
 	default:
 		return fmt.Errorf("pod %s/%s: annotation %s=%q: want %s or nothing (templates)", pod.Namespace, pod.Name,
-			AnnotationVNPUMode, m, ModeHAMiCore)
+			ascendproto.AnnotationVNPUMode, m, ascendproto.ModeHAMiCore)
 	}
 	r.useUUID, r.noUseUUID = a[b.keys.UseUUID], a[b.keys.NoUseUUID]
 	return nil
@@ -73,8 +74,8 @@ func (b *Backend) parse(pod *v1.Pod, r *podRequest) error {
 func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	var out ctrRequest
 	r := podres.NewReader(c)
-	n, hasN := r.Whole(b.resCount, MaxCards)
-	mem, hasMem := r.Whole(b.resMemory, MaxMemoryMiB/b.factor)
+	n, hasN := r.Whole(b.resCount, ascendproto.MaxCards)
+	mem, hasMem := r.Whole(b.resMemory, ascendproto.MaxMemoryMiB/b.factor)
 	cores, hasCores := r.Whole(b.resCore, fullCores)
 	if err := r.Err(); err != nil {
 		return out, false, err

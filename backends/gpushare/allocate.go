@@ -3,12 +3,12 @@ package gpushare
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // Allocate picks the pod's cards (see pickShareCard and pickNumberCards),
@@ -26,7 +26,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	}
 	if old, found := d.pods.Get(pod); found {
 		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: the pod already holds cards %s",
-			d.backend.name, pod.Namespace, pod.Name, d.node, formatIndices(old.cards))
+			d.backend.name, pod.Namespace, pod.Name, d.node, gpushareproto.EncodeIndex(old.cards))
 	}
 	var h holding
 	if d.backend.mode == ModeShare {
@@ -43,14 +43,14 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 		h = holding{whole: true, cards: ids}
 	}
 	d.pods.Hold(pod, h, d.apply)
-	value := formatIndices(h.cards)
+	value := gpushareproto.EncodeIndex(h.cards)
 	if v := klog.V(4); v.Enabled() {
 		v.InfoS("Allocated GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name,
 			"policy", policy, "request", req, "cards", value)
 	}
 	return &api.Reservation{Annotations: map[string]string{
-		AnnotationGPUIndex:      value,
-		AnnotationPredicateTime: strconv.FormatInt(d.backend.clock.Now().UnixNano(), 10),
+		gpushareproto.AnnotationGPUIndex:      value,
+		gpushareproto.AnnotationPredicateTime: strconv.FormatInt(d.backend.clock.Now().UnixNano(), 10),
 	}}, nil
 }
 
@@ -62,37 +62,22 @@ func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
 	if r == nil {
 		return nil
 	}
-	value, found := r.Annotations[AnnotationGPUIndex]
+	value, found := r.Annotations[gpushareproto.AnnotationGPUIndex]
 	if !found {
 		return nil
 	}
 	h, held := d.pods.Get(pod)
 	if !held {
 		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds no cards on node %s",
-			d.backend.name, pod.Namespace, pod.Name, AnnotationGPUIndex, value, d.node)
+			d.backend.name, pod.Namespace, pod.Name, gpushareproto.AnnotationGPUIndex, value, d.node)
 	}
-	if !sameIndices(value, h.cards) {
+	if !gpushareproto.IndexIs(value, h.cards) {
 		return fmt.Errorf("release %s for pod %s/%s: annotation %s=%q: the pod holds cards %q on node %s",
-			d.backend.name, pod.Namespace, pod.Name, AnnotationGPUIndex, value, formatIndices(h.cards), d.node)
+			d.backend.name, pod.Namespace, pod.Name, gpushareproto.AnnotationGPUIndex, value, gpushareproto.EncodeIndex(h.cards), d.node)
 	}
 	d.pods.Drop(pod, d.apply)
 	if v := klog.V(4); v.Enabled() {
 		v.InfoS("Released GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name, "cards", value)
 	}
 	return nil
-}
-
-// sameIndices reports whether value is the gpu-index rendering of ids
-// (same indices, same order), without allocating.
-func sameIndices(value string, ids []int) bool {
-	rest := value
-	for i, id := range ids {
-		entry, tail, more := strings.Cut(rest, ",")
-		got, ok := parseCardIndex(entry)
-		if !ok || got != id || more != (i < len(ids)-1) {
-			return false
-		}
-		rest = tail
-	}
-	return len(ids) > 0
 }

@@ -9,11 +9,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 func TestAllocateShareCardChoice(t *testing.T) {
 	// Free memory per card: 0: 8192, 1: 4096, 2: 16384 (unhealthy), 3: 4096, 4: 16384, 5: 16384.
-	node := gpuNode("6", "98304", AnnotationUnhealthyIDs, "2")
+	node := gpuNode("6", "98304", gpushareproto.AnnotationUnhealthyIDs, "2")
 	held := []*v1.Pod{
 		placed(sharePod("a", 8192), "0"), placed(sharePod("b", 12288), "1"), placed(sharePod("c", 12288), "3"),
 	}
@@ -40,8 +41,8 @@ func TestAllocateShareCardChoice(t *testing.T) {
 				t.Fatalf("Allocate: %v", err)
 			}
 			want := map[string]string{
-				AnnotationGPUIndex:      tc.want,
-				AnnotationPredicateTime: strconv.FormatInt(testUnixNano, 10),
+				gpushareproto.AnnotationGPUIndex:      tc.want,
+				gpushareproto.AnnotationPredicateTime: strconv.FormatInt(testUnixNano, 10),
 			}
 			if diff := cmp.Diff(want, r.Annotations); diff != "" {
 				t.Errorf("annotations (-want +got):\n%s", diff)
@@ -65,12 +66,12 @@ func TestAllocateNumberCardChoice(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, policy := range []string{api.PolicyBinpack, api.PolicySpread} {
-				d := devicesOf(t, newBackend(t, ModeNumber), gpuNode("6", "", AnnotationUnhealthyIDs, "2"), tc.held...)
+				d := devicesOf(t, newBackend(t, ModeNumber), gpuNode("6", "", gpushareproto.AnnotationUnhealthyIDs, "2"), tc.held...)
 				r, err := d.Allocate(numberPod("p", tc.req), policy)
 				if err != nil {
 					t.Fatalf("Allocate(%s): %v", policy, err)
 				}
-				if got := r.Annotations[AnnotationGPUIndex]; got != tc.want {
+				if got := r.Annotations[gpushareproto.AnnotationGPUIndex]; got != tc.want {
 					t.Errorf("Allocate(%s) gpu-index = %q, want %q", policy, got, tc.want)
 				}
 			}
@@ -177,37 +178,12 @@ func TestReleaseRejectsMismatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := devicesOf(t, newBackend(t, ModeShare), fourCards(), placed(sharePod("held", 1024), "0"))
 			before := d.GetStatus()
-			err := d.Release(tc.pod, &api.Reservation{Annotations: map[string]string{AnnotationGPUIndex: tc.value}})
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), AnnotationGPUIndex) {
-				t.Fatalf("Release: %v, want an error naming %s and containing %q", err, AnnotationGPUIndex, tc.want)
+			err := d.Release(tc.pod, &api.Reservation{Annotations: map[string]string{gpushareproto.AnnotationGPUIndex: tc.value}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), gpushareproto.AnnotationGPUIndex) {
+				t.Fatalf("Release: %v, want an error naming %s and containing %q", err, gpushareproto.AnnotationGPUIndex, tc.want)
 			}
 			if got := d.GetStatus(); got != before {
 				t.Errorf("refused Release changed the state:\nbefore %s\nafter  %s", before, got)
-			}
-		})
-	}
-}
-
-func TestSameIndices(t *testing.T) {
-	tests := []struct {
-		name  string
-		value string
-		ids   []int
-		want  bool
-	}{
-		{name: "one", value: "3", ids: []int{3}, want: true},
-		{name: "list", value: "0,2,5", ids: []int{0, 2, 5}, want: true},
-		{name: "order matters", value: "2,0", ids: []int{0, 2}},
-		{name: "longer value", value: "0,2", ids: []int{0}},
-		{name: "shorter value", value: "0", ids: []int{0, 2}},
-		{name: "trailing comma", value: "0,", ids: []int{0}},
-		{name: "empty", value: "", ids: nil},
-		{name: "garbage", value: "a", ids: []int{0}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := sameIndices(tc.value, tc.ids); got != tc.want {
-				t.Errorf("sameIndices(%q, %v) = %v, want %v", tc.value, tc.ids, got, tc.want)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // Mode selects the device mode a Backend serves.
@@ -49,9 +50,9 @@ func New(opts Options) (*Backend, error) {
 	b := &Backend{mode: opts.Mode, clock: opts.Clock}
 	switch opts.Mode {
 	case ModeShare:
-		b.name, b.resource = NameShare, ResourceGPUMemory
+		b.name, b.resource = NameShare, gpushareproto.ResourceGPUMemory
 	case ModeNumber:
-		b.name, b.resource = NameNumber, ResourceGPUNumber
+		b.name, b.resource = NameNumber, gpushareproto.ResourceGPUNumber
 	default:
 		return nil, fmt.Errorf("gpushare options: Mode=%q: want %q or %q", opts.Mode, ModeShare, ModeNumber)
 	}
@@ -76,7 +77,7 @@ func (b *Backend) Resource() v1.ResourceName { return b.resource }
 // lock in number mode, so it returns "" there, meaning no lock.
 func (b *Backend) LockName() string {
 	if b.mode == ModeShare {
-		return LockNameShare
+		return gpushareproto.LockNameShare
 	}
 	return ""
 }
@@ -95,7 +96,7 @@ func (b *Backend) ValidateRequest(pod *v1.Pod) error { return validateRequest(po
 // its unhealthy card list: everything NewDevices reads.
 func (b *Backend) InventoryKey(node *v1.Node) string {
 	var sb strings.Builder
-	for _, res := range [...]v1.ResourceName{ResourceGPUNumber, ResourceGPUMemory} {
+	for _, res := range [...]v1.ResourceName{gpushareproto.ResourceGPUNumber, gpushareproto.ResourceGPUMemory} {
 		if q, ok := node.Status.Capacity[res]; ok {
 			sb.WriteString(q.String())
 		} else {
@@ -103,7 +104,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 		}
 		sb.WriteByte('|')
 	}
-	sb.WriteString(node.Annotations[AnnotationUnhealthyIDs])
+	sb.WriteString(node.Annotations[gpushareproto.AnnotationUnhealthyIDs])
 	return sb.String()
 }
 

@@ -6,12 +6,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // benchDevices is an 8-card node with a few pods placed, in the given mode.
 func benchDevices(b *testing.B, mode Mode) *Devices {
 	b.Helper()
-	return devicesOf(b, newBackend(b, mode), gpuNode("8", "131072", AnnotationUnhealthyIDs, "7"),
+	return devicesOf(b, newBackend(b, mode), gpuNode("8", "131072", gpushareproto.AnnotationUnhealthyIDs, "7"),
 		placed(sharePod("s1", 8192), "0"), placed(sharePod("s2", 4096), "0"),
 		placed(sharePod("s3", 12000), "1"), placed(numberPod("n1", 2), "2,3"))
 }

@@ -6,11 +6,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 func TestCardUsage(t *testing.T) {
 	share := newBackend(t, ModeShare)
-	d := devicesOf(t, share, fourCards(AnnotationUnhealthyIDs, "3"),
+	d := devicesOf(t, share, fourCards(gpushareproto.AnnotationUnhealthyIDs, "3"),
 		placed(sharePod("a", 4000), "0"), placed(sharePod("b", 2000), "0"), placed(numberPod("w", 1), "2"))
 	cards, pods := d.CardUsage()
 	want := []api.CardUsage{

@@ -9,20 +9,21 @@ import (
 
 	"github.com/vgpushare/vshare/backends/conformance"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // conformanceNode has four cards of 16384 MiB, card 3 unhealthy.
-func conformanceNode() *v1.Node { return fourCards(AnnotationUnhealthyIDs, "3") }
+func conformanceNode() *v1.Node { return fourCards(gpushareproto.AnnotationUnhealthyIDs, "3") }
 
 // randomSharePod asks for 512 to 12288 MiB in one or two containers,
 // sometimes with a larger init container.
 func randomSharePod(rng *rand.Rand) *v1.Pod {
 	p := sharePod("p", 512*(1+rng.Int64N(12)))
 	if rng.IntN(3) == 0 {
-		p.Spec.Containers = append(p.Spec.Containers, container("extra", ResourceGPUMemory, "512"))
+		p.Spec.Containers = append(p.Spec.Containers, container("extra", gpushareproto.ResourceGPUMemory, "512"))
 	}
 	if rng.IntN(4) == 0 {
-		p.Spec.InitContainers = []v1.Container{container("init", ResourceGPUMemory,
+		p.Spec.InitContainers = []v1.Container{container("init", gpushareproto.ResourceGPUMemory,
 			strconv.FormatInt(1024*(1+rng.Int64N(16)), 10))}
 	}
 	return p
@@ -63,8 +64,8 @@ func malformedIndex(values ...string) []conformance.Malformed {
 	for _, v := range values {
 		out = append(out, conformance.Malformed{
 			Name:        "gpu-index " + strconv.Quote(v),
-			Annotations: map[string]string{AnnotationGPUIndex: v},
-			Key:         AnnotationGPUIndex,
+			Annotations: map[string]string{gpushareproto.AnnotationGPUIndex: v},
+			Key:         gpushareproto.AnnotationGPUIndex,
 		})
 	}
 	return out

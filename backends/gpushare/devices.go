@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // card is one GPU's state.
@@ -102,7 +103,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return nil
 	}
-	value, found := pod.Annotations[AnnotationGPUIndex]
+	value, found := pod.Annotations[gpushareproto.AnnotationGPUIndex]
 	if !found {
 		return nil
 	}
@@ -115,7 +116,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 			return nil
 		}
 		return fmt.Errorf("pod %s/%s: annotation %s=%q: the pod is already accounted on cards %s of node %s",
-			pod.Namespace, pod.Name, AnnotationGPUIndex, value, formatIndices(old.cards), d.node)
+			pod.Namespace, pod.Name, gpushareproto.AnnotationGPUIndex, value, gpushareproto.EncodeIndex(old.cards), d.node)
 	}
 	d.pods.Hold(pod, h, d.apply)
 	if v := klog.V(5); v.Enabled() {
@@ -127,25 +128,25 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 // decodeHolding reads what the pod holds according to its gpu-index value
 // and its request. ok is false when the pod asks for neither resource.
 func (d *Devices) decodeHolding(pod *v1.Pod, value string) (holding, bool, error) {
-	mem, err := podRequest(pod, ResourceGPUMemory)
+	mem, err := podRequest(pod, gpushareproto.ResourceGPUMemory)
 	if err != nil {
-		return holding{}, false, fmt.Errorf("account pod with %s=%q: %w", AnnotationGPUIndex, value, err)
+		return holding{}, false, fmt.Errorf("account pod with %s=%q: %w", gpushareproto.AnnotationGPUIndex, value, err)
 	}
-	num, err := podRequest(pod, ResourceGPUNumber)
+	num, err := podRequest(pod, gpushareproto.ResourceGPUNumber)
 	if err != nil {
-		return holding{}, false, fmt.Errorf("account pod with %s=%q: %w", AnnotationGPUIndex, value, err)
+		return holding{}, false, fmt.Errorf("account pod with %s=%q: %w", gpushareproto.AnnotationGPUIndex, value, err)
 	}
 	var h holding
 	switch {
 	case mem > 0 && num > 0:
 		return holding{}, false, fmt.Errorf("pod %s/%s: annotation %s=%q: the pod asks for both %s and %s; want one",
-			pod.Namespace, pod.Name, AnnotationGPUIndex, value, ResourceGPUMemory, ResourceGPUNumber)
+			pod.Namespace, pod.Name, gpushareproto.AnnotationGPUIndex, value, gpushareproto.ResourceGPUMemory, gpushareproto.ResourceGPUNumber)
 	case mem > 0:
 		h.memory = mem
-		h.cards, err = parseIndices(value, 1, len(d.cards))
+		h.cards, err = gpushareproto.DecodeIndex(value, 1, len(d.cards))
 	case num > 0:
 		h.whole = true
-		h.cards, err = parseIndices(value, num, len(d.cards))
+		h.cards, err = gpushareproto.DecodeIndex(value, num, len(d.cards))
 	default:
 		return holding{}, false, nil
 	}
@@ -172,9 +173,9 @@ func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
 	}
 	switch {
 	case d.backend.mode == ModeShare && !h.whole:
-		return map[string]float64{string(ResourceGPUMemory): float64(h.memory)}
+		return map[string]float64{string(gpushareproto.ResourceGPUMemory): float64(h.memory)}
 	case d.backend.mode == ModeNumber && h.whole:
-		return map[string]float64{string(ResourceGPUNumber): float64(len(h.cards))}
+		return map[string]float64{string(gpushareproto.ResourceGPUNumber): float64(len(h.cards))}
 	}
 	return nil
 }
@@ -251,16 +252,4 @@ func (d *Devices) cardUsage(i int) (cardledger.Card, cardledger.Usage) {
 // DeepCopy returns an independent copy.
 func (d *Devices) DeepCopy() api.Devices {
 	return &Devices{backend: d.backend, node: d.node, cards: slices.Clone(d.cards), pods: d.pods.Clone()}
-}
-
-// formatIndices renders card indices as volcano.sh/gpu-index does: "0,2".
-func formatIndices(ids []int) string {
-	buf := make([]byte, 0, 4*len(ids))
-	for i, id := range ids {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = strconv.AppendInt(buf, int64(id), 10)
-	}
-	return string(buf)
 }

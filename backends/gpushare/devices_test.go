@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 func TestAddResource(t *testing.T) {
@@ -14,7 +16,7 @@ func TestAddResource(t *testing.T) {
 	failed := placed(numberPod("failed", 1), "0")
 	failed.Status.Phase = v1.PodFailed
 	sidecarPod := placed(sharePod("sc", 1000), "2")
-	sidecarPod.Spec.InitContainers = []v1.Container{sidecar(container("s", ResourceGPUMemory, "500"))}
+	sidecarPod.Spec.InitContainers = []v1.Container{sidecar(container("s", gpushareproto.ResourceGPUMemory, "500"))}
 	tests := []struct {
 		name      string
 		mode      Mode
@@ -50,7 +52,7 @@ func TestAddResource(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			node := fourCards(AnnotationUnhealthyIDs, tc.unhealthy)
+			node := fourCards(gpushareproto.AnnotationUnhealthyIDs, tc.unhealthy)
 			b := newBackend(t, tc.mode)
 			empty := devicesOf(t, b, node).Cards()
 			d := devicesOf(t, b, node, tc.pods...)
@@ -112,9 +114,9 @@ func TestAddResourceRejectsBadIndex(t *testing.T) {
 			before := d.GetStatus()
 			err := d.AddResource(placed(tc.pod, tc.value))
 			if err == nil {
-				t.Fatalf("AddResource(%s=%q) accepted", AnnotationGPUIndex, tc.value)
+				t.Fatalf("AddResource(%s=%q) accepted", gpushareproto.AnnotationGPUIndex, tc.value)
 			}
-			for _, s := range []string{AnnotationGPUIndex, tc.want} {
+			for _, s := range []string{gpushareproto.AnnotationGPUIndex, tc.want} {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not contain %q", err, s)
 				}
@@ -180,7 +182,7 @@ func TestAddQueueResource(t *testing.T) {
 }
 
 func TestGetStatusAndIgnoredDevices(t *testing.T) {
-	d := devicesOf(t, newBackend(t, ModeShare), gpuNode("3", "3000", AnnotationUnhealthyIDs, "2"),
+	d := devicesOf(t, newBackend(t, ModeShare), gpuNode("3", "3000", gpushareproto.AnnotationUnhealthyIDs, "2"),
 		placed(sharePod("a", 100), "0"), placed(sharePod("b", 200), "0"), placed(numberPod("c", 1), "1"))
 	want := "0: 300/1000 MiB, 2 shared, 0 whole; 1: 0/1000 MiB, 0 shared, 1 whole; 2: 0/1000 MiB, 0 shared, 0 whole, unhealthy"
 	if got := d.GetStatus(); got != want {

@@ -4,21 +4,17 @@
 //
 // # Wire contract
 //
-// A node advertises its cards through its capacity: volcano.sh/gpu-number is
-// the number of cards N (indices 0..N-1) and volcano.sh/gpu-memory the total
-// GPU memory, split evenly: each card has floor(total/N). The node annotation
-// volcano.sh/gpu-unhealthy-ids lists card indices that must never be chosen.
-//
-// A pod asks for volcano.sh/gpu-memory (share mode: part of one card) or
-// volcano.sh/gpu-number (number mode: whole cards) in its container limits,
-// or in its requests when it has no limit for the resource. The pod's
-// request follows the Kubernetes rule: the sum over regular containers and
-// restartable (sidecar) init containers, or the largest ordinary init
-// container plus the sidecars started before it, whichever is larger.
-//
-// Allocate records the choice in two pod annotations: volcano.sh/gpu-index
-// (share mode: the one card, "3"; number mode: the cards, "0,2") and
-// volcano.sh/predicate-time (Unix nanoseconds from the injected clock).
+// The resource names, the annotations and their formats are
+// protocol/gpushare's. A node advertises its cards through its capacity
+// (volcano.sh/gpu-number cards sharing volcano.sh/gpu-memory evenly) and
+// lists unhealthy ones in volcano.sh/gpu-unhealthy-ids. A pod asks for
+// volcano.sh/gpu-memory (share mode: part of one card) or
+// volcano.sh/gpu-number (number mode: whole cards); its request follows the
+// Kubernetes rule: the sum over regular containers and restartable
+// (sidecar) init containers, or the largest ordinary init container plus
+// the sidecars started before it, whichever is larger. Allocate records the
+// choice in volcano.sh/gpu-index and volcano.sh/predicate-time (from the
+// injected clock).
 //
 // # Differences from upstream
 //

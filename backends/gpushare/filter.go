@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // request returns the pod's request of the mode's resource, refusing pods
@@ -20,9 +21,9 @@ func (d *Devices) request(pod *v1.Pod) (int64, error) {
 	if req == 0 {
 		return 0, nil
 	}
-	other := ResourceGPUNumber
+	other := gpushareproto.ResourceGPUNumber
 	if d.backend.mode == ModeNumber {
-		other = ResourceGPUMemory
+		other = gpushareproto.ResourceGPUMemory
 	}
 	if asksFor(pod, other) {
 		return 0, validateRequest(pod, d.backend.resource)

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 func TestFilterNodeShare(t *testing.T) {
@@ -20,16 +21,16 @@ func TestFilterNodeShare(t *testing.T) {
 		{name: "fits an empty card", node: fourCards(), pod: sharePod("p", 16384)},
 		{name: "no request", node: fourCards(), pod: sharePod("p")},
 		{name: "request of another mode", node: fourCards(), pod: numberPod("p", 8)},
-		{name: "fits the remaining memory", node: fourCards(AnnotationUnhealthyIDs, "1,2,3"),
+		{name: "fits the remaining memory", node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "1,2,3"),
 			held: []*v1.Pod{placed(sharePod("a", 8192), "0")}, pod: sharePod("p", 8192)},
 		{
-			name: "insufficient memory is resolvable", node: fourCards(AnnotationUnhealthyIDs, "2,3"),
+			name: "insufficient memory is resolvable", node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "2,3"),
 			held: []*v1.Pod{placed(sharePod("a", 8192), "0"), placed(sharePod("b", 10000), "1")},
 			pod:  sharePod("p", 8193),
 			want: api.NewStatus(api.Unschedulable, ReasonCardUnhealthy, ReasonInsufficientMemory),
 		},
 		{
-			name: "unhealthy and too small is unresolvable", node: gpuNode("2", "2048", AnnotationUnhealthyIDs, "0"),
+			name: "unhealthy and too small is unresolvable", node: gpuNode("2", "2048", gpushareproto.AnnotationUnhealthyIDs, "0"),
 			pod:  sharePod("p", 2048),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonCardTooSmall, ReasonCardUnhealthy),
 		},
@@ -70,10 +71,10 @@ func TestFilterNodeNumber(t *testing.T) {
 	}{
 		{name: "fits idle cards", node: fourCards(), pod: numberPod("p", 4)},
 		{name: "no request", node: fourCards(), pod: sharePod("p", 1)},
-		{name: "skips busy and unhealthy cards", node: fourCards(AnnotationUnhealthyIDs, "0"),
+		{name: "skips busy and unhealthy cards", node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "0"),
 			held: []*v1.Pod{placed(sharePod("s", 1), "1")}, pod: numberPod("p", 1, 1)},
 		{
-			name: "more cards than healthy ones", node: fourCards(AnnotationUnhealthyIDs, "3"),
+			name: "more cards than healthy ones", node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "3"),
 			pod:  numberPod("p", 4),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewHealthyCards),
 		},
@@ -104,7 +105,7 @@ func TestScoreNode(t *testing.T) {
 	emptyShare := devicesOf(t, share, fourCards())
 	fullerShare := devicesOf(t, share, fourCards(), placed(sharePod("a", 16384), "0"), placed(sharePod("b", 8192), "1"))
 	// An unhealthy card does not count as free memory.
-	unhealthyShare := devicesOf(t, share, fourCards(AnnotationUnhealthyIDs, "0,1"))
+	unhealthyShare := devicesOf(t, share, fourCards(gpushareproto.AnnotationUnhealthyIDs, "0,1"))
 	emptyNumber := devicesOf(t, number, fourCards())
 	fullerNumber := devicesOf(t, number, fourCards(), placed(numberPod("a", 1), "0"), placed(sharePod("s", 1), "1"))
 	tests := []struct {

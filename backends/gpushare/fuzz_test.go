@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // bigExponent matches a decimal exponent of five digits or more:
@@ -65,7 +66,7 @@ func FuzzNewDevices(f *testing.F) {
 	f.Fuzz(func(t *testing.T, number, memory, unhealthy string, share bool) {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
 		node.Status.Capacity = v1.ResourceList{}
-		for res, s := range map[v1.ResourceName]string{ResourceGPUNumber: number, ResourceGPUMemory: memory} {
+		for res, s := range map[v1.ResourceName]string{gpushareproto.ResourceGPUNumber: number, gpushareproto.ResourceGPUMemory: memory} {
 			if s == "" {
 				continue
 			}
@@ -76,7 +77,7 @@ func FuzzNewDevices(f *testing.F) {
 			node.Status.Capacity[res] = q
 		}
 		if unhealthy != "" {
-			node.Annotations = map[string]string{AnnotationUnhealthyIDs: unhealthy}
+			node.Annotations = map[string]string{gpushareproto.AnnotationUnhealthyIDs: unhealthy}
 		}
 		mode := ModeNumber
 		if share {
@@ -88,11 +89,11 @@ func FuzzNewDevices(f *testing.F) {
 				t.Errorf("NewDevices returned devices with the error %v", err)
 			}
 			named := false
-			for _, key := range []string{string(ResourceGPUNumber), string(ResourceGPUMemory), AnnotationUnhealthyIDs} {
+			for _, key := range []string{string(gpushareproto.ResourceGPUNumber), string(gpushareproto.ResourceGPUMemory), gpushareproto.AnnotationUnhealthyIDs} {
 				named = named || strings.Contains(err.Error(), key)
 			}
 			if !named {
-				t.Errorf("NewDevices error %q names neither capacity nor %s", err, AnnotationUnhealthyIDs)
+				t.Errorf("NewDevices error %q names neither capacity nor %s", err, gpushareproto.AnnotationUnhealthyIDs)
 			}
 			return
 		}
@@ -105,9 +106,9 @@ func FuzzNewDevices(f *testing.F) {
 
 func checkInventory(t *testing.T, node *v1.Node, d *Devices, share bool, unhealthy string) {
 	t.Helper()
-	numQ := node.Status.Capacity[ResourceGPUNumber]
+	numQ := node.Status.Capacity[gpushareproto.ResourceGPUNumber]
 	cards, ok := numQ.AsInt64()
-	if !ok || cards < 1 || cards > MaxCards {
+	if !ok || cards < 1 || cards > gpushareproto.MaxCards {
 		t.Fatalf("accepted gpu-number %s", numQ.String())
 	}
 	usage, pods := d.CardUsage()
@@ -115,7 +116,7 @@ func checkInventory(t *testing.T, node *v1.Node, d *Devices, share bool, unhealt
 		t.Fatalf("%d cards and %d pods from gpu-number %d", len(usage), pods, cards)
 	}
 	var memPerCard int64
-	if memQ, found := node.Status.Capacity[ResourceGPUMemory]; found {
+	if memQ, found := node.Status.Capacity[gpushareproto.ResourceGPUMemory]; found {
 		mem, _ := memQ.AsInt64()
 		memPerCard = mem / cards
 	}
@@ -169,15 +170,15 @@ func FuzzAddResource(f *testing.F) {
 	} {
 		f.Add(s.index, s.request, s.share, uint8(1))
 	}
-	node := fourCards(AnnotationUnhealthyIDs, "2")
+	node := fourCards(gpushareproto.AnnotationUnhealthyIDs, "2")
 	f.Fuzz(func(t *testing.T, index, request string, share bool, containers uint8) {
 		q, ok := apiQuantity(request)
 		if !ok {
 			return
 		}
-		res, mode := ResourceGPUNumber, ModeNumber
+		res, mode := gpushareproto.ResourceGPUNumber, ModeNumber
 		if share {
-			res, mode = ResourceGPUMemory, ModeShare
+			res, mode = gpushareproto.ResourceGPUMemory, ModeShare
 		}
 		pod := placed(podWith("p", res), index)
 		for i := 0; i < 1+int(containers)%3; i++ {
@@ -185,7 +186,7 @@ func FuzzAddResource(f *testing.F) {
 			pod.Spec.Containers = append(pod.Spec.Containers, c)
 		}
 		d := devicesOf(t, newBackend(t, mode), node)
-		acc := testkit.Account(t, d, pod, AnnotationGPUIndex, string(res))
+		acc := testkit.Account(t, d, pod, gpushareproto.AnnotationGPUIndex, string(res))
 		if acc == nil {
 			return
 		}
@@ -201,7 +202,7 @@ func checkHolding(t *testing.T, h holding, index string, share bool, cards int) 
 	if share && (len(h.cards) != 1 || h.memory <= 0 || h.whole) || !share && (!h.whole || h.memory != 0) {
 		t.Errorf("gpu-index %q held as %+v", index, h)
 	}
-	if formatIndices(h.cards) != index {
+	if gpushareproto.EncodeIndex(h.cards) != index {
 		t.Errorf("gpu-index %q held as cards %v", index, h.cards)
 	}
 	seen := map[int]bool{}

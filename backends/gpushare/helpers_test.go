@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // testUnixNano is the fake clock's time in every test.
@@ -33,10 +34,10 @@ func gpuNode(number, memory string, annotations ...string) *v1.Node {
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
 	n.Status.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("64")}
 	if number != "" {
-		n.Status.Capacity[ResourceGPUNumber] = resource.MustParse(number)
+		n.Status.Capacity[gpushareproto.ResourceGPUNumber] = resource.MustParse(number)
 	}
 	if memory != "" {
-		n.Status.Capacity[ResourceGPUMemory] = resource.MustParse(memory)
+		n.Status.Capacity[gpushareproto.ResourceGPUMemory] = resource.MustParse(memory)
 	}
 	if len(annotations) > 0 {
 		n.Annotations = map[string]string{}
@@ -66,9 +67,13 @@ func podWith(name string, res v1.ResourceName, values ...int64) *v1.Pod {
 	return p
 }
 
-func sharePod(name string, mem ...int64) *v1.Pod { return podWith(name, ResourceGPUMemory, mem...) }
+func sharePod(name string, mem ...int64) *v1.Pod {
+	return podWith(name, gpushareproto.ResourceGPUMemory, mem...)
+}
 
-func numberPod(name string, n ...int64) *v1.Pod { return podWith(name, ResourceGPUNumber, n...) }
+func numberPod(name string, n ...int64) *v1.Pod {
+	return podWith(name, gpushareproto.ResourceGPUNumber, n...)
+}
 
 // placed returns a copy of the pod carrying gpu-index.
 func placed(p *v1.Pod, index string) *v1.Pod {
@@ -76,7 +81,7 @@ func placed(p *v1.Pod, index string) *v1.Pod {
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
-	out.Annotations[AnnotationGPUIndex] = index
+	out.Annotations[gpushareproto.AnnotationGPUIndex] = index
 	return out
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // cards builds the CardStatus of n healthy idle cards of mem MiB, with the
@@ -41,24 +43,24 @@ func TestNewDevices(t *testing.T) {
 		{name: "number: cards with memory", mode: ModeNumber, node: gpuNode("2", "32768"), want: cards(2, 16384)},
 		{
 			name: "unhealthy cards", mode: ModeShare,
-			node: fourCards(AnnotationUnhealthyIDs, "1,3"), want: cards(4, 16384, 1, 3),
+			node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "1,3"), want: cards(4, 16384, 1, 3),
 		},
 		{
 			name: "unhealthy list with spaces, repeats and a trailing comma", mode: ModeNumber,
-			node: fourCards(AnnotationUnhealthyIDs, " 2 , 0,2,"), want: cards(4, 16384, 0, 2),
+			node: fourCards(gpushareproto.AnnotationUnhealthyIDs, " 2 , 0,2,"), want: cards(4, 16384, 0, 2),
 		},
-		{name: "empty unhealthy list", mode: ModeShare, node: fourCards(AnnotationUnhealthyIDs, ""), want: cards(4, 16384)},
+		{name: "empty unhealthy list", mode: ModeShare, node: fourCards(gpushareproto.AnnotationUnhealthyIDs, ""), want: cards(4, 16384)},
 		{
-			name: "unhealthy entry not a number", mode: ModeShare, node: fourCards(AnnotationUnhealthyIDs, "0,gpu1"),
-			wantErr: []string{AnnotationUnhealthyIDs, `"0,gpu1"`, `entry "gpu1"`, "[0, 3]"},
-		},
-		{
-			name: "unhealthy entry out of range", mode: ModeNumber, node: fourCards(AnnotationUnhealthyIDs, "4"),
-			wantErr: []string{AnnotationUnhealthyIDs, `entry "4"`},
+			name: "unhealthy entry not a number", mode: ModeShare, node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "0,gpu1"),
+			wantErr: []string{gpushareproto.AnnotationUnhealthyIDs, `"0,gpu1"`, `entry "gpu1"`, "[0, 3]"},
 		},
 		{
-			name: "unhealthy entry negative", mode: ModeShare, node: fourCards(AnnotationUnhealthyIDs, "-1"),
-			wantErr: []string{AnnotationUnhealthyIDs, `entry "-1"`},
+			name: "unhealthy entry out of range", mode: ModeNumber, node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "4"),
+			wantErr: []string{gpushareproto.AnnotationUnhealthyIDs, `entry "4"`},
+		},
+		{
+			name: "unhealthy entry negative", mode: ModeShare, node: fourCards(gpushareproto.AnnotationUnhealthyIDs, "-1"),
+			wantErr: []string{gpushareproto.AnnotationUnhealthyIDs, `entry "-1"`},
 		},
 		{
 			name: "share: memory without cards", mode: ModeShare, node: gpuNode("", "16384"),
@@ -125,7 +127,7 @@ func TestInventoryKey(t *testing.T) {
 	}
 	for _, n := range []*v1.Node{
 		gpuNode("8", "65536"), gpuNode("4", "32768"), noMem, gpuNode("", "65536"),
-		fourCards(AnnotationUnhealthyIDs, "1"), fourCards(AnnotationUnhealthyIDs, "1,2"),
+		fourCards(gpushareproto.AnnotationUnhealthyIDs, "1"), fourCards(gpushareproto.AnnotationUnhealthyIDs, "1,2"),
 	} {
 		if got := b.InventoryKey(n); got == base {
 			t.Errorf("InventoryKey(%v, %v) = %q, same as the base node's", n.Status.Capacity, n.Annotations, got)

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/podres"
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 // containerAmount returns the container's quantity of res as an integer, 0
@@ -16,10 +17,10 @@ func containerAmount(c *v1.Container, res v1.ResourceName) (int64, error) {
 	if !ok {
 		return 0, nil
 	}
-	if v, ok := q.AsInt64(); ok && v >= 0 && v <= MaxQuantity {
+	if v, ok := q.AsInt64(); ok && v >= 0 && v <= gpushareproto.MaxQuantity {
 		return v, nil
 	}
-	return 0, fmt.Errorf("container %q: %s=%s: want a whole number in [0, %d]", c.Name, res, q.String(), MaxQuantity)
+	return 0, fmt.Errorf("container %q: %s=%s: want a whole number in [0, %d]", c.Name, res, q.String(), gpushareproto.MaxQuantity)
 }
 
 // isSidecar reports whether an init container keeps running beside the
@@ -72,10 +73,10 @@ func validateRequest(pod *v1.Pod, res v1.ResourceName) error {
 	if _, err := podRequest(pod, res); err != nil {
 		return fmt.Errorf("invalid GPU request: %w", err)
 	}
-	if asksFor(pod, ResourceGPUMemory) && asksFor(pod, ResourceGPUNumber) {
+	if asksFor(pod, gpushareproto.ResourceGPUMemory) && asksFor(pod, gpushareproto.ResourceGPUNumber) {
 		return fmt.Errorf("invalid GPU request: pod %s/%s asks for both %s and %s; "+
 			"a pod may use one of them, since %s records either one shared card or whole cards",
-			pod.Namespace, pod.Name, ResourceGPUMemory, ResourceGPUNumber, AnnotationGPUIndex)
+			pod.Namespace, pod.Name, gpushareproto.ResourceGPUMemory, gpushareproto.ResourceGPUNumber, gpushareproto.AnnotationGPUIndex)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
 )
 
 func sidecar(c v1.Container) v1.Container {
@@ -15,7 +17,7 @@ func sidecar(c v1.Container) v1.Container {
 }
 
 func TestPodRequest(t *testing.T) {
-	mem := ResourceGPUMemory
+	mem := gpushareproto.ResourceGPUMemory
 	tests := []struct {
 		name       string
 		containers []v1.Container
@@ -119,11 +121,11 @@ func TestPodRequest(t *testing.T) {
 
 func TestHasDeviceRequestAndValidate(t *testing.T) {
 	mixed := sharePod("mixed", 1024)
-	mixed.Spec.Containers = append(mixed.Spec.Containers, container("n", ResourceGPUNumber, "1"))
+	mixed.Spec.Containers = append(mixed.Spec.Containers, container("n", gpushareproto.ResourceGPUNumber, "1"))
 	negative := sharePod("neg")
-	negative.Spec.Containers = []v1.Container{container("bad", ResourceGPUMemory, "-5")}
+	negative.Spec.Containers = []v1.Container{container("bad", gpushareproto.ResourceGPUMemory, "-5")}
 	initOnly := numberPod("init-only")
-	initOnly.Spec.InitContainers = []v1.Container{container("i", ResourceGPUNumber, "2")}
+	initOnly.Spec.InitContainers = []v1.Container{container("i", gpushareproto.ResourceGPUNumber, "2")}
 	tests := []struct {
 		name    string
 		mode    Mode

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // Allocate picks the chips FilterNode found, accounts them and returns the
@@ -34,9 +35,9 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	d.pods[pod.UID] = h
 	now := strconv.FormatInt(d.b.clock.Now().UnixNano(), 10)
 	return &api.Reservation{Annotations: map[string]string{
-		AnnotationNPUCore:              h.encode(),
-		AnnotationPredicateTime:        now,
-		AnnotationVolcanoPredicateTime: now,
+		mindclusterproto.AnnotationNPUCore:              h.encode(),
+		mindclusterproto.AnnotationPredicateTime:        now,
+		mindclusterproto.AnnotationVolcanoPredicateTime: now,
 	}}, nil
 }
 
@@ -48,9 +49,9 @@ func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
 		return fmt.Errorf("release %s chips: pod %s/%s holds none on node %s", Name, pod.Namespace, pod.Name, d.inv.node)
 	}
 	if r != nil {
-		if got := r.Annotations[AnnotationNPUCore]; got != h.encode() {
+		if got := r.Annotations[mindclusterproto.AnnotationNPUCore]; got != h.encode() {
 			return fmt.Errorf("release %s chips: reservation %s=%q does not match the pod's allocation %q",
-				Name, AnnotationNPUCore, got, h.encode())
+				Name, mindclusterproto.AnnotationNPUCore, got, h.encode())
 		}
 	}
 	d.apply(h, -1)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -74,11 +75,11 @@ func (b *Backend) ValidateRequest(pod *v1.Pod) error {
 // objects that never passed an API server).
 func (b *Backend) InventoryKey(node *v1.Node) string {
 	var sb strings.Builder
-	if q, ok := node.Status.Capacity[ResourceNPUCore]; ok {
+	if q, ok := node.Status.Capacity[mindclusterproto.ResourceNPUCore]; ok {
 		sb.WriteString(q.String())
 	}
-	for _, v := range [...]string{node.Labels[LabelServerType], node.Labels[LabelChipName],
-		node.Annotations[AnnotationFreeChips], node.Annotations[AnnotationUnhealthyChips]} {
+	for _, v := range [...]string{node.Labels[mindclusterproto.LabelServerType], node.Labels[mindclusterproto.LabelChipName],
+		node.Annotations[mindclusterproto.AnnotationFreeChips], node.Annotations[mindclusterproto.AnnotationUnhealthyChips]} {
 		sb.WriteByte('|')
 		sb.WriteString(v)
 	}
@@ -88,7 +89,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 			sb.WriteString(cm.ResourceVersion)
 		} else {
 			sb.WriteString("data:")
-			sb.WriteString(cm.Data[DeviceInfoKey])
+			sb.WriteString(cm.Data[mindclusterproto.DeviceInfoKey])
 		}
 	}
 	return sb.String()

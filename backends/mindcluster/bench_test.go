@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // benchNodes builds n nodes of 8 chips, every other chip holding a vNPU.
@@ -27,7 +28,7 @@ func benchNodes(b *testing.B, be *Backend, n int) map[string]api.Devices {
 
 func BenchmarkFilterNode(b *testing.B) {
 	d := benchNodes(b, newBackend(b, Options{}), 1)["n0"]
-	pod := corePod("p", 4, LabelVNPULevel, "high")
+	pod := corePod("p", 4, mindclusterproto.LabelVNPULevel, "high")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

@@ -9,11 +9,12 @@ import (
 
 	"github.com/vgpushare/vshare/backends/conformance"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // conformanceNode has four 8-core chips: 0-2 offered, 3 unhealthy.
 func conformanceNode() *v1.Node {
-	return node310P("n", 4, chips(0, 1, 2, 3), AnnotationUnhealthyChips, chips(3))
+	return node310P("n", 4, chips(0, 1, 2, 3), mindclusterproto.AnnotationUnhealthyChips, chips(3))
 }
 
 // randomPod asks for a vNPU (1, 2 or 4 AI cores, any level and DVPP) or
@@ -24,10 +25,10 @@ func randomPod(rng *rand.Rand) *v1.Pod {
 	dvpp := []string{"", "yes", "no", "null"}[rng.IntN(4)]
 	p := corePod("p", cores)
 	if level != "" {
-		p.Labels[LabelVNPULevel] = level
+		p.Labels[mindclusterproto.LabelVNPULevel] = level
 	}
 	if dvpp != "" {
-		p.Labels[LabelVNPUDVPP] = dvpp
+		p.Labels[mindclusterproto.LabelVNPUDVPP] = dvpp
 	}
 	return p
 }
@@ -63,8 +64,8 @@ func malformed(values ...string) []conformance.Malformed {
 	for _, v := range values {
 		out = append(out, conformance.Malformed{
 			Name:        "npu-core " + strconv.Quote(v),
-			Annotations: map[string]string{AnnotationNPUCore: v},
-			Key:         AnnotationNPUCore,
+			Annotations: map[string]string{mindclusterproto.AnnotationNPUCore: v},
+			Key:         mindclusterproto.AnnotationNPUCore,
 		})
 	}
 	return out

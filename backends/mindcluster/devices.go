@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -70,17 +71,11 @@ type holding struct {
 	vgroup int
 }
 
-// vgroupOf reads the vNPU group from huawei.com/AscendReal, the last
-// "_"-separated field of values like "Ascend310P-2c.1cpu-105-0_3"; -1 when
-// there is none (an unconfirmed vNPU) or it cannot be read (upstream
-// getVGroups skips such values too).
+// vgroupOf reads the vNPU group from huawei.com/AscendReal; -1 when there
+// is none (an unconfirmed vNPU) or it cannot be tracked.
 func vgroupOf(ascendReal string) int {
-	i := strings.LastIndexByte(ascendReal, '_')
-	if i < 0 {
-		return -1
-	}
-	g, err := strconv.Atoi(ascendReal[i+1:])
-	if err != nil || g < 0 || g >= maxVGroups {
+	g, ok := mindclusterproto.VNPUGroup(ascendReal)
+	if !ok || g >= maxVGroups {
 		return -1
 	}
 	return g
@@ -149,42 +144,33 @@ func (d *Devices) apply(h holding, sign int32) {
 // checks it against the node and the pod's request.
 func (d *Devices) decodeAllocation(pod *v1.Pod, value string) (holding, error) {
 	bad := func(format string, a ...any) (holding, error) {
-		return holding{}, fmt.Errorf("annotation %s=%q: %s", AnnotationNPUCore, value, fmt.Sprintf(format, a...))
+		return holding{}, fmt.Errorf("annotation %s=%q: %s", mindclusterproto.AnnotationNPUCore, value, fmt.Sprintf(format, a...))
 	}
 	req, err := parseRequest(pod)
 	if err != nil {
 		return bad("cannot be checked against the request: %v", err)
 	}
-	h := holding{vgroup: -1}
-	list := value
-	if chip, tmpl, ok := strings.Cut(value, "-"); ok {
-		t, known := d.inv.chip.Template(tmpl)
-		if tmpl == "" || !known {
-			return bad("unknown template %q: want one of %s", tmpl, templateNames(d.inv.chip))
+	a, err := mindclusterproto.DecodeNPUCore(value)
+	if err != nil {
+		return bad("%v", err)
+	}
+	h := holding{chips: a.Chips, template: a.Template, vgroup: -1}
+	if a.Template != "" {
+		t, known := d.inv.chip.Template(a.Template)
+		if !known {
+			return bad("unknown template %q: want one of %s", a.Template, templateNames(d.inv.chip))
 		}
 		if int64(t.AICore) != req.cores {
-			return bad("template %s has %d AI cores, the pod asks for %d", tmpl, t.AICore, req.cores)
+			return bad("template %s has %d AI cores, the pod asks for %d", a.Template, t.AICore, req.cores)
 		}
-		ascendReal := pod.Annotations[AnnotationAscendReal]
-		h.template, h.inflight, h.vgroup = tmpl, ascendReal == "", vgroupOf(ascendReal)
-		list = chip
+		ascendReal := pod.Annotations[mindclusterproto.AnnotationAscendReal]
+		h.inflight, h.vgroup = ascendReal == "", vgroupOf(ascendReal)
 	}
 	newChips := 0
-	for _, e := range strings.Split(list, ",") {
-		id, err := strconv.Atoi(e)
-		if err != nil || id < 0 || strconv.Itoa(id) != e {
-			return bad("chip %q: want <chip id>[,<chip id>...] or <chip id>-<template>", e)
-		}
-		if slices.Contains(h.chips, id) {
-			return bad("chip %d named twice", id)
-		}
+	for _, id := range h.chips {
 		if _, known := d.chips[id]; !known {
 			newChips++
 		}
-		h.chips = append(h.chips, id)
-	}
-	if h.template != "" && len(h.chips) != 1 {
-		return bad("a vNPU lives on one chip")
 	}
 	if len(d.chips)+newChips > d.inv.totalChips {
 		return bad("names chips beyond the node's %d", d.inv.totalChips)
@@ -205,14 +191,7 @@ func templateNames(c *vnpu.Chip) string {
 
 // encode renders a holding as the huawei.com/npu-core annotation.
 func (h holding) encode() string {
-	ids := make([]string, len(h.chips))
-	for i, id := range h.chips {
-		ids[i] = strconv.Itoa(id)
-	}
-	if h.template != "" {
-		return ids[0] + "-" + h.template
-	}
-	return strings.Join(ids, ",")
+	return mindclusterproto.EncodeNPUCore(mindclusterproto.NPUCore{Chips: h.chips, Template: h.template})
 }
 
 // AddResource accounts the allocation in the pod's huawei.com/npu-core
@@ -224,7 +203,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 	if !asks(pod) {
 		return nil
 	}
-	value, ok := pod.Annotations[AnnotationNPUCore]
+	value, ok := pod.Annotations[mindclusterproto.AnnotationNPUCore]
 	if !ok {
 		return nil
 	}
@@ -258,7 +237,7 @@ func (d *Devices) AddQueueResource(pod *v1.Pod) map[string]float64 {
 	if !ok {
 		return nil
 	}
-	return map[string]float64{string(ResourceNPUCore): float64(d.coresOf(h))}
+	return map[string]float64{string(mindclusterproto.ResourceNPUCore): float64(d.coresOf(h))}
 }
 
 func (d *Devices) coresOf(h holding) int64 {
@@ -295,7 +274,7 @@ func (d *Devices) CardUsage() ([]api.CardUsage, int) {
 	total := d.inv.chip.Total
 	for _, c := range d.sortedChips() {
 		u := api.CardUsage{
-			ID: ChipPrefix + strconv.Itoa(c.id), Index: c.id, Type: d.inv.chipName, Healthy: c.healthy,
+			ID: mindclusterproto.ChipPrefix + strconv.Itoa(c.id), Index: c.id, Type: d.inv.chipName, Healthy: c.healthy,
 			MemoryUsedMiB: c.slice.Used.MemoryMiB, MemoryTotalMiB: total.MemoryMiB,
 			CoresUsed: int64(c.slice.Used.AICore), CoresTotal: int64(total.AICore),
 			Pods: int(c.slice.Instances + c.whole), MaxPods: int(total.AICPU),
@@ -324,7 +303,7 @@ func (d *Devices) GetStatus() string {
 	var sb strings.Builder
 	for _, c := range d.sortedChips() {
 		slices.Sort(held[c.id])
-		fmt.Fprintf(&sb, "%s%d: cores %d/%d, cpus %d/%d, %v, whole %d", ChipPrefix, c.id, c.slice.Used.AICore,
+		fmt.Fprintf(&sb, "%s%d: cores %d/%d, cpus %d/%d, %v, whole %d", mindclusterproto.ChipPrefix, c.id, c.slice.Used.AICore,
 			d.inv.perChip, c.slice.Used.AICPU, d.inv.chip.Total.AICPU, held[c.id], c.whole)
 		if !c.healthy {
 			sb.WriteString(", unhealthy")

@@ -8,7 +8,9 @@
 // ascend policy: InitVNPUDevice, setNodeVNPUInfo, initVChips) and
 // MindCluster's ascend-device-plugin (Ascend/mind-cluster
 // component/ascend-device-plugin). The model (chip resources, templates,
-// slicing, downgrade, batch ranking) is package vnpu.
+// slicing, downgrade, batch ranking) is package vnpu; the labels,
+// annotations and their formats are package protocol/mindcluster's, named
+// here to say what the backend does with them.
 //
 // # Requests
 //

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // TestAllocateTemplates checks the annotation each request gets: the
@@ -26,13 +27,13 @@ func TestAllocateTemplates(t *testing.T) {
 	}{
 		{name: "1 core", node: two, pod: corePod("p", 1), want: "0-vir01"},
 		{name: "2 cores low by default", node: two, pod: corePod("p", 2), want: "0-vir02_1c"},
-		{name: "2 cores high", node: two, pod: corePod("p", 2, LabelVNPULevel, "high"), want: "0-vir02"},
-		{name: "4 cores low", node: two, pod: corePod("p", 4, LabelVNPULevel, "low"), want: "0-vir04_3c"},
-		{name: "4 cores high", node: two, pod: corePod("p", 4, LabelVNPULevel, "high"), want: "0-vir04"},
-		{name: "4 cores with DVPP", node: two, pod: corePod("p", 4, LabelVNPUDVPP, "yes"), want: "0-vir04_4c_dvpp"},
-		{name: "4 cores without DVPP", node: two, pod: corePod("p", 4, LabelVNPUDVPP, "no", LabelVNPULevel, "high"),
+		{name: "2 cores high", node: two, pod: corePod("p", 2, mindclusterproto.LabelVNPULevel, "high"), want: "0-vir02"},
+		{name: "4 cores low", node: two, pod: corePod("p", 4, mindclusterproto.LabelVNPULevel, "low"), want: "0-vir04_3c"},
+		{name: "4 cores high", node: two, pod: corePod("p", 4, mindclusterproto.LabelVNPULevel, "high"), want: "0-vir04"},
+		{name: "4 cores with DVPP", node: two, pod: corePod("p", 4, mindclusterproto.LabelVNPUDVPP, "yes"), want: "0-vir04_4c_dvpp"},
+		{name: "4 cores without DVPP", node: two, pod: corePod("p", 4, mindclusterproto.LabelVNPUDVPP, "no", mindclusterproto.LabelVNPULevel, "high"),
 			want: "0-vir04_3c_ndvpp"},
-		{name: "4 cores dvpp null is shared DVPP", node: two, pod: corePod("p", 4, LabelVNPUDVPP, "null"), want: "0-vir04_3c"},
+		{name: "4 cores dvpp null is shared DVPP", node: two, pod: corePod("p", 4, mindclusterproto.LabelVNPUDVPP, "null"), want: "0-vir04_3c"},
 		{name: "one whole chip", node: two, pod: corePod("p", 8), want: "0"},
 		{name: "two whole chips", node: two, pod: corePod("p", 16), want: "0,1"},
 		{name: "whole chips skip held and sliced chips", node: node310P("n", 4, chips(0, 1, 2, 3)),
@@ -43,19 +44,19 @@ func TestAllocateTemplates(t *testing.T) {
 		{name: "spread picks the emptiest chip", node: two, policy: api.PolicySpread,
 			held: []*v1.Pod{placed(corePod("h", 2), "0-vir02_1c", true)}, pod: corePod("p", 1), want: "1-vir01"},
 		{name: "a high vir02 downgrades when the chip lacks an AI CPU", node: node310P("n", 1, chips(0)),
-			held: []*v1.Pod{placed(corePod("h1", 4, LabelVNPULevel, "high"), "0-vir04", true),
-				placed(corePod("h2", 2, LabelVNPULevel, "high"), "0-vir02", true)},
-			pod: corePod("p", 2, LabelVNPULevel, "high"), want: "0-vir02_1c"},
+			held: []*v1.Pod{placed(corePod("h1", 4, mindclusterproto.LabelVNPULevel, "high"), "0-vir04", true),
+				placed(corePod("h2", 2, mindclusterproto.LabelVNPULevel, "high"), "0-vir02", true)},
+			pod: corePod("p", 2, mindclusterproto.LabelVNPULevel, "high"), want: "0-vir02_1c"},
 		{name: "a high vir04 downgrades to vir04_3c", node: node310P("n", 1, chips(0)),
-			held: []*v1.Pod{placed(corePod("h1", 4, LabelVNPULevel, "high"), "0-vir04", true)},
-			pod:  corePod("p", 4, LabelVNPULevel, "high"), want: "0-vir04_3c"},
+			held: []*v1.Pod{placed(corePod("h1", 4, mindclusterproto.LabelVNPULevel, "high"), "0-vir04", true)},
+			pod:  corePod("p", 4, mindclusterproto.LabelVNPULevel, "high"), want: "0-vir04_3c"},
 		{name: "no downgrade while another chip takes the template", node: two,
-			held: []*v1.Pod{placed(corePod("h1", 4, LabelVNPULevel, "high"), "0-vir04", true),
-				placed(corePod("h2", 2, LabelVNPULevel, "high"), "0-vir02", true)},
-			pod: corePod("p", 2, LabelVNPULevel, "high"), want: "1-vir02"},
+			held: []*v1.Pod{placed(corePod("h1", 4, mindclusterproto.LabelVNPULevel, "high"), "0-vir04", true),
+				placed(corePod("h2", 2, mindclusterproto.LabelVNPULevel, "high"), "0-vir02", true)},
+			pod: corePod("p", 2, mindclusterproto.LabelVNPULevel, "high"), want: "1-vir02"},
 		{name: "a dvpp vNPU pairs with an ndvpp one", node: node310P("n", 1, chips(0)),
-			held: []*v1.Pod{placed(corePod("h", 4, LabelVNPUDVPP, "yes"), "0-vir04_4c_dvpp", true)},
-			pod:  corePod("p", 4, LabelVNPUDVPP, "no"), want: "0-vir04_3c_ndvpp"},
+			held: []*v1.Pod{placed(corePod("h", 4, mindclusterproto.LabelVNPUDVPP, "yes"), "0-vir04_4c_dvpp", true)},
+			pod:  corePod("p", 4, mindclusterproto.LabelVNPUDVPP, "no"), want: "0-vir04_3c_ndvpp"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,8 +72,8 @@ func TestAllocateTemplates(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Allocate: %v", err)
 			}
-			want := map[string]string{AnnotationNPUCore: tc.want, AnnotationPredicateTime: "1700000000000000123",
-				AnnotationVolcanoPredicateTime: "1700000000000000123"}
+			want := map[string]string{mindclusterproto.AnnotationNPUCore: tc.want, mindclusterproto.AnnotationPredicateTime: "1700000000000000123",
+				mindclusterproto.AnnotationVolcanoPredicateTime: "1700000000000000123"}
 			if diff := cmp.Diff(want, r.Annotations); diff != "" {
 				t.Errorf("annotations (-want +got):\n%s", diff)
 			}
@@ -84,7 +85,7 @@ func TestAllocateTemplates(t *testing.T) {
 // could resolve it.
 func TestFilterReasons(t *testing.T) {
 	one := node310P("n", 1, chips(0))
-	high4 := corePod("h", 4, LabelVNPULevel, "high")
+	high4 := corePod("h", 4, mindclusterproto.LabelVNPULevel, "high")
 	tests := []struct {
 		name       string
 		node       *v1.Node
@@ -94,7 +95,7 @@ func TestFilterReasons(t *testing.T) {
 		wantCode   int
 		want       []string
 	}{
-		{name: "unhealthy chip", node: node310P("n", 1, chips(0), AnnotationUnhealthyChips, chips(0)), pod: corePod("p", 1),
+		{name: "unhealthy chip", node: node310P("n", 1, chips(0), mindclusterproto.AnnotationUnhealthyChips, chips(0)), pod: corePod("p", 1),
 			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonChipUnhealthy}},
 		{name: "chip held whole", node: one, held: []*v1.Pod{placed(corePod("h", 8), "0", false)}, pod: corePod("p", 1),
 			wantCode: api.Unschedulable, want: []string{ReasonChipHeldWhole}},
@@ -103,8 +104,8 @@ func TestFilterReasons(t *testing.T) {
 		{name: "AI cores", node: one, held: []*v1.Pod{placed(high4, "0-vir04", true), placed(corePod("h2", 4), "0-vir04_3c", true)},
 			pod: corePod("p", 1), wantCode: api.Unschedulable, want: []string{ReasonChipAICore}},
 		{name: "AI CPUs: the dvpp template has no downgrade", node: one, held: []*v1.Pod{placed(high4, "0-vir04", true)},
-			pod: corePod("p", 4, LabelVNPUDVPP, "yes"), wantCode: api.Unschedulable, want: []string{ReasonChipAICPU}},
-		{name: "DVPP", node: one, held: []*v1.Pod{placed(corePod("h", 4, LabelVNPUDVPP, "yes"), "0-vir04_4c_dvpp", true)},
+			pod: corePod("p", 4, mindclusterproto.LabelVNPUDVPP, "yes"), wantCode: api.Unschedulable, want: []string{ReasonChipAICPU}},
+		{name: "DVPP", node: one, held: []*v1.Pod{placed(corePod("h", 4, mindclusterproto.LabelVNPUDVPP, "yes"), "0-vir04_4c_dvpp", true)},
 			pod: corePod("p", 2), wantCode: api.Unschedulable, want: []string{ReasonChipDVPP}},
 		{name: "no chip offered", node: node310P("n", 2, ""), pod: corePod("p", 1),
 			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonNoFreeChips}},
@@ -112,15 +113,15 @@ func TestFilterReasons(t *testing.T) {
 			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonNoFreeChips}},
 		{name: "more chips than the node has", node: node310P("n", 2, chips(0, 1)), pod: corePod("p", 24),
 			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonTooFewChips}},
-		{name: "more chips than the node offers healthy", node: node310P("n", 3, chips(0, 1, 2), AnnotationUnhealthyChips, chips(2)),
+		{name: "more chips than the node offers healthy", node: node310P("n", 3, chips(0, 1, 2), mindclusterproto.AnnotationUnhealthyChips, chips(2)),
 			held: []*v1.Pod{placed(corePod("h", 8), "0", false)}, pod: corePod("p", 24),
 			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonChipHeldWhole, ReasonChipUnhealthy, ReasonTooFewChips}},
 		{name: "not enough idle chips", node: node310P("n", 2, chips(0, 1)), held: []*v1.Pod{placed(corePod("h", 8), "1", false)},
 			pod: corePod("p", 16), wantCode: api.Unschedulable, want: []string{ReasonChipHeldWhole}},
 		{name: "cores not a whole number of this node's chips", node: func() *v1.Node {
 			n := node310P("n", 2, chips(0, 1))
-			n.Labels[LabelServerType] = "Ascend310P-10-dual"
-			n.Status.Capacity[ResourceNPUCore] = resourceOf(20)
+			n.Labels[mindclusterproto.LabelServerType] = "Ascend310P-10-dual"
+			n.Status.Capacity[mindclusterproto.ResourceNPUCore] = resourceOf(20)
 			return n
 		}(), pod: corePod("p", 8), wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonNotWholeChips}},
 		{name: "vNPUs in three groups refuse 4 cores", node: one, held: inGroups(0, 1, 2),
@@ -129,7 +130,7 @@ func TestFilterReasons(t *testing.T) {
 			pod: corePod("p", 2), wantCode: api.Unschedulable, want: []string{ReasonChipVGroups}},
 		{name: "a vNPU in flight", node: node310P("n", 2, chips(0, 1)), held: []*v1.Pod{placed(corePod("h", 1), "0-vir01", false)},
 			pod: corePod("p", 1), wantCode: api.Unschedulable, want: []string{ReasonInFlight}},
-		{name: "invalid request", node: one, pod: corePod("p", 1, LabelVNPULevel, "x"),
+		{name: "invalid request", node: one, pod: corePod("p", 1, mindclusterproto.LabelVNPULevel, "x"),
 			wantCode: api.UnschedulableAndUnresolvable, want: []string{`invalid mindcluster310p request: pod labels: vnpu-level="x": want low or high`}},
 	}
 	for _, tc := range tests {
@@ -157,7 +158,7 @@ func inGroups(groups ...int) []*v1.Pod {
 	var out []*v1.Pod
 	for _, g := range groups {
 		p := placed(corePod("g"+strconv.Itoa(g), 1), "0-vir01", true)
-		p.Annotations[AnnotationAscendReal] = "Ascend310P-1c.1cpu-" + strconv.Itoa(100+g) + "-0_" + strconv.Itoa(g)
+		p.Annotations[mindclusterproto.AnnotationAscendReal] = "Ascend310P-1c.1cpu-" + strconv.Itoa(100+g) + "-0_" + strconv.Itoa(g)
 		out = append(out, p)
 	}
 	return out
@@ -259,10 +260,10 @@ func TestAddResourceChecksTheRequest(t *testing.T) {
 	for _, p := range []*v1.Pod{
 		placed(corePod("a", 2), "0-vir01", true), // template of 1 core for 2
 		placed(corePod("b", 16), "0", true),      // one chip for two
-		placed(corePod("c", 1, LabelRingController, "ascend-910"), "0-vir01", true),
+		placed(corePod("c", 1, mindclusterproto.LabelRingController, "ascend-910"), "0-vir01", true),
 	} {
 		if err := d.AddResource(p); err == nil {
-			t.Errorf("%s: AddResource accepted %s", p.Name, p.Annotations[AnnotationNPUCore])
+			t.Errorf("%s: AddResource accepted %s", p.Name, p.Annotations[mindclusterproto.AnnotationNPUCore])
 		}
 	}
 	if got, want := d.GetStatus(), newDevicesFor(t, newBackend(t, Options{}), node310P("n", 2, chips(0, 1))).GetStatus(); got != want {
@@ -271,7 +272,7 @@ func TestAddResourceChecksTheRequest(t *testing.T) {
 }
 
 func TestCardUsage(t *testing.T) {
-	d := newDevicesFor(t, newBackend(t, Options{}), node310P("n", 3, chips(0, 1, 2), AnnotationUnhealthyChips, chips(2)),
+	d := newDevicesFor(t, newBackend(t, Options{}), node310P("n", 3, chips(0, 1, 2), mindclusterproto.AnnotationUnhealthyChips, chips(2)),
 		placed(corePod("a", 2), "0-vir02_1c", true), placed(corePod("b", 8), "1", false))
 	got, pods := d.CardUsage()
 	want := []api.CardUsage{
@@ -284,7 +285,7 @@ func TestCardUsage(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" || pods != 2 {
 		t.Errorf("CardUsage pods = %d, (-want +got):\n%s", pods, diff)
 	}
-	if q := d.AddQueueResource(placed(corePod("b", 8), "1", false)); q[string(ResourceNPUCore)] != 8 {
+	if q := d.AddQueueResource(placed(corePod("b", 8), "1", false)); q[string(mindclusterproto.ResourceNPUCore)] != 8 {
 		t.Errorf("AddQueueResource = %v, want 8 AI cores", q)
 	}
 }

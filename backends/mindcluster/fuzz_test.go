@@ -1,20 +1,16 @@
 package mindcluster
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/vgpushare/vshare/backends/internal/testkit"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // fuzzKeys are the names a registration error must mention one of.
-var fuzzKeys = []string{LabelServerType, LabelChipName, string(ResourceNPUCore), AnnotationFreeChips, AnnotationUnhealthyChips,
-	DeviceInfoKey}
+var fuzzKeys = []string{mindclusterproto.LabelServerType, mindclusterproto.LabelChipName, string(mindclusterproto.ResourceNPUCore), mindclusterproto.AnnotationFreeChips, mindclusterproto.AnnotationUnhealthyChips,
+	mindclusterproto.DeviceInfoKey}
 
 // FuzzNewDevices decodes a 310P node whose servertype label, capacity and
 // chip-list annotations are fuzzed. A refusal names the label, capacity or
@@ -45,9 +41,9 @@ func FuzzNewDevices(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, serverType, free, unhealthy string, chips uint16) {
 		node := node310P("n1", int(chips), free)
-		node.Labels[LabelServerType] = serverType
+		node.Labels[mindclusterproto.LabelServerType] = serverType
 		if unhealthy != "" {
-			node.Annotations[AnnotationUnhealthyChips] = unhealthy
+			node.Annotations[mindclusterproto.AnnotationUnhealthyChips] = unhealthy
 		}
 		d, err := newBackend(t, Options{}).NewDevices(node)
 		if err != nil {
@@ -74,11 +70,11 @@ func checkNamed(t *testing.T, err error) {
 // checkChips checks a fresh node against the lists it was decoded from.
 func checkChips(t *testing.T, d *Devices, free, unhealthy string) {
 	t.Helper()
-	sick, err := parseChips(unhealthy)
+	sick, err := mindclusterproto.DecodeChips(unhealthy)
 	if err != nil {
 		t.Fatalf("accepted unhealthy list %q: %v", unhealthy, err)
 	}
-	all, err := parseChips(free)
+	all, err := mindclusterproto.DecodeChips(free)
 	if err != nil {
 		t.Fatalf("accepted free list %q: %v", free, err)
 	}
@@ -101,94 +97,6 @@ func checkChips(t *testing.T, d *Devices, free, unhealthy string) {
 	usage, pods := d.CardUsage()
 	if pods != 0 || len(usage) != len(want) {
 		t.Errorf("CardUsage: %d cards, %d pods", len(usage), pods)
-	}
-}
-
-// FuzzDeviceInfo decodes the device-info ConfigMap's DeviceInfoCfg. With
-// build false the document is the fuzzed text; with build true it is built
-// from a fuzzed DeviceInfo with its correct CheckCode, so the fuzzer gets
-// past the hash. A refusal names the ConfigMap and DeviceInfoCfg; an
-// accepted document's CheckCode is the hash of its DeviceInfo, and its
-// DeviceList written back by DeviceInfoData decodes the same. The node's
-// inventory then follows the same rules as with annotations.
-func FuzzDeviceInfo(f *testing.F) {
-	list := map[string]string{AnnotationFreeChips: chips(0, 1), AnnotationUnhealthyChips: chips(1)}
-	good := DeviceInfoData(list, 1700000000)[DeviceInfoKey]
-	info, _ := json.Marshal(deviceInfo{DeviceList: list, UpdateTime: 1700000000})
-	for _, s := range []struct {
-		doc   string
-		build bool
-	}{
-		{good, false},
-		{strings.Replace(good, "Ascend310P-0", "Ascend310P-3", 1), false},
-		{`{"DeviceInfo":null,"CheckCode":"x"}`, false},
-		{`{"DeviceInfo":{"DeviceList":{}},"CheckCode":""}`, false},
-		{`{`, false},
-		{string(info), true},
-		{`{"DeviceList": {"huawei.com/Ascend310P": "Ascend310P-0"}, "UpdateTime": 1, "Extra": [1, 2]}`, true},
-		{`{"UpdateTime": 1}`, true},
-		{`{"DeviceList": {"huawei.com/Ascend310P": "Ascend310P-9"}}`, true},
-		{`{"DeviceList": 5}`, true},
-	} {
-		f.Add(s.doc, s.build)
-	}
-	f.Fuzz(func(t *testing.T, doc string, build bool) {
-		if build {
-			code, err := json.Marshal(hashOf(compact([]byte(doc))))
-			if err != nil {
-				return
-			}
-			doc = `{"DeviceInfo":` + doc + `,"CheckCode":` + string(code) + `}`
-		}
-		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DeviceInfoNamespace, Name: DeviceInfoPrefix + "n1"},
-			Data: map[string]string{DeviceInfoKey: doc}}
-		where := "ConfigMap " + DeviceInfoNamespace + "/" + DeviceInfoPrefix + "n1: " + DeviceInfoKey
-		dl, err := parseDeviceInfo(cm)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), where) {
-				t.Errorf("parseDeviceInfo error %q does not start with %q", err, where)
-			}
-		} else {
-			checkDeviceList(t, cm, dl)
-		}
-		b := newBackend(t, Options{Source: fakeSource{"n1": cm}})
-		node := node310P("n1", 4, chips(0))
-		d, nerr := b.NewDevices(node)
-		switch {
-		case err != nil && nerr == nil:
-			t.Fatalf("NewDevices accepted a node whose device-info parseDeviceInfo refuses: %v", err)
-		case nerr != nil:
-			checkNamed(t, nerr)
-		case d != nil:
-			free, ok := dl[AnnotationFreeChips]
-			if !ok {
-				free = chips(0)
-			}
-			checkChips(t, d.(*Devices), free, dl[AnnotationUnhealthyChips])
-		}
-	})
-}
-
-func checkDeviceList(t *testing.T, cm *v1.ConfigMap, dl map[string]string) {
-	t.Helper()
-	var doc deviceInfoDoc
-	if err := json.Unmarshal([]byte(cm.Data[DeviceInfoKey]), &doc); err != nil {
-		t.Fatalf("accepted a document that is not JSON: %v", err)
-	}
-	var info deviceInfo
-	if err := json.Unmarshal(doc.DeviceInfo, &info); err != nil {
-		t.Fatalf("accepted DeviceInfo that does not decode: %v", err)
-	}
-	if !checkCodeMatches(doc.CheckCode, doc.DeviceInfo, info) || dl == nil {
-		t.Fatalf("accepted CheckCode %q for DeviceInfo %s", doc.CheckCode, doc.DeviceInfo)
-	}
-	back := &v1.ConfigMap{ObjectMeta: cm.ObjectMeta, Data: DeviceInfoData(dl, info.UpdateTime)}
-	again, err := parseDeviceInfo(back)
-	if err != nil {
-		t.Fatalf("DeviceInfoData written back does not decode: %v", err)
-	}
-	if diff := cmp.Diff(dl, again); diff != "" {
-		t.Errorf("DeviceList round trip (-decoded +re-decoded):\n%s", diff)
 	}
 }
 
@@ -227,9 +135,9 @@ func FuzzAddResource(f *testing.F) {
 		d := newDevicesFor(t, newBackend(t, Options{}), node)
 		pod := placed(corePod("p", int64(cores)), value, false)
 		if real != "" {
-			pod.Annotations[AnnotationAscendReal] = real
+			pod.Annotations[mindclusterproto.AnnotationAscendReal] = real
 		}
-		acc := testkit.Account(t, d, pod, AnnotationNPUCore)
+		acc := testkit.Account(t, d, pod, mindclusterproto.AnnotationNPUCore)
 		if acc == nil {
 			return
 		}

@@ -1,8 +1,6 @@
 package mindcluster
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // testUnixNano is the fake clock's time in every test.
@@ -36,25 +35,19 @@ func newBackend(t testing.TB, opts Options) *Backend {
 }
 
 // chips renders chip IDs as a MindCluster chip list.
-func chips(ids ...int) string {
-	names := make([]string, len(ids))
-	for i, id := range ids {
-		names[i] = ChipPrefix + strconv.Itoa(id)
-	}
-	return strings.Join(names, ",")
-}
+func chips(ids ...int) string { return mindclusterproto.EncodeChips(ids...) }
 
 // node310P builds a 310P node of total 8-core chips offering the free
 // list; extra arguments are annotation key/value pairs.
 func node310P(name string, total int, free string, annotations ...string) *v1.Node {
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
-		Labels:      map[string]string{LabelServerType: "Ascend310P-8", LabelChipName: "310P3"},
-		Annotations: map[string]string{AnnotationFreeChips: free},
+		Labels:      map[string]string{mindclusterproto.LabelServerType: "Ascend310P-8", mindclusterproto.LabelChipName: "310P3"},
+		Annotations: map[string]string{mindclusterproto.AnnotationFreeChips: free},
 	}}
 	n.Status.Capacity = v1.ResourceList{
-		v1.ResourceCPU:  resource.MustParse("64"),
-		ResourceNPUCore: *resource.NewQuantity(int64(8*total), resource.DecimalSI),
+		v1.ResourceCPU:                   resource.MustParse("64"),
+		mindclusterproto.ResourceNPUCore: *resource.NewQuantity(int64(8*total), resource.DecimalSI),
 	}
 	for i := 0; i+1 < len(annotations); i += 2 {
 		n.Annotations[annotations[i]] = annotations[i+1]
@@ -67,12 +60,12 @@ func node310P(name string, total int, free string, annotations ...string) *v1.No
 func corePod(name string, cores int64, labels ...string) *v1.Pod {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Namespace: "ns", UID: types.UID("uid-" + name),
-		Labels:      map[string]string{LabelRingController: RingController310P},
+		Labels:      map[string]string{mindclusterproto.LabelRingController: mindclusterproto.RingController310P},
 		Annotations: map[string]string{},
 	}}
 	q := *resource.NewQuantity(cores, resource.DecimalSI)
 	p.Spec.Containers = []v1.Container{{Name: "main", Resources: v1.ResourceRequirements{
-		Limits: v1.ResourceList{ResourceNPUCore: q}, Requests: v1.ResourceList{ResourceNPUCore: q},
+		Limits: v1.ResourceList{mindclusterproto.ResourceNPUCore: q}, Requests: v1.ResourceList{mindclusterproto.ResourceNPUCore: q},
 	}}}
 	for i := 0; i+1 < len(labels); i += 2 {
 		p.Labels[labels[i]] = labels[i+1]
@@ -84,9 +77,9 @@ func corePod(name string, cores int64, labels ...string) *v1.Pod {
 // the device plugin's huawei.com/AscendReal.
 func placed(p *v1.Pod, value string, confirmed bool) *v1.Pod {
 	p = p.DeepCopy()
-	p.Annotations[AnnotationNPUCore] = value
+	p.Annotations[mindclusterproto.AnnotationNPUCore] = value
 	if confirmed {
-		p.Annotations[AnnotationAscendReal] = "Ascend310P-1c-100-0_0"
+		p.Annotations[mindclusterproto.AnnotationAscendReal] = "Ascend310P-1c-100-0_0"
 	}
 	return p
 }
@@ -98,7 +91,7 @@ func newDevicesFor(t testing.TB, b *Backend, n *v1.Node, pods ...*v1.Pod) *Devic
 
 func allocated(t testing.TB, d api.Devices, p *v1.Pod, policy string) string {
 	t.Helper()
-	return testkit.Allocate(t, d, p, policy).Annotations[AnnotationNPUCore]
+	return testkit.Allocate(t, d, p, policy).Annotations[mindclusterproto.AnnotationNPUCore]
 }
 
 func resourceOf(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }

@@ -9,30 +9,32 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // deviceInfoCM builds the device plugin's ConfigMap for node with data.
 func deviceInfoCM(node string, data map[string]string) *v1.ConfigMap {
-	return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DeviceInfoNamespace, Name: DeviceInfoPrefix + node,
+	return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: mindclusterproto.DeviceInfoNamespace, Name: mindclusterproto.DeviceInfoPrefix + node,
 		ResourceVersion: "7"}, Data: data}
 }
 
 func validCM(node string, list map[string]string) *v1.ConfigMap {
-	return deviceInfoCM(node, DeviceInfoData(list, 1700000000))
+	return deviceInfoCM(node, mindclusterproto.DeviceInfoData(list, 1700000000))
 }
 
 func TestNewDevicesInventory(t *testing.T) {
-	freeOnly := map[string]string{AnnotationFreeChips: chips(2, 3)}
+	freeOnly := map[string]string{mindclusterproto.AnnotationFreeChips: chips(2, 3)}
 	tests := []struct {
 		name   string
 		node   *v1.Node
 		cm     *v1.ConfigMap
 		status string
 	}{
-		{name: "annotations alone", node: node310P("n", 4, chips(0, 1, 2), AnnotationUnhealthyChips, chips(2)),
+		{name: "annotations alone", node: node310P("n", 4, chips(0, 1, 2), mindclusterproto.AnnotationUnhealthyChips, chips(2)),
 			status: "Ascend310P-0: cores 0/8, cpus 0/7, [], whole 0; Ascend310P-1: cores 0/8, cpus 0/7, [], whole 0; " +
 				"Ascend310P-2: cores 0/8, cpus 0/7, [], whole 0, unhealthy; in flight 0"},
-		{name: "the ConfigMap overrides the annotation key by key", node: node310P("n", 4, chips(0, 1), AnnotationUnhealthyChips, chips(1)),
+		{name: "the ConfigMap overrides the annotation key by key", node: node310P("n", 4, chips(0, 1), mindclusterproto.AnnotationUnhealthyChips, chips(1)),
 			cm: validCM("n", freeOnly),
 			status: "Ascend310P-1: cores 0/8, cpus 0/7, [], whole 0, unhealthy; Ascend310P-2: cores 0/8, cpus 0/7, [], whole 0; " +
 				"Ascend310P-3: cores 0/8, cpus 0/7, [], whole 0; in flight 0"},
@@ -55,11 +57,11 @@ func TestNewDevicesInventory(t *testing.T) {
 func TestNewDevicesOtherNodes(t *testing.T) {
 	b := newBackend(t, Options{})
 	noCapacity := node310P("n", 2, chips(0, 1))
-	delete(noCapacity.Status.Capacity, ResourceNPUCore)
+	delete(noCapacity.Status.Capacity, mindclusterproto.ResourceNPUCore)
 	zero := node310P("n", 0, "")
 	ascend910 := node310P("n", 2, "")
-	ascend910.Labels[LabelServerType] = "Ascend910-32"
-	delete(ascend910.Annotations, AnnotationFreeChips)
+	ascend910.Labels[mindclusterproto.LabelServerType] = "Ascend910-32"
+	delete(ascend910.Annotations, mindclusterproto.AnnotationFreeChips)
 	for name, n := range map[string]*v1.Node{"no capacity": noCapacity, "zero capacity": zero, "910 node": ascend910} {
 		if d, err := b.NewDevices(n); d != nil || err != nil {
 			t.Errorf("%s: NewDevices = %v, %v; want nil, nil", name, d, err)
@@ -70,52 +72,52 @@ func TestNewDevicesOtherNodes(t *testing.T) {
 // TestNewDevicesRejects checks that every malformed input names its
 // field, value or ConfigMap key.
 func TestNewDevicesRejects(t *testing.T) {
-	good := map[string]string{AnnotationFreeChips: chips(0)}
-	mismatched := DeviceInfoData(good, 1)
-	mismatched[DeviceInfoKey] = strings.Replace(mismatched[DeviceInfoKey], `"UpdateTime":1`, `"UpdateTime":2`, 1)
+	good := map[string]string{mindclusterproto.AnnotationFreeChips: chips(0)}
+	mismatched := mindclusterproto.DeviceInfoData(good, 1)
+	mismatched[mindclusterproto.DeviceInfoKey] = strings.Replace(mismatched[mindclusterproto.DeviceInfoKey], `"UpdateTime":1`, `"UpdateTime":2`, 1)
 	noList, _ := json.Marshal(map[string]any{"DeviceInfo": map[string]any{"UpdateTime": 1},
-		"CheckCode": DeviceInfoCheckCode(nil, 1)})
+		"CheckCode": mindclusterproto.DeviceInfoCheckCode(nil, 1)})
 	tests := []struct {
 		name string
 		edit func(n *v1.Node)
 		cm   *v1.ConfigMap
 		want []string
 	}{
-		{name: "no servertype", edit: func(n *v1.Node) { delete(n.Labels, LabelServerType) },
+		{name: "no servertype", edit: func(n *v1.Node) { delete(n.Labels, mindclusterproto.LabelServerType) },
 			want: []string{"label servertype is missing", "Ascend310P-8"}},
-		{name: "servertype without cores", edit: func(n *v1.Node) { n.Labels[LabelServerType] = "Ascend310P-x" },
+		{name: "servertype without cores", edit: func(n *v1.Node) { n.Labels[mindclusterproto.LabelServerType] = "Ascend310P-x" },
 			want: []string{`label servertype="Ascend310P-x"`, "Ascend310P-<AI cores per chip>"}},
-		{name: "chips too small for templates", edit: func(n *v1.Node) { n.Labels[LabelServerType] = "Ascend310P-2" },
+		{name: "chips too small for templates", edit: func(n *v1.Node) { n.Labels[mindclusterproto.LabelServerType] = "Ascend310P-2" },
 			want: []string{`label servertype="Ascend310P-2"`, "vir04"}},
-		{name: "no chip name", edit: func(n *v1.Node) { delete(n.Labels, LabelChipName) },
+		{name: "no chip name", edit: func(n *v1.Node) { delete(n.Labels, mindclusterproto.LabelChipName) },
 			want: []string{"label node.kubernetes.io/npu.chip.name", "310P3"}},
-		{name: "capacity not whole chips", edit: func(n *v1.Node) { n.Status.Capacity[ResourceNPUCore] = resource.MustParse("12") },
+		{name: "capacity not whole chips", edit: func(n *v1.Node) { n.Status.Capacity[mindclusterproto.ResourceNPUCore] = resource.MustParse("12") },
 			want: []string{"capacity huawei.com/npu-core=12", "8 AI cores per chip"}},
-		{name: "bad chip name", edit: func(n *v1.Node) { n.Annotations[AnnotationFreeChips] = "Ascend310P-0,Ascend910-1" },
+		{name: "bad chip name", edit: func(n *v1.Node) { n.Annotations[mindclusterproto.AnnotationFreeChips] = "Ascend310P-0,Ascend910-1" },
 			want: []string{"node annotations", "huawei.com/Ascend310P", `chip "Ascend910-1"`, "Ascend310P-<id>"}},
-		{name: "bad unhealthy chip", edit: func(n *v1.Node) { n.Annotations[AnnotationUnhealthyChips] = "Ascend310P-01" },
+		{name: "bad unhealthy chip", edit: func(n *v1.Node) { n.Annotations[mindclusterproto.AnnotationUnhealthyChips] = "Ascend310P-01" },
 			want: []string{"huawei.com/Ascend310P-Unhealthy", `chip "Ascend310P-01"`}},
-		{name: "chip twice", edit: func(n *v1.Node) { n.Annotations[AnnotationFreeChips] = chips(1, 1) },
+		{name: "chip twice", edit: func(n *v1.Node) { n.Annotations[mindclusterproto.AnnotationFreeChips] = chips(1, 1) },
 			want: []string{`chip "Ascend310P-1" listed twice`}},
-		{name: "more chips than the capacity", edit: func(n *v1.Node) { n.Annotations[AnnotationFreeChips] = chips(0, 1, 2) },
+		{name: "more chips than the capacity", edit: func(n *v1.Node) { n.Annotations[mindclusterproto.AnnotationFreeChips] = chips(0, 1, 2) },
 			want: []string{"lists 3 chips", "huawei.com/npu-core=16", "makes 2 chips"}},
-		{name: "no chip list anywhere", edit: func(n *v1.Node) { delete(n.Annotations, AnnotationFreeChips) },
+		{name: "no chip list anywhere", edit: func(n *v1.Node) { delete(n.Annotations, mindclusterproto.AnnotationFreeChips) },
 			want: []string{"no huawei.com/Ascend310P chip list", "kube-system/mindx-dl-deviceinfo-n", "DeviceInfoCfg"}},
 		{name: "ConfigMap without DeviceInfoCfg", cm: deviceInfoCM("n", map[string]string{"other": "x"}),
 			want: []string{"ConfigMap kube-system/mindx-dl-deviceinfo-n", "data key DeviceInfoCfg is missing"}},
-		{name: "ConfigMap not JSON", cm: deviceInfoCM("n", map[string]string{DeviceInfoKey: "{"}),
+		{name: "ConfigMap not JSON", cm: deviceInfoCM("n", map[string]string{mindclusterproto.DeviceInfoKey: "{"}),
 			want: []string{"mindx-dl-deviceinfo-n", "DeviceInfoCfg: invalid JSON"}},
-		{name: "ConfigMap without DeviceInfo", cm: deviceInfoCM("n", map[string]string{DeviceInfoKey: `{"CheckCode":"a"}`}),
+		{name: "ConfigMap without DeviceInfo", cm: deviceInfoCM("n", map[string]string{mindclusterproto.DeviceInfoKey: `{"CheckCode":"a"}`}),
 			want: []string{"DeviceInfoCfg.DeviceInfo is missing"}},
-		{name: "DeviceInfo of the wrong shape", cm: deviceInfoCM("n", map[string]string{DeviceInfoKey: `{"DeviceInfo":{"DeviceList":[1]},"CheckCode":"a"}`}),
+		{name: "DeviceInfo of the wrong shape", cm: deviceInfoCM("n", map[string]string{mindclusterproto.DeviceInfoKey: `{"DeviceInfo":{"DeviceList":[1]},"CheckCode":"a"}`}),
 			want: []string{"DeviceInfoCfg.DeviceInfo:", "cannot unmarshal"}},
-		{name: "no CheckCode", cm: deviceInfoCM("n", map[string]string{DeviceInfoKey: `{"DeviceInfo":{"DeviceList":{}}}`}),
+		{name: "no CheckCode", cm: deviceInfoCM("n", map[string]string{mindclusterproto.DeviceInfoKey: `{"DeviceInfo":{"DeviceList":{}}}`}),
 			want: []string{"DeviceInfoCfg.CheckCode is empty"}},
 		{name: "CheckCode mismatch", cm: deviceInfoCM("n", mismatched),
 			want: []string{"DeviceInfoCfg.CheckCode=", "does not match DeviceInfo"}},
-		{name: "no DeviceList", cm: deviceInfoCM("n", map[string]string{DeviceInfoKey: string(noList)}),
+		{name: "no DeviceList", cm: deviceInfoCM("n", map[string]string{mindclusterproto.DeviceInfoKey: string(noList)}),
 			want: []string{"DeviceInfoCfg.DeviceInfo.DeviceList is missing"}},
-		{name: "bad chip in the ConfigMap", cm: validCM("n", map[string]string{AnnotationFreeChips: "Ascend310P-a"}),
+		{name: "bad chip in the ConfigMap", cm: validCM("n", map[string]string{mindclusterproto.AnnotationFreeChips: "Ascend310P-a"}),
 			want: []string{"ConfigMap kube-system/mindx-dl-deviceinfo-n: huawei.com/Ascend310P", `chip "Ascend310P-a"`}},
 	}
 	for _, tc := range tests {
@@ -141,29 +143,6 @@ func TestNewDevicesRejects(t *testing.T) {
 	}
 }
 
-func TestDeviceInfoCheckCode(t *testing.T) {
-	list := map[string]string{AnnotationFreeChips: chips(0, 1)}
-	// The device plugin's hash is over json.Marshal of DeviceInfo: the
-	// DeviceList map with sorted keys, then UpdateTime.
-	raw := `{"DeviceList":{"huawei.com/Ascend310P":"Ascend310P-0,Ascend310P-1"},"UpdateTime":5}`
-	if got, want := DeviceInfoCheckCode(list, 5), hashOf([]byte(raw)); got != want {
-		t.Errorf("DeviceInfoCheckCode = %s, want %s", got, want)
-	}
-	// A pretty-printed document, or one with fields a newer device plugin
-	// added inside DeviceInfo, verifies against what was written.
-	pretty := "{\n  \"DeviceInfo\": {\n    \"DeviceList\": {\"huawei.com/Ascend310P\": \"Ascend310P-0,Ascend310P-1\"},\n" +
-		"    \"UpdateTime\": 5\n  },\n  \"CheckCode\": \"" + hashOf([]byte(raw)) + "\"\n}"
-	extended := `{"DeviceList":{"huawei.com/Ascend310P":"Ascend310P-0"},"UpdateTime":5,"Extra":1}`
-	for name, data := range map[string]string{
-		"pretty":   pretty,
-		"extended": `{"DeviceInfo":` + extended + `,"SuperPodID":-1,"CheckCode":"` + hashOf([]byte(extended)) + `"}`,
-	} {
-		if _, err := parseDeviceInfo(deviceInfoCM("n", map[string]string{DeviceInfoKey: data})); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-}
-
 func TestInventoryKey(t *testing.T) {
 	src := fakeSource{}
 	b := newBackend(t, Options{Source: src})
@@ -177,19 +156,19 @@ func TestInventoryKey(t *testing.T) {
 		}
 		keys[k] = true
 	}
-	src["n"] = validCM("n", map[string]string{AnnotationFreeChips: chips(0)})
+	src["n"] = validCM("n", map[string]string{mindclusterproto.AnnotationFreeChips: chips(0)})
 	add("a new ConfigMap")
 	src["n"] = src["n"].DeepCopy()
 	src["n"].ResourceVersion = "8"
 	add("a new ConfigMap resourceVersion")
 	src["n"].ResourceVersion = ""
 	add("a ConfigMap without resourceVersion")
-	src["n"].Data = DeviceInfoData(map[string]string{AnnotationFreeChips: chips(1)}, 2)
+	src["n"].Data = mindclusterproto.DeviceInfoData(map[string]string{mindclusterproto.AnnotationFreeChips: chips(1)}, 2)
 	add("new data in a ConfigMap without resourceVersion")
-	n.Annotations[AnnotationUnhealthyChips] = chips(1)
+	n.Annotations[mindclusterproto.AnnotationUnhealthyChips] = chips(1)
 	add("the unhealthy annotation")
-	n.Labels[LabelChipName] = "310P1"
+	n.Labels[mindclusterproto.LabelChipName] = "310P1"
 	add("the chip name label")
-	n.Status.Capacity[ResourceNPUCore] = resource.MustParse("24")
+	n.Status.Capacity[mindclusterproto.ResourceNPUCore] = resource.MustParse("24")
 	add("the capacity")
 }

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/podres"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -24,7 +25,7 @@ type request struct {
 // asks reports whether a container or init container names
 // huawei.com/npu-core with a non-zero quantity (invalid values included, so
 // that ValidateRequest can refuse them).
-func asks(pod *v1.Pod) bool { return podres.Asks(pod, ResourceNPUCore) }
+func asks(pod *v1.Pod) bool { return podres.Asks(pod, mindclusterproto.ResourceNPUCore) }
 
 // parseRequest reads and checks the pod's request: the ring-controller
 // label, one container asking for a whole number of AI cores, and vnpu-level
@@ -34,16 +35,16 @@ func asks(pod *v1.Pod) bool { return podres.Asks(pod, ResourceNPUCore) }
 func parseRequest(pod *v1.Pod) (request, error) {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if q, ok := podres.Quantity(c, ResourceNPUCore); ok && !q.IsZero() {
+		if q, ok := podres.Quantity(c, mindclusterproto.ResourceNPUCore); ok && !q.IsZero() {
 			return request{}, fmt.Errorf("init container %q: %s=%s: 310P NPUs are served to containers only",
-				c.Name, ResourceNPUCore, q.String())
+				c.Name, mindclusterproto.ResourceNPUCore, q.String())
 		}
 	}
 	var r request
 	asking := ""
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		v, present, err := podres.Whole(c, ResourceNPUCore, maxCores)
+		v, present, err := podres.Whole(c, mindclusterproto.ResourceNPUCore, maxCores)
 		if err != nil {
 			return request{}, err
 		}
@@ -52,18 +53,18 @@ func parseRequest(pod *v1.Pod) (request, error) {
 		}
 		if asking != "" {
 			return request{}, fmt.Errorf("containers %q and %q both ask for %s: MindCluster allocates one container's AI cores per pod",
-				asking, c.Name, ResourceNPUCore)
+				asking, c.Name, mindclusterproto.ResourceNPUCore)
 		}
 		asking, r.cores = c.Name, v
 	}
 	if asking == "" {
-		return request{}, fmt.Errorf("no container asks for a positive %s", ResourceNPUCore)
+		return request{}, fmt.Errorf("no container asks for a positive %s", mindclusterproto.ResourceNPUCore)
 	}
-	if got := pod.Labels[LabelRingController]; got != RingController310P {
+	if got := pod.Labels[mindclusterproto.LabelRingController]; got != mindclusterproto.RingController310P {
 		return request{}, fmt.Errorf("container %q asks for %s but pod label %s=%q: want %q",
-			asking, ResourceNPUCore, LabelRingController, got, RingController310P)
+			asking, mindclusterproto.ResourceNPUCore, mindclusterproto.LabelRingController, got, mindclusterproto.RingController310P)
 	}
-	r.level, r.dvpp = pod.Labels[LabelVNPULevel], pod.Labels[LabelVNPUDVPP]
+	r.level, r.dvpp = pod.Labels[mindclusterproto.LabelVNPULevel], pod.Labels[mindclusterproto.LabelVNPUDVPP]
 	// Validate the labels even for whole chips, which ignore them: a typo
 	// should not wait until the pod shrinks to a vNPU.
 	if _, err := vnpu.TemplateFor(1, r.level, r.dvpp); err != nil {
@@ -71,7 +72,7 @@ func parseRequest(pod *v1.Pod) (request, error) {
 	}
 	if r.cores < minWholeChip && !isTemplateCores(r.cores) {
 		return request{}, fmt.Errorf("container %q: %s=%d: want 1, 2 or 4 (a vNPU) or whole chips (a multiple of the node's AI cores per chip, %d or more)",
-			asking, ResourceNPUCore, r.cores, minWholeChip)
+			asking, mindclusterproto.ResourceNPUCore, r.cores, minWholeChip)
 	}
 	return r, nil
 }

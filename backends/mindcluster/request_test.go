@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 func TestValidateRequest(t *testing.T) {
@@ -20,28 +22,28 @@ func TestValidateRequest(t *testing.T) {
 	}
 	twoContainers := corePod("two", 1)
 	twoContainers.Spec.Containers = append(twoContainers.Spec.Containers, v1.Container{Name: "side",
-		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{ResourceNPUCore: resource.MustParse("2")}}})
+		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{mindclusterproto.ResourceNPUCore: resource.MustParse("2")}}})
 	initAsks := corePod("init", 1)
 	initAsks.Spec.InitContainers = []v1.Container{{Name: "setup",
-		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{ResourceNPUCore: resource.MustParse("1")}}}}
+		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{mindclusterproto.ResourceNPUCore: resource.MustParse("1")}}}}
 	fractional := corePod("frac", 1)
-	fractional.Spec.Containers[0].Resources.Limits[ResourceNPUCore] = resource.MustParse("1500m")
+	fractional.Spec.Containers[0].Resources.Limits[mindclusterproto.ResourceNPUCore] = resource.MustParse("1500m")
 	tests := []struct {
 		name string
 		pod  *v1.Pod
 		// want lists substrings of the error; none means valid.
 		want []string
 	}{
-		{name: "vNPU", pod: corePod("a", 2, LabelVNPULevel, "high", LabelVNPUDVPP, "no")},
-		{name: "dvpp null", pod: corePod("a", 4, LabelVNPUDVPP, "null")},
+		{name: "vNPU", pod: corePod("a", 2, mindclusterproto.LabelVNPULevel, "high", mindclusterproto.LabelVNPUDVPP, "no")},
+		{name: "dvpp null", pod: corePod("a", 4, mindclusterproto.LabelVNPUDVPP, "null")},
 		{name: "whole chips", pod: corePod("a", 16)},
 		{name: "cores not served by a 8-core chip are a node matter", pod: corePod("a", 20)},
-		{name: "no label", pod: withLabel(corePod("a", 1), LabelRingController, ""),
+		{name: "no label", pod: withLabel(corePod("a", 1), mindclusterproto.LabelRingController, ""),
 			want: []string{`container "main"`, "huawei.com/npu-core", `ring-controller.atlas=""`, `want "ascend-310P"`}},
-		{name: "910 label", pod: withLabel(corePod("a", 1), LabelRingController, "ascend-910"),
+		{name: "910 label", pod: withLabel(corePod("a", 1), mindclusterproto.LabelRingController, "ascend-910"),
 			want: []string{`ring-controller.atlas="ascend-910"`, "ascend-310P"}},
-		{name: "bad level", pod: corePod("a", 1, LabelVNPULevel, "medium"), want: []string{`vnpu-level="medium"`, "low or high"}},
-		{name: "bad dvpp", pod: corePod("a", 4, LabelVNPUDVPP, "maybe"), want: []string{`vnpu-dvpp="maybe"`, "yes, no"}},
+		{name: "bad level", pod: corePod("a", 1, mindclusterproto.LabelVNPULevel, "medium"), want: []string{`vnpu-level="medium"`, "low or high"}},
+		{name: "bad dvpp", pod: corePod("a", 4, mindclusterproto.LabelVNPUDVPP, "maybe"), want: []string{`vnpu-dvpp="maybe"`, "yes, no"}},
 		{name: "three cores", pod: corePod("a", 3), want: []string{`container "main"`, "huawei.com/npu-core=3", "want 1, 2 or 4"}},
 		{name: "seven cores", pod: corePod("a", 7), want: []string{"huawei.com/npu-core=7", "whole chips"}},
 		{name: "fractional", pod: fractional, want: []string{`container "main"`, "huawei.com/npu-core=1500m", "whole number"}},

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
 )
 
 // TestBatchScore checks the node order: nodes needing a downgrade last,
@@ -19,8 +20,8 @@ func TestBatchScore(t *testing.T) {
 		// One chip with a vir04 and a vir02: 2 free AI cores, but no AI CPU
 		// left for a high vir02, which must downgrade.
 		"downgrade": newDevicesFor(t, b, node310P("downgrade", 1, chips(0)),
-			placed(corePod("a", 4, LabelVNPULevel, "high"), "0-vir04", true),
-			placed(corePod("b", 2, LabelVNPULevel, "high"), "0-vir02", true)),
+			placed(corePod("a", 4, mindclusterproto.LabelVNPULevel, "high"), "0-vir04", true),
+			placed(corePod("b", 2, mindclusterproto.LabelVNPULevel, "high"), "0-vir02", true)),
 		// One chip with a vir04_3c: 4 free AI cores.
 		"busy": newDevicesFor(t, b, node310P("busy", 1, chips(0)), placed(corePod("c", 4), "0-vir04_3c", true)),
 		// One chip, 7 free AI cores.
@@ -28,7 +29,7 @@ func TestBatchScore(t *testing.T) {
 		// Held whole: does not fit.
 		"full": newDevicesFor(t, b, node310P("full", 1, chips(0)), placed(corePod("e", 8), "0", true)),
 	}
-	pod := corePod("p", 2, LabelVNPULevel, "high")
+	pod := corePod("p", 2, mindclusterproto.LabelVNPULevel, "high")
 	tests := []struct {
 		policy string
 		want   map[string]float64

@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 var _ api.OrderedAgent = (*Backend)(nil)
@@ -13,7 +14,7 @@ var _ api.OrderedAgent = (*Backend)(nil)
 // allocating pod on its node for each Allocate call, so only one may be
 // pending per node (api.OrderedAgent).
 func (b *Backend) AgentPending(pod *v1.Pod) bool {
-	return pod.Annotations[AnnotationBindPhase] == BindPhaseAllocating
+	return pod.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseAllocating
 }
 
 var _ api.Signed = (*Backend)(nil)
@@ -21,5 +22,5 @@ var _ api.Signed = (*Backend)(nil)
 // SignedAnnotations are the allocation annotations the node agent never
 // rewrites: the cards, the node and the times.
 func (b *Backend) SignedAnnotations() []string {
-	return []string{AnnotationIDs, AnnotationNode, AnnotationTime, AnnotationBindTime}
+	return []string{vgpuproto.AnnotationIDs, vgpuproto.AnnotationNode, vgpuproto.AnnotationTime, vgpuproto.AnnotationBindTime}
 }

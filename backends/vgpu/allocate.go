@@ -9,6 +9,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Allocate picks the pod's cards (the choice FilterNode and ScoreNode made),
@@ -51,12 +52,12 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 			"nodePolicy", req.nodePolicy, "cards", value)
 	}
 	return &api.Reservation{Annotations: map[string]string{
-		AnnotationIDs:        value,
-		AnnotationToAllocate: value,
-		AnnotationNode:       d.node,
-		AnnotationTime:       now,
-		AnnotationBindPhase:  BindPhaseAllocating,
-		AnnotationBindTime:   now,
+		vgpuproto.AnnotationIDs:        value,
+		vgpuproto.AnnotationToAllocate: value,
+		vgpuproto.AnnotationNode:       d.node,
+		vgpuproto.AnnotationTime:       now,
+		vgpuproto.AnnotationBindPhase:  vgpuproto.BindPhaseAllocating,
+		vgpuproto.AnnotationBindTime:   now,
 	}}, nil
 }
 
@@ -67,7 +68,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
 	released, err := cardledger.Release(d.ledger, pod, r, d.apply)
 	if v := klog.V(4); released && v.Enabled() {
-		v.InfoS("Released vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", r.Annotations[AnnotationIDs])
+		v.InfoS("Released vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", r.Annotations[vgpuproto.AnnotationIDs])
 	}
 	return err
 }

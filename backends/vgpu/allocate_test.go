@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 func TestAllocateAnnotations(t *testing.T) {
@@ -22,8 +23,8 @@ func TestAllocateAnnotations(t *testing.T) {
 	ids := "GPU-0,NVIDIA,3000,30:GPU-1,NVIDIA,3000,30:;;GPU-2,NVIDIA,4096,0:"
 	now := strconv.Itoa(testUnix)
 	want := map[string]string{
-		AnnotationIDs: ids, AnnotationToAllocate: ids, AnnotationNode: "node-a",
-		AnnotationTime: now, AnnotationBindPhase: "allocating", AnnotationBindTime: now,
+		vgpuproto.AnnotationIDs: ids, vgpuproto.AnnotationToAllocate: ids, vgpuproto.AnnotationNode: "node-a",
+		vgpuproto.AnnotationTime: now, vgpuproto.AnnotationBindPhase: "allocating", vgpuproto.AnnotationBindTime: now,
 	}
 	if diff := cmp.Diff(want, r.Annotations); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
@@ -44,7 +45,7 @@ func TestAllocateRefusals(t *testing.T) {
 		{name: "already accounted", pod: one("held", 1, 1, 0), want: "already holds"},
 		{name: "does not fit", pod: one("p", 1, 20000, 0), want: ReasonCardTooSmall},
 		{name: "too many cards", pod: one("p", 5, 1, 0), want: ReasonTooFewCards},
-		{name: "invalid", pod: one("p", 1, 1, 0, AnnotationMode, "?"), want: AnnotationMode},
+		{name: "invalid", pod: one("p", 1, 1, 0, vgpuproto.AnnotationMode, "?"), want: vgpuproto.AnnotationMode},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,9 +72,9 @@ func TestReleaseRejectsMismatch(t *testing.T) {
 		{one("held", 1, 1000, 0), "GPU-1,NVIDIA,1000,0:", `the pod holds "GPU-0,NVIDIA,1000,0:"`},
 		{one("other", 1, 1000, 0), "GPU-0,NVIDIA,1000,0:", "holds no cards"},
 	} {
-		err := d.Release(tc.pod, &api.Reservation{Annotations: map[string]string{AnnotationIDs: tc.value}})
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), AnnotationIDs) {
-			t.Errorf("Release(%s, %q) = %v, want an error naming %s and containing %q", tc.pod.Name, tc.value, err, AnnotationIDs, tc.want)
+		err := d.Release(tc.pod, &api.Reservation{Annotations: map[string]string{vgpuproto.AnnotationIDs: tc.value}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), vgpuproto.AnnotationIDs) {
+			t.Errorf("Release(%s, %q) = %v, want an error naming %s and containing %q", tc.pod.Name, tc.value, err, vgpuproto.AnnotationIDs, tc.want)
 		}
 	}
 	if err := d.Release(one("x", 1, 1, 0), nil); err != nil {
@@ -136,7 +137,7 @@ func TestPropertyNoOvercommitAndExactRelease(t *testing.T) {
 			p := randomPod(rng)
 			p.Name, p.UID = "p"+strconv.Itoa(step), types.UID("uid-p"+strconv.Itoa(step))
 			if rng.IntN(3) == 0 {
-				p.Annotations[AnnotationGPUPolicy] = PolicyTopologyAware
+				p.Annotations[vgpuproto.AnnotationGPUPolicy] = PolicyTopologyAware
 			}
 			policy := policies[rng.IntN(2)]
 			fits := d.FilterNode(p, policy).IsSuccess()
@@ -178,7 +179,7 @@ func randomNode(rng *rand.Rand) *v1.Node {
 		case 0:
 			c = c.unhealthy()
 		case 1:
-			c = c.withType("NVIDIA-A100-SXM4-40GB").inMode(ModeMIG)
+			c = c.withType("NVIDIA-A100-SXM4-40GB").inMode(vgpuproto.ModeMIG)
 			c.mem = 40960
 		}
 		cards = append(cards, c)
@@ -186,7 +187,7 @@ func randomNode(rng *rand.Rand) *v1.Node {
 	if rng.IntN(2) == 0 {
 		return vgpuNode(cards)
 	}
-	return vgpuNode(cards, AnnotationHAMiScore, topologyScores)
+	return vgpuNode(cards, vgpuproto.AnnotationHAMiScore, topologyScores)
 }
 
 func checkCapacity(t *testing.T, d *Devices) {

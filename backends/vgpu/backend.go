@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Options configure a Backend.
@@ -68,8 +69,8 @@ func New(opts Options) (*Backend, error) {
 		b.factor = 1
 	}
 	switch {
-	case b.defaultMemMiB < 0 || b.defaultMemMiB > MaxMemoryMiB:
-		return nil, fmt.Errorf("vgpu options: nvidia.defaultMemory=%d: want 0 to %d MiB", cfg.DefaultMemory, MaxMemoryMiB)
+	case b.defaultMemMiB < 0 || b.defaultMemMiB > vgpuproto.MaxMemoryMiB:
+		return nil, fmt.Errorf("vgpu options: nvidia.defaultMemory=%d: want 0 to %d MiB", cfg.DefaultMemory, vgpuproto.MaxMemoryMiB)
 	case b.defaultCores < 0 || b.defaultCores > fullCores:
 		return nil, fmt.Errorf("vgpu options: nvidia.defaultCores=%d: want 0 to %d", cfg.DefaultCores, fullCores)
 	case b.defaultGPUNum < 0 || b.defaultGPUNum > MaxGPUsPerContainer:
@@ -121,8 +122,8 @@ func (b *Backend) ValidateRequest(pod *v1.Pod) error {
 // is part of the key, so that rewrite does not force a decode.
 func (b *Backend) InventoryKey(node *v1.Node) string {
 	a := node.Annotations
-	reg, hami, score := a[AnnotationRegister], a[AnnotationHAMiRegister], a[AnnotationHAMiScore]
-	deleted := handshakeDeleted(a[AnnotationHandshake])
+	reg, hami, score := a[vgpuproto.AnnotationRegister], a[vgpuproto.AnnotationHAMiRegister], a[vgpuproto.AnnotationHAMiScore]
+	deleted := vgpuproto.AgentDeleted(a[vgpuproto.AnnotationHandshake])
 	if hami == "" && score == "" && !deleted {
 		return reg
 	}

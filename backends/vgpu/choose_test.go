@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // cardsOf returns the UUIDs of a vgpu-ids-new value, per container.
@@ -40,7 +41,7 @@ func TestCardChoiceAndScoreAgree(t *testing.T) {
 		{name: "spread over two cards", policy: api.PolicySpread, pod: one("p", 2, 1024, 0), want: []string{"GPU-2,GPU-3"}},
 		{name: "binpack over three cards", policy: api.PolicyBinpack, pod: one("p", 3, 1024, 0), want: []string{"GPU-0,GPU-1,GPU-2"}},
 		{name: "pod annotation overrides the global policy", policy: api.PolicyBinpack,
-			pod: one("p", 1, 1024, 0, AnnotationGPUPolicy, api.PolicySpread), want: []string{"GPU-2"}},
+			pod: one("p", 1, 1024, 0, vgpuproto.AnnotationGPUPolicy, api.PolicySpread), want: []string{"GPU-2"}},
 		{name: "two containers", policy: api.PolicyBinpack, pod: vpod("p", []ctr{{1, 1024, -1, 0}, {-1, -1, -1, -1}, {1, 8000, -1, 0}}),
 			want: []string{"GPU-0", "", "GPU-1"}},
 	}
@@ -72,7 +73,7 @@ func TestSpreadScoresIdleCardsHigher(t *testing.T) {
 	if si, sb := idle.ScoreNode(p, api.PolicyBinpack), busy.ScoreNode(p, api.PolicyBinpack); si >= sb {
 		t.Errorf("binpack: busy node %v must beat idle node %v", sb, si)
 	}
-	nodeSpread := one("p", 1, 1024, 10, AnnotationNodePolicy, api.PolicySpread)
+	nodeSpread := one("p", 1, 1024, 10, vgpuproto.AnnotationNodePolicy, api.PolicySpread)
 	if si, sb := idle.ScoreNode(nodeSpread, api.PolicyBinpack), busy.ScoreNode(nodeSpread, api.PolicyBinpack); si <= sb {
 		t.Errorf("hami.io/node-scheduler-policy spread: idle node %v must beat busy node %v", si, sb)
 	}
@@ -102,7 +103,7 @@ func TestNUMABind(t *testing.T) {
 		`{"id":"GPU-2","count":10,"devmem":16384,"type":"NVIDIA-A10","numa":1,"health":true},` +
 		`{"id":"GPU-3","count":10,"devmem":16384,"type":"NVIDIA-A10","numa":1,"health":true},` +
 		`{"id":"GPU-4","count":10,"devmem":16384,"type":"NVIDIA-A10","numa":1,"health":true}]`
-	node := nodeWith(AnnotationHAMiRegister, hami)
+	node := nodeWith(vgpuproto.AnnotationHAMiRegister, hami)
 	busy := placed(one("a", 1, 8000, 0), "GPU-1,NVIDIA,8000,0:")
 	tests := []struct {
 		name   string
@@ -114,13 +115,13 @@ func TestNUMABind(t *testing.T) {
 		{name: "without binding binpack mixes NUMA nodes", policy: api.PolicyBinpack, pod: one("p", 2, 1000, 0),
 			want: []string{"GPU-1,GPU-0"}},
 		{name: "binding keeps both cards on one NUMA node (binpack: the fuller one)", policy: api.PolicyBinpack,
-			pod: one("p", 2, 1000, 0, AnnotationNUMABind, "true"), want: []string{"GPU-1,GPU-0"}},
+			pod: one("p", 2, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), want: []string{"GPU-1,GPU-0"}},
 		{name: "binding with three cards needs NUMA node 1", policy: api.PolicyBinpack,
-			pod: one("p", 3, 1000, 0, AnnotationNUMABind, "true"), want: []string{"GPU-2,GPU-3,GPU-4"}},
+			pod: one("p", 3, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), want: []string{"GPU-2,GPU-3,GPU-4"}},
 		{name: "binding under spread takes the emptier NUMA node", policy: api.PolicySpread,
-			pod: one("p", 2, 1000, 0, AnnotationNUMABind, "true"), want: []string{"GPU-2,GPU-3"}},
+			pod: one("p", 2, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), want: []string{"GPU-2,GPU-3"}},
 		{name: "four cards do not fit one NUMA node", policy: api.PolicyBinpack,
-			pod: one("p", 4, 1000, 0, AnnotationNUMABind, "true"), fail: ReasonNUMASplit},
+			pod: one("p", 4, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), fail: ReasonNUMASplit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,7 +151,7 @@ const topologyScores = `[` +
 
 func TestTopologyAware(t *testing.T) {
 	cards := []card{gpu("GPU-0", 16384), gpu("GPU-1", 16384), gpu("GPU-2", 16384), gpu("GPU-3", 16384), gpu("GPU-4", 16384)}
-	topo := []string{AnnotationGPUPolicy, PolicyTopologyAware}
+	topo := []string{vgpuproto.AnnotationGPUPolicy, PolicyTopologyAware}
 	tests := []struct {
 		name   string
 		node   *v1.Node
@@ -159,14 +160,14 @@ func TestTopologyAware(t *testing.T) {
 		policy string
 		want   []string
 	}{
-		{name: "two cards take the best-linked pair", node: vgpuNode(cards, AnnotationHAMiScore, topologyScores),
+		{name: "two cards take the best-linked pair", node: vgpuNode(cards, vgpuproto.AnnotationHAMiScore, topologyScores),
 			pod: one("p", 2, 1000, 0, topo...), want: []string{"GPU-0,GPU-1"}},
-		{name: "the best pair must fit", node: vgpuNode(cards, AnnotationHAMiScore, topologyScores),
+		{name: "the best pair must fit", node: vgpuNode(cards, vgpuproto.AnnotationHAMiScore, topologyScores),
 			held: []*v1.Pod{placed(one("a", 1, 16000, 0), "GPU-0,NVIDIA,16000,0:")},
 			pod:  one("p", 2, 1000, 0, topo...), want: []string{"GPU-2,GPU-3"}},
-		{name: "one card takes the worst-linked card", node: vgpuNode(cards, AnnotationHAMiScore, topologyScores),
+		{name: "one card takes the worst-linked card", node: vgpuNode(cards, vgpuproto.AnnotationHAMiScore, topologyScores),
 			pod: one("p", 1, 1000, 0, topo...), want: []string{"GPU-4"}},
-		{name: "four cards maximise the links", node: vgpuNode(cards, AnnotationHAMiScore, topologyScores),
+		{name: "four cards maximise the links", node: vgpuNode(cards, vgpuproto.AnnotationHAMiScore, topologyScores),
 			pod: one("p", 4, 1000, 0, topo...), want: []string{"GPU-0,GPU-1,GPU-2,GPU-3"}},
 		{name: "without scores topology-aware falls back to the node policy", node: vgpuNode(cards),
 			held: []*v1.Pod{placed(one("a", 1, 100, 0), "GPU-3,NVIDIA,100,0:")},

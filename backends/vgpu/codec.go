@@ -2,36 +2,28 @@ package vgpu
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
+
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
-// decodeUses reads a vgpu-ids-new value: per container (";"-separated, at
-// most ncontainers) the cards as "UUID,type,memMiB,cores:" entries, a MIG
-// instance as "UUID[group-pos]". Every card must be registered on the node.
+// decodeUses reads a vgpu-ids-new value (at most ncontainers container
+// entries) into uses. Every card must be registered on the node, within its
+// cores, and a MIG instance must exist in the card's geometries.
 func (d *Devices) decodeUses(value string, ncontainers int) ([]use, error) {
-	parts := strings.Split(value, ";")
-	if len(parts) > max(ncontainers, 1) {
-		return nil, fmt.Errorf("%d container entries for a pod with %d containers", len(parts), ncontainers)
+	if n := strings.Count(value, ";") + 1; n > max(ncontainers, 1) {
+		return nil, fmt.Errorf("%d container entries for a pod with %d containers", n, ncontainers)
+	}
+	entries, err := vgpuproto.DecodeAllocation(value)
+	if err != nil {
+		return nil, err
 	}
 	var uses []use
-	for ctr, part := range parts {
-		first := len(uses)
-		rest := part
-		for rest != "" {
-			var entry string
-			entry, rest, _ = strings.Cut(rest, ":")
-			if entry == "" {
-				return nil, fmt.Errorf("container %d: empty card entry in %q", ctr, part)
-			}
-			u, err := d.decodeUse(entry)
+	for ctr, devs := range entries {
+		for _, dev := range devs {
+			u, err := d.decodeUse(dev)
 			if err != nil {
-				return nil, fmt.Errorf("container %d card %q: %w", ctr, entry, err)
-			}
-			for _, prev := range uses[first:] {
-				if prev.card == u.card {
-					return nil, fmt.Errorf("container %d holds card %s twice", ctr, d.info[u.card].uuid)
-				}
+				return nil, fmt.Errorf("container entry %d card %s: %w", ctr, dev.UUID, err)
 			}
 			uses = append(uses, u)
 		}
@@ -42,68 +34,38 @@ func (d *Devices) decodeUses(value string, ncontainers int) ([]use, error) {
 	return uses, nil
 }
 
-// decodeUse reads one "UUID[group-pos],type,memMiB,cores" entry.
-func (d *Devices) decodeUse(entry string) (use, error) {
-	u := use{migGroup: -1, migPos: -1}
-	f := strings.Split(entry, ",")
-	if len(f) != 4 {
-		return u, fmt.Errorf("want UUID,type,memMiB,cores")
-	}
-	id, suffix, isMIG := strings.Cut(f[0], "[")
-	u.card = -1
+// decodeUse maps one decoded card to its card index on the node and checks
+// it against the card.
+func (d *Devices) decodeUse(dev vgpuproto.Device) (use, error) {
+	u := use{card: -1, migGroup: -1, migPos: -1}
 	for i := range d.info {
-		if d.info[i].uuid == id {
+		if d.info[i].uuid == dev.UUID {
 			u.card = int32(i)
 			break
 		}
 	}
 	if u.card < 0 {
-		return u, fmt.Errorf("card %q is not registered on the node", id)
-	}
-	mem, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || mem < 0 || mem > MaxMemoryMiB {
-		return u, fmt.Errorf("memory %q: want MiB in [0, %d]", f[2], MaxMemoryMiB)
-	}
-	cores, err := strconv.ParseInt(f[3], 10, 32)
-	if err != nil || cores < 0 || cores > int64(d.info[u.card].coresTotal) {
-		return u, fmt.Errorf("cores %q: want a whole number in [0, %d]", f[3], d.info[u.card].coresTotal)
-	}
-	u.mem, u.recMem, u.cores = mem, mem, int32(cores)
-	if !isMIG {
-		return u, nil
+		return u, fmt.Errorf("card %q is not registered on the node", dev.UUID)
 	}
 	ci := &d.info[u.card]
-	group, pos, ok := parseMIGSuffix(suffix)
-	if !ok {
-		return u, fmt.Errorf("MIG instance %q: want UUID[group-position]", f[0])
+	if dev.Cores > ci.coresTotal {
+		return u, fmt.Errorf("cores %d: want a whole number in [0, %d]", dev.Cores, ci.coresTotal)
+	}
+	u.mem, u.recMem, u.cores = dev.Mem, dev.Mem, dev.Cores
+	if !dev.IsMIG() {
+		return u, nil
 	}
 	if ci.mig == nil {
-		return u, fmt.Errorf("MIG instance %q on card %s, which has no known MIG geometry", f[0], id)
+		return u, fmt.Errorf("MIG instance %s[%s-%d] on a card without known MIG geometry", dev.UUID, dev.MIGGroup, dev.MIGPos)
 	}
-	g := ci.mig.groupIndex(group)
-	inst, found := ci.mig.instanceAt(g, pos)
+	g := ci.mig.groupIndex(dev.MIGGroup)
+	inst, found := ci.mig.instanceAt(g, dev.MIGPos)
 	if !found {
-		return u, fmt.Errorf("MIG instance %q: the card's geometries have no group %q with position %d", f[0], group, pos)
+		return u, fmt.Errorf("MIG instance %s[%s-%d]: the card's geometries have no group %q with position %d",
+			dev.UUID, dev.MIGGroup, dev.MIGPos, dev.MIGGroup, dev.MIGPos)
 	}
-	u.migGroup, u.migPos, u.mem = int16(g), int16(pos), inst
+	u.migGroup, u.migPos, u.mem = int16(g), int16(dev.MIGPos), inst
 	return u, nil
-}
-
-// parseMIGSuffix reads "group-pos]".
-func parseMIGSuffix(s string) (string, int, bool) {
-	body, ok := strings.CutSuffix(s, "]")
-	if !ok {
-		return "", 0, false
-	}
-	i := strings.LastIndexByte(body, '-')
-	if i <= 0 {
-		return "", 0, false
-	}
-	pos, err := strconv.Atoi(body[i+1:])
-	if err != nil || pos < 0 || pos >= maxMIGPositions {
-		return "", 0, false
-	}
-	return body[:i], pos, true
 }
 
 // checkMIG refuses MIG uses that clash with the cards' current geometry or
@@ -132,8 +94,8 @@ func (d *Devices) checkMIG(uses []use) error {
 }
 
 // encodeAllocation renders picks as vgpu-ids-new: one entry per regular
-// container (empty for containers without cards), ";"-separated, so the
-// node agent's container index matches the pod's.
+// container (empty for containers without cards), so the node agent's
+// container index matches the pod's.
 func (d *Devices) encodeAllocation(picks []pick, ncontainers int) string {
 	buf := make([]byte, 0, 64*len(picks)+ncontainers)
 	p := 0
@@ -144,21 +106,11 @@ func (d *Devices) encodeAllocation(picks []pick, ncontainers int) string {
 		for ; p < len(picks) && int(picks[p].ctr) == ctr; p++ {
 			pk := &picks[p]
 			ci := &d.info[pk.card]
-			buf = append(buf, ci.uuid...)
+			dev := vgpuproto.Device{UUID: ci.uuid, MIGPos: -1, Type: vgpuproto.DeviceTypeNVIDIA, Mem: pk.recMem, Cores: pk.cores}
 			if pk.migPos >= 0 {
-				buf = append(buf, '[')
-				buf = append(buf, ci.mig.groups[pk.migGroup].name...)
-				buf = append(buf, '-')
-				buf = strconv.AppendInt(buf, int64(pk.migPos), 10)
-				buf = append(buf, ']')
+				dev.MIGGroup, dev.MIGPos = ci.mig.groups[pk.migGroup].name, int(pk.migPos)
 			}
-			buf = append(buf, ',')
-			buf = append(buf, DeviceTypeNVIDIA...)
-			buf = append(buf, ',')
-			buf = strconv.AppendInt(buf, pk.recMem, 10)
-			buf = append(buf, ',')
-			buf = strconv.AppendInt(buf, int64(pk.cores), 10)
-			buf = append(buf, ':')
+			buf = vgpuproto.AppendDevice(buf, dev)
 		}
 	}
 	return string(buf)

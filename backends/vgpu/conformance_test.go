@@ -9,6 +9,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/conformance"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // conformanceNode mixes card sizes and modes: 16 GiB, 80 GiB, a MIG A100,
@@ -17,7 +18,7 @@ func conformanceNode() *v1.Node {
 	return vgpuNode([]card{
 		gpu("GPU-0", 16384),
 		gpu("GPU-1", 81920).withType("NVIDIA-A100-SXM4-80GB"),
-		gpu("GPU-2", 40960).withType("NVIDIA-A100-SXM4-40GB").inMode(ModeMIG),
+		gpu("GPU-2", 40960).withType("NVIDIA-A100-SXM4-40GB").inMode(vgpuproto.ModeMIG),
 		gpu("GPU-3", 16384).unhealthy(),
 		gpu("GPU-4", 24576).withCount(2),
 	})
@@ -50,7 +51,7 @@ func randomPod(rng *rand.Rand) *v1.Pod {
 	}
 	var ann []string
 	if rng.IntN(4) == 0 {
-		ann = append(ann, AnnotationGroupName, "pg"+strconv.Itoa(rng.IntN(3)), AnnotationPodGroupPolicy, PodGroupPolicySpread)
+		ann = append(ann, AnnotationGroupName, "pg"+strconv.Itoa(rng.IntN(3)), vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread)
 	}
 	return vpod("p", ctrs, ann...)
 }
@@ -66,7 +67,7 @@ func malformed(values ...string) []conformance.Malformed {
 	out := make([]conformance.Malformed, 0, len(values))
 	for _, v := range values {
 		out = append(out, conformance.Malformed{Name: "vgpu-ids-new " + strconv.Quote(v),
-			Annotations: map[string]string{AnnotationIDs: v}, Key: AnnotationIDs})
+			Annotations: map[string]string{vgpuproto.AnnotationIDs: v}, Key: vgpuproto.AnnotationIDs})
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // cardInfo is the immutable part of one card, shared by every copy of the
@@ -176,23 +177,23 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	var memUnits int64
 	report := make([]cardledger.Card, n)
 	for i, c := range inv.cards {
-		ci := cardInfo{uuid: c.uuid, typ: c.typ, typUpper: strings.ToUpper(c.typ), mode: c.mode, count: c.count,
-			coresTotal: c.coresTotal, numa: c.numa, healthy: c.healthy, memMiB: c.memMiB}
-		if c.mode == ModeMIG {
-			ci.mig = migLayoutFor(b.migCatalogue, c.typ)
+		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
+			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB}
+		if c.Mode == vgpuproto.ModeMIG {
+			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
-				ci.mode = ModeHAMiCore
+				ci.mode = vgpuproto.ModeHAMiCore
 				klog.InfoS("vGPU card registered in mig mode but its model has no known MIG geometry; sharing it as hami-core",
-					"node", node, "card", c.uuid, "type", c.typ)
+					"node", node, "card", c.UUID, "type", c.Type)
 			}
 		}
 		for j := 0; s.links != nil && j < n; j++ {
 			ci.linkSum += int64(s.links[i*n+j])
 		}
-		memUnits += c.memMiB / b.factor
+		memUnits += c.MemMiB / b.factor
 		s.info[i] = ci
-		report[i] = cardledger.Card{ID: c.uuid, Type: c.typ, Healthy: c.healthy, MemMiB: c.memMiB,
-			Cores: c.coresTotal, MaxPods: c.count}
+		report[i] = cardledger.Card{ID: c.UUID, Type: c.Type, Healthy: c.Healthy, MemMiB: c.MemMiB,
+			Cores: c.Cores, MaxPods: c.Count}
 	}
 	// Advertised: memory in its resource's unit (MiB / gpuMemoryFactor per
 	// card), memory-percentage and cores 100 per card. Per container
@@ -202,7 +203,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
 		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
 	}
-	spec := cardledger.Spec{Device: Name, Annotation: AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
+	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
 		Cores: b.resCores, Factor: b.factor, Asks: b.asks, Ignored: b.ignored}
 	d := &Devices{shared: s, cards: make([]cardState, n), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 	for i := range d.cards {
@@ -279,7 +280,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 		return &holding{gang: podGang(pod), uses: uses}, err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
-		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[AnnotationIDs])
+		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[vgpuproto.AnnotationIDs])
 	}
 	return err
 }

@@ -24,7 +24,7 @@
 // oversized values, cores or percentage above 100, a count of 0 with memory,
 // vGPUs in init containers and unknown annotation values.
 //
-// # Pod annotations read (sources)
+// # Pod annotations read (sources; keys in protocol/vgpu)
 //
 //   - volcano.sh/vgpu-mode: hami-core | mig | mps (Volcano GPUModeAnnotation).
 //   - nvidia.com/use-gputype, nvidia.com/nouse-gputype: comma-separated,
@@ -44,18 +44,13 @@
 //
 // # Node annotations read
 //
-//   - volcano.sh/node-vgpu-register: "UUID,count,devmemMiB,type,health,mode:"
-//     per card (volcano-vgpu-device-plugin; mode absent in older agents).
-//     Cards are indexed in order. NUMA is unknown in this format (all 0).
-//   - volcano.sh/node-vgpu-handshake: optional; "Deleted_..." means the
-//     agent is gone and the node has no usable vGPUs. No handshake is written.
-//   - hami.io/node-nvidia-register: HAMi's JSON list {id, index, count,
-//     devmem, devcore, type, numa, mode, health}, or its older
-//     "id,count,devmem,devcore,type,numa,health[,index,mode]:" form. Read only
-//     when the node has no volcano.sh/node-vgpu-register.
-//   - hami.io/node-nvidia-score: HAMi's pairwise link scores
-//     [{uuid, score: {uuid: n}}] (higher is better, NVLink counts 100 per link).
-//     Without it topology-aware falls back to the node policy.
+// The registration formats, their limits and their sources are
+// protocol/vgpu's. The backend reads volcano.sh/node-vgpu-register, or
+// HAMi's hami.io/node-nvidia-register when the node has none, indexing the
+// cards in order; hami.io/node-nvidia-score gives topology-aware its link
+// scores (without it topology-aware falls back to the node policy). A
+// volcano.sh/node-vgpu-handshake of "Deleted_..." means the agent is gone
+// and the node has no usable vGPUs; no handshake is written.
 //
 // A malformed registration is an error naming the annotation, the card and
 // the field: the node's vGPUs stay unavailable (the plugin logs it and
@@ -65,19 +60,20 @@
 //
 // # Allocation (pod annotations written, on the v1.Binding)
 //
-//   - volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate:
-//     "UUID,NVIDIA,memMiB,cores:" per card, ";" between containers, one entry
-//     per regular container (empty for containers without vGPUs) so the agent's
-//     container index is the pod's. A MIG instance is "UUID[group-pos]" where pos
-//     counts the geometry's instances in catalogue order; memMiB is the request,
-//     the card is charged the instance's size.
-//   - volcano.sh/vgpu-node, volcano.sh/vgpu-time and volcano.sh/bind-time
-//     (Unix seconds), volcano.sh/bind-phase: allocating.
+// volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate (one entry per
+// regular container, empty for containers without vGPUs, so the agent's
+// container index is the pod's; a MIG instance's position counts the
+// geometry's instances in catalogue order, memory is the request and the
+// card is charged the instance's size), volcano.sh/vgpu-node,
+// volcano.sh/vgpu-time, volcano.sh/bind-time and volcano.sh/bind-phase:
+// allocating; protocol/vgpu encodes them.
 //
 // Accounting reads volcano.sh/vgpu-ids-new back (the agent consumes
-// devices-to-allocate). Memory is MiB in every annotation, as DESIGN.md's
-// wire contract says; upstream agents that register and record memory in
-// gpuMemoryFactor units agree only when the factor is 1.
+// devices-to-allocate), checking every card against the node: registered,
+// within its cores, a MIG instance of its geometries. Memory is MiB in every
+// annotation, as DESIGN.md's wire contract says; upstream agents that
+// register and record memory in gpuMemoryFactor units agree only when the
+// factor is 1.
 //
 // The node lock (deviceshare.NodeLockEnable) is the node annotation
 // "hamivgpu", which volcano-vgpu-device-plugin releases once it served the

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 func TestFilterChecks(t *testing.T) {
@@ -23,14 +24,14 @@ func TestFilterChecks(t *testing.T) {
 		{name: "fits", cards: []card{v100}, pod: one("p", 1, 16384, 100)},
 		{name: "unhealthy card is never chosen", cards: []card{v100.unhealthy()}, pod: one("p", 1, 1, 0),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonUnhealthy)},
-		{name: "use-gputype keeps matching cards", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, AnnotationUseType, "t4"),
+		{name: "use-gputype keeps matching cards", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, vgpuproto.AnnotationUseType, "t4"),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonTypeMismatch)},
-		{name: "use-gputype list", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, AnnotationUseType, "T4,V100")},
-		{name: "nouse-gputype excludes", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, AnnotationNoUseType, "v100,t4"),
+		{name: "use-gputype list", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, vgpuproto.AnnotationUseType, "T4,V100")},
+		{name: "nouse-gputype excludes", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationNoUseType, "v100,t4"),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTypeMismatch)},
-		{name: "use-gpuuuid", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, AnnotationUseUUID, "GPU-1"),
+		{name: "use-gpuuuid", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, vgpuproto.AnnotationUseUUID, "GPU-1"),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonUUIDExcluded)},
-		{name: "nouse-gpuuuid", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, AnnotationNoUseUUID, "GPU-0, GPU-1"),
+		{name: "nouse-gpuuuid", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationNoUseUUID, "GPU-0, GPU-1"),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonUUIDExcluded)},
 		{name: "share count", cards: []card{v100.withCount(1)}, held: []*v1.Pod{placed(one("a", 1, 1, 0), "GPU-0,NVIDIA,1,0:")},
 			pod: one("p", 1, 1, 0), want: api.NewStatus(api.Unschedulable, ReasonShareCountFull)},
@@ -44,16 +45,16 @@ func TestFilterChecks(t *testing.T) {
 			pod: one("p", 1, 1, 100), want: api.NewStatus(api.Unschedulable, ReasonExclusiveBusy)},
 		{name: "a full card refuses cores=0", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 1, 100), "GPU-0,NVIDIA,1,100:")},
 			pod: one("p", 1, 1, 0), want: api.NewStatus(api.Unschedulable, ReasonCardCoresFull)},
-		{name: "mode", cards: []card{v100}, pod: one("p", 1, 1, 0, AnnotationMode, ModeMIG),
+		{name: "mode", cards: []card{v100}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationMode, vgpuproto.ModeMIG),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonModeMismatch)},
-		{name: "mode matches", cards: []card{v100}, pod: one("p", 1, 1, 0, AnnotationMode, ModeHAMiCore)},
+		{name: "mode matches", cards: []card{v100}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationMode, vgpuproto.ModeHAMiCore)},
 		{name: "podgroup spread keeps gang members apart", cards: []card{v100},
 			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "pg"), "GPU-0,NVIDIA,1,0:")},
-			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", AnnotationPodGroupPolicy, PodGroupPolicySpread),
+			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread),
 			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonGangOnCard)},
 		{name: "podgroup spread ignores other gangs", cards: []card{v100},
 			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "other"), "GPU-0,NVIDIA,1,0:")},
-			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", AnnotationPodGroupPolicy, PodGroupPolicySpread)},
+			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread)},
 		{name: "without spread gang members may share", cards: []card{v100},
 			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "pg"), "GPU-0,NVIDIA,1,0:")},
 			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg")},
@@ -84,7 +85,7 @@ func TestFilterChecks(t *testing.T) {
 
 func TestFilterInvalidRequest(t *testing.T) {
 	d := devicesOf(t, newBackend(t), fourCards())
-	st := d.FilterNode(one("p", 1, 1, 0, AnnotationMode, "x"), "")
+	st := d.FilterNode(one("p", 1, 1, 0, vgpuproto.AnnotationMode, "x"), "")
 	if st.Code != api.Error || len(st.Reasons) != 1 {
 		t.Errorf("FilterNode of an invalid request = %+v, want one Error reason", st)
 	}
@@ -130,10 +131,10 @@ func TestFilterMemoFollowsTheRequest(t *testing.T) {
 	}{
 		{"fits anywhere", one("a", 1, 1000, 10), true},
 		{"same request, another pod", one("b", 1, 1000, 10), true},
-		{"only the full card", one("c", 1, 1000, 10, AnnotationUseUUID, "GPU-1"), false},
+		{"only the full card", one("c", 1, 1000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"), false},
 		{"same as the first again", one("d", 1, 1000, 10), true},
-		{"excludes every card", one("e", 1, 1000, 10, AnnotationNoUseUUID, "GPU-0,GPU-1,GPU-2,GPU-3"), false},
-		{"another mode", one("f", 1, 1000, 10, AnnotationMode, ModeMIG), false},
+		{"excludes every card", one("e", 1, 1000, 10, vgpuproto.AnnotationNoUseUUID, "GPU-0,GPU-1,GPU-2,GPU-3"), false},
+		{"another mode", one("f", 1, 1000, 10, vgpuproto.AnnotationMode, vgpuproto.ModeMIG), false},
 		{"four cards", one("g", 4, 1000, 10), false},
 		{"three cards", one("h", 3, 1000, 10), true},
 	}

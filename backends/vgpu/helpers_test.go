@@ -1,8 +1,6 @@
 package vgpu
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // testUnix is the fake clock's time in every test, in Unix seconds.
@@ -39,7 +38,7 @@ type card struct {
 }
 
 func gpu(uuid string, mem int64) card {
-	return card{uuid: uuid, typ: "NVIDIA-Tesla V100-PCIE-32GB", count: 10, mem: mem, healthy: true, mode: ModeHAMiCore}
+	return card{uuid: uuid, typ: "NVIDIA-Tesla V100-PCIE-32GB", count: 10, mem: mem, healthy: true, mode: vgpuproto.ModeHAMiCore}
 }
 
 func (c card) withType(t string) card  { c.typ = t; return c }
@@ -47,19 +46,18 @@ func (c card) withCount(n int) card    { c.count = n; return c }
 func (c card) unhealthy() card         { c.healthy = false; return c }
 func (c card) inMode(mode string) card { c.mode = mode; return c }
 func register(cards ...card) string {
-	var b strings.Builder
-	for _, c := range cards {
-		b.WriteString(c.uuid + "," + strconv.Itoa(c.count) + "," + strconv.FormatInt(c.mem, 10) + "," + c.typ + "," +
-			strconv.FormatBool(c.healthy) + "," + c.mode + ":")
+	out := make([]vgpuproto.Card, len(cards))
+	for i, c := range cards {
+		out[i] = vgpuproto.Card{UUID: c.uuid, Count: int32(c.count), MemMiB: c.mem, Type: c.typ, Healthy: c.healthy, Mode: c.mode}
 	}
-	return b.String()
+	return vgpuproto.EncodeRegister(out)
 }
 
 // vgpuNode builds a node with the volcano register of the cards and extra
 // annotation key/value pairs.
 func vgpuNode(cards []card, annotations ...string) *v1.Node {
-	return testkit.Node("node-a", append([]string{AnnotationRegister, register(cards...),
-		AnnotationHandshake, "Reported 2026-01-01"}, annotations...)...)
+	return testkit.Node("node-a", append([]string{vgpuproto.AnnotationRegister, register(cards...),
+		vgpuproto.AnnotationHandshake, "Reported 2026-01-01"}, annotations...)...)
 }
 
 // fourCards is a node with four 16 GiB cards, GPU-0..GPU-3.
@@ -99,7 +97,7 @@ func one(name string, n, mem, cores int64, annotations ...string) *v1.Pod {
 // placed returns a copy of the pod carrying vgpu-ids-new.
 func placed(p *v1.Pod, ids string) *v1.Pod {
 	out := p.DeepCopy()
-	out.Annotations[AnnotationIDs] = ids
+	out.Annotations[vgpuproto.AnnotationIDs] = ids
 	return out
 }
 
@@ -112,5 +110,5 @@ func devicesOf(t testing.TB, b *Backend, node *v1.Node, pods ...*v1.Pod) *Device
 // allocated allocates the pod and returns its vgpu-ids-new.
 func allocated(t testing.TB, d *Devices, p *v1.Pod, policy string) string {
 	t.Helper()
-	return testkit.Allocate(t, d, p, policy).Annotations[AnnotationIDs]
+	return testkit.Allocate(t, d, p, policy).Annotations[vgpuproto.AnnotationIDs]
 }

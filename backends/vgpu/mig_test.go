@@ -9,10 +9,11 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 func migNode() *v1.Node {
-	return vgpuNode([]card{gpu("GPU-m", 40960).withType("NVIDIA-A100-SXM4-40GB").withCount(7).inMode(ModeMIG)})
+	return vgpuNode([]card{gpu("GPU-m", 40960).withType("NVIDIA-A100-SXM4-40GB").withCount(7).inMode(vgpuproto.ModeMIG)})
 }
 
 func TestMIGMatching(t *testing.T) {
@@ -60,10 +61,10 @@ func TestMIGRefusals(t *testing.T) {
 		!strings.Contains(st.Message(), ReasonNoMIGInstance) {
 		t.Errorf("50000 MiB: %+v, want %q (unresolvable)", st, ReasonNoMIGInstance)
 	}
-	if st := idle.FilterNode(one("p", 1, 100, 0, AnnotationMode, ModeHAMiCore), ""); st.IsSuccess() {
+	if st := idle.FilterNode(one("p", 1, 100, 0, vgpuproto.AnnotationMode, vgpuproto.ModeHAMiCore), ""); st.IsSuccess() {
 		t.Error("a hami-core pod fits a mig card")
 	}
-	if st := idle.FilterNode(one("p", 1, 100, 0, AnnotationMode, ModeMIG), ""); !st.IsSuccess() {
+	if st := idle.FilterNode(one("p", 1, 100, 0, vgpuproto.AnnotationMode, vgpuproto.ModeMIG), ""); !st.IsSuccess() {
 		t.Errorf("a mig pod on a mig card: %v", st.Message())
 	}
 	for _, bad := range []string{"GPU-m[group2-0],NVIDIA,1,0:", "GPU-m[group1-0],NVIDIA,1,0:"} {
@@ -78,11 +79,11 @@ func TestMIGCatalogueFromConfig(t *testing.T) {
 		c.KnownMIGGeometries = []config.AllowedMIGGeometries{{Models: []string{"T4"}, Geometries: []config.MIGGeometry{
 			{Group: "halves", Instances: []config.MIGTemplate{{Name: "half", Memory: 8192, Count: 2}}}}}}
 	})
-	d := devicesOf(t, b, vgpuNode([]card{gpu("GPU-t", 16384).withType("NVIDIA-Tesla T4").inMode(ModeMIG)}))
+	d := devicesOf(t, b, vgpuNode([]card{gpu("GPU-t", 16384).withType("NVIDIA-Tesla T4").inMode(vgpuproto.ModeMIG)}))
 	if got := allocated(t, d, one("p", 1, 100, 0), ""); got != "GPU-t[halves-0],NVIDIA,100,0:" {
 		t.Errorf("vgpu-ids-new = %q", got)
 	}
-	dflt := devicesOf(t, newBackend(t), vgpuNode([]card{gpu("GPU-t", 16384).withType("NVIDIA-Tesla T4").inMode(ModeMIG)}))
+	dflt := devicesOf(t, newBackend(t), vgpuNode([]card{gpu("GPU-t", 16384).withType("NVIDIA-Tesla T4").inMode(vgpuproto.ModeMIG)}))
 	if got := allocated(t, dflt, one("p", 1, 100, 0), ""); got != "GPU-t,NVIDIA,100,0:" {
 		t.Errorf("without a geometry for T4 the card is hami-core; vgpu-ids-new = %q", got)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/podres"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // ctrRequest is what one container asks for: nums cards, each with memMiB
@@ -189,7 +190,7 @@ func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	var out ctrRequest
 	r := podres.NewReader(c)
 	n, hasN := r.Whole(b.resCount, MaxGPUsPerContainer)
-	mem, hasMem := r.Whole(b.resMemory, MaxMemoryMiB/b.factor)
+	mem, hasMem := r.Whole(b.resMemory, vgpuproto.MaxMemoryMiB/b.factor)
 	pct, hasPct := r.Whole(b.resPercent, 100)
 	cores, hasCores := r.Whole(b.resCores, fullCores)
 	if err := r.Err(); err != nil {
@@ -232,49 +233,49 @@ func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 // cards.
 func parseAnnotations(pod *v1.Pod, policy string, r *podRequest) error {
 	a := pod.Annotations
-	switch m := a[AnnotationMode]; m {
-	case "", ModeHAMiCore, ModeMIG, ModeMPS:
+	switch m := a[vgpuproto.AnnotationMode]; m {
+	case "", vgpuproto.ModeHAMiCore, vgpuproto.ModeMIG, vgpuproto.ModeMPS:
 		r.mode = m
 	default:
-		return fmt.Errorf("annotation %s=%q: want %s, %s or %s", AnnotationMode, m, ModeHAMiCore, ModeMIG, ModeMPS)
+		return fmt.Errorf("annotation %s=%q: want %s, %s or %s", vgpuproto.AnnotationMode, m, vgpuproto.ModeHAMiCore, vgpuproto.ModeMIG, vgpuproto.ModeMPS)
 	}
-	r.useType = strings.ToUpper(a[AnnotationUseType])
-	r.noUseType = strings.ToUpper(a[AnnotationNoUseType])
-	r.useUUID, r.noUseUUID = a[AnnotationUseUUID], a[AnnotationNoUseUUID]
+	r.useType = strings.ToUpper(a[vgpuproto.AnnotationUseType])
+	r.noUseType = strings.ToUpper(a[vgpuproto.AnnotationNoUseType])
+	r.useUUID, r.noUseUUID = a[vgpuproto.AnnotationUseUUID], a[vgpuproto.AnnotationNoUseUUID]
 	if policy != api.PolicySpread && policy != PolicyFragment {
 		policy = api.PolicyBinpack
 	}
 	r.cardPolicy, r.nodePolicy = policy, policy
-	switch p := a[AnnotationGPUPolicy]; p {
+	switch p := a[vgpuproto.AnnotationGPUPolicy]; p {
 	case "":
 	case api.PolicyBinpack, api.PolicySpread, PolicyTopologyAware:
 		r.cardPolicy = p
 	default:
-		return fmt.Errorf("annotation %s=%q: want %s, %s or %s", AnnotationGPUPolicy, p,
+		return fmt.Errorf("annotation %s=%q: want %s, %s or %s", vgpuproto.AnnotationGPUPolicy, p,
 			api.PolicyBinpack, api.PolicySpread, PolicyTopologyAware)
 	}
-	switch p := a[AnnotationNodePolicy]; p {
+	switch p := a[vgpuproto.AnnotationNodePolicy]; p {
 	case "":
 	case api.PolicyBinpack, api.PolicySpread:
 		r.nodePolicy = p
 	default:
-		return fmt.Errorf("annotation %s=%q: want %s or %s", AnnotationNodePolicy, p, api.PolicyBinpack, api.PolicySpread)
+		return fmt.Errorf("annotation %s=%q: want %s or %s", vgpuproto.AnnotationNodePolicy, p, api.PolicyBinpack, api.PolicySpread)
 	}
-	if v, ok := a[AnnotationNUMABind]; ok && v != "" {
+	if v, ok := a[vgpuproto.AnnotationNUMABind]; ok && v != "" {
 		bind, err := strconv.ParseBool(v)
 		if err != nil {
-			return fmt.Errorf("annotation %s=%q: want true or false", AnnotationNUMABind, v)
+			return fmt.Errorf("annotation %s=%q: want true or false", vgpuproto.AnnotationNUMABind, v)
 		}
 		r.numaBind = bind
 	}
-	switch v := a[AnnotationPodGroupPolicy]; v {
+	switch v := a[vgpuproto.AnnotationPodGroupPolicy]; v {
 	case "":
-	case PodGroupPolicySpread:
+	case vgpuproto.PodGroupPolicySpread:
 		if g := a[AnnotationGroupName]; g != "" {
 			r.gang = gangKey(pod.Namespace, g)
 		}
 	default:
-		return fmt.Errorf("annotation %s=%q: want %s or nothing", AnnotationPodGroupPolicy, v, PodGroupPolicySpread)
+		return fmt.Errorf("annotation %s=%q: want %s or nothing", vgpuproto.AnnotationPodGroupPolicy, v, vgpuproto.PodGroupPolicySpread)
 	}
 	return nil
 }

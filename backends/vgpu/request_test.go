@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -70,12 +71,12 @@ func TestParsePolicies(t *testing.T) {
 		{name: "global binpack", global: api.PolicyBinpack, wantCard: api.PolicyBinpack, node: api.PolicyBinpack},
 		{name: "empty global is binpack", wantCard: api.PolicyBinpack, node: api.PolicyBinpack},
 		{name: "pod overrides card and node policy", global: api.PolicyBinpack,
-			annotations: []string{AnnotationGPUPolicy, api.PolicySpread, AnnotationNodePolicy, api.PolicySpread},
+			annotations: []string{vgpuproto.AnnotationGPUPolicy, api.PolicySpread, vgpuproto.AnnotationNodePolicy, api.PolicySpread},
 			wantCard:    api.PolicySpread, node: api.PolicySpread},
-		{name: "topology-aware", global: api.PolicySpread, annotations: []string{AnnotationGPUPolicy, PolicyTopologyAware},
+		{name: "topology-aware", global: api.PolicySpread, annotations: []string{vgpuproto.AnnotationGPUPolicy, PolicyTopologyAware},
 			wantCard: PolicyTopologyAware, node: api.PolicySpread},
-		{name: "numa bind and gang spread", annotations: []string{AnnotationNUMABind, "true",
-			AnnotationPodGroupPolicy, PodGroupPolicySpread, AnnotationGroupName, "pg"},
+		{name: "numa bind and gang spread", annotations: []string{vgpuproto.AnnotationNUMABind, "true",
+			vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread, AnnotationGroupName, "pg"},
 			wantCard: api.PolicyBinpack, node: api.PolicyBinpack, wantNUMA: true, wantGang: "ns/pg"},
 	}
 	for _, tc := range tests {
@@ -115,11 +116,11 @@ func TestValidateRequestRefuses(t *testing.T) {
 		{name: "memory without count when defaultGPUNum is 0", cfg: func(c *config.NVIDIAConfig) { c.DefaultGPUNum = 0 },
 			pod: vpod("p", []ctr{{-1, 10, -1, -1}}), want: []string{"nvidia.defaultGPUNum is 0"}},
 		{name: "init container", pod: initPod, want: []string{`init container "init"`, "only served to regular containers"}},
-		{name: "unknown mode", pod: one("p", 1, 10, 0, AnnotationMode, "mps2"), want: []string{AnnotationMode, `"mps2"`}},
-		{name: "unknown card policy", pod: one("p", 1, 10, 0, AnnotationGPUPolicy, "least"), want: []string{AnnotationGPUPolicy, "topology-aware"}},
-		{name: "unknown node policy", pod: one("p", 1, 10, 0, AnnotationNodePolicy, "x"), want: []string{AnnotationNodePolicy}},
-		{name: "numa bind not a bool", pod: one("p", 1, 10, 0, AnnotationNUMABind, "maybe"), want: []string{AnnotationNUMABind, "true or false"}},
-		{name: "unknown podgroup policy", pod: one("p", 1, 10, 0, AnnotationPodGroupPolicy, "pack"), want: []string{AnnotationPodGroupPolicy}},
+		{name: "unknown mode", pod: one("p", 1, 10, 0, vgpuproto.AnnotationMode, "mps2"), want: []string{vgpuproto.AnnotationMode, `"mps2"`}},
+		{name: "unknown card policy", pod: one("p", 1, 10, 0, vgpuproto.AnnotationGPUPolicy, "least"), want: []string{vgpuproto.AnnotationGPUPolicy, "topology-aware"}},
+		{name: "unknown node policy", pod: one("p", 1, 10, 0, vgpuproto.AnnotationNodePolicy, "x"), want: []string{vgpuproto.AnnotationNodePolicy}},
+		{name: "numa bind not a bool", pod: one("p", 1, 10, 0, vgpuproto.AnnotationNUMABind, "maybe"), want: []string{vgpuproto.AnnotationNUMABind, "true or false"}},
+		{name: "unknown podgroup policy", pod: one("p", 1, 10, 0, vgpuproto.AnnotationPodGroupPolicy, "pack"), want: []string{vgpuproto.AnnotationPodGroupPolicy}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,7 +179,7 @@ func TestParseCacheFollowsThePod(t *testing.T) {
 	}
 	updated := pod.DeepCopy()
 	updated.ResourceVersion = "2"
-	updated.Annotations[AnnotationMode] = "turbo"
+	updated.Annotations[vgpuproto.AnnotationMode] = "turbo"
 	if err := b.parse(updated, api.PolicySpread, &r); err == nil {
 		t.Fatalf("the updated pod's bad mode was not seen")
 	}
@@ -186,7 +187,7 @@ func TestParseCacheFollowsThePod(t *testing.T) {
 		t.Fatalf("the first object again: %v, %+v", err, r.ctrs())
 	}
 	pod.ResourceVersion = "3"
-	pod.Annotations[AnnotationMode] = "turbo"
+	pod.Annotations[vgpuproto.AnnotationMode] = "turbo"
 	if err := b.parse(pod, api.PolicySpread, &r); err == nil {
 		t.Fatalf("a new resourceVersion of the same object was not parsed again")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Our policies, run through the vGPU backend.
@@ -132,13 +133,14 @@ func cardUUID(n, g int) string { return "GPU-" + strconv.Itoa(n) + "-" + strconv
 // vgpuNode is the node as its vGPU agent registers it.
 func vgpuNode(i int, n *Node) *v1.Node {
 	mem := cardMemMiB(n.Model)
-	var reg strings.Builder
-	for g := 0; g < n.GPUs; g++ {
-		fmt.Fprintf(&reg, "%s,%d,%d,%s,true,%s:", cardUUID(i, g), splitCount, mem, n.Model, vgpu.ModeHAMiCore)
+	cards := make([]vgpuproto.Card, n.GPUs)
+	for g := range cards {
+		cards[g] = vgpuproto.Card{UUID: cardUUID(i, g), Count: splitCount, MemMiB: mem, Type: n.Model, Healthy: true,
+			Mode: vgpuproto.ModeHAMiCore}
 	}
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Annotations: map[string]string{
-		vgpu.AnnotationRegister:  reg.String(),
-		vgpu.AnnotationHandshake: "Reported_2026-01-01T00:00:00Z",
+		vgpuproto.AnnotationRegister:  vgpuproto.EncodeRegister(cards),
+		vgpuproto.AnnotationHandshake: "Reported_2026-01-01T00:00:00Z",
 	}}}
 }
 
@@ -160,7 +162,7 @@ func vgpuPod(p *Pod, seq int) *v1.Pod {
 		lim[config.DefaultResourceCoreName] = *resource.NewQuantity(pct, resource.DecimalSI)
 		lim[config.DefaultResourceMemoryPercentageName] = *resource.NewQuantity(pct, resource.DecimalSI)
 		if len(p.Spec) > 0 {
-			pod.Annotations[vgpu.AnnotationUseType] = strings.Join(p.Spec, ",")
+			pod.Annotations[vgpuproto.AnnotationUseType] = strings.Join(p.Spec, ",")
 		}
 	}
 	pod.Spec.Containers = []v1.Container{{Name: "main", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}}
@@ -217,7 +219,7 @@ func (v *vgpuPolicy) Place(c *Cluster, p *Pod) (int, []int, bool, error) {
 	if err != nil {
 		return -1, nil, false, fmt.Errorf("allocate pod %s: %w", pod.Name, err)
 	}
-	cards, err := cardsOf(r.Annotations[vgpu.AnnotationIDs], best)
+	cards, err := cardsOf(r.Annotations[vgpuproto.AnnotationIDs], best)
 	if err != nil {
 		return -1, nil, false, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
@@ -228,14 +230,22 @@ func (v *vgpuPolicy) Place(c *Cluster, p *Pod) (int, []int, bool, error) {
 func cardsOf(ids string, n int) ([]int, error) {
 	prefix := cardUUID(n, 0)
 	prefix = prefix[:len(prefix)-1]
+	entries, err := vgpuproto.DecodeAllocation(ids)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s=%q: %w", vgpuproto.AnnotationIDs, ids, err)
+	}
 	var out []int
-	for _, e := range strings.Split(strings.TrimSuffix(ids, ":"), ":") {
-		uuid, _, _ := strings.Cut(e, ",")
-		g, err := strconv.Atoi(strings.TrimPrefix(uuid, prefix))
-		if err != nil || !strings.HasPrefix(uuid, prefix) {
-			return nil, fmt.Errorf("annotation %s=%q: card %q is not on node %d", vgpu.AnnotationIDs, ids, uuid, n)
+	for _, devs := range entries {
+		for _, d := range devs {
+			g, err := strconv.Atoi(strings.TrimPrefix(d.UUID, prefix))
+			if err != nil || !strings.HasPrefix(d.UUID, prefix) {
+				return nil, fmt.Errorf("annotation %s=%q: card %q is not on node %d", vgpuproto.AnnotationIDs, ids, d.UUID, n)
+			}
+			out = append(out, g)
 		}
-		out = append(out, g)
+	}
+	if out == nil {
+		return nil, fmt.Errorf("annotation %s=%q: no card", vgpuproto.AnnotationIDs, ids)
 	}
 	return out, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/vgpushare/vshare/backends/vgpu"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 func TestVGPUPodRequest(t *testing.T) {
@@ -32,8 +32,8 @@ func TestVGPUPodRequest(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("limits (-want +got):\n%s", diff)
 			}
-			if typ := p.Annotations[vgpu.AnnotationUseType]; typ != tc.typ {
-				t.Errorf("%s = %q, want %q", vgpu.AnnotationUseType, typ, tc.typ)
+			if typ := p.Annotations[vgpuproto.AnnotationUseType]; typ != tc.typ {
+				t.Errorf("%s = %q, want %q", vgpuproto.AnnotationUseType, typ, tc.typ)
 			}
 		})
 	}

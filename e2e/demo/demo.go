@@ -8,7 +8,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // schedulerConf enables vGPU and HAMi Ascend vNPU sharing.
@@ -69,7 +69,8 @@ func jobs() []*batchJob {
 		{"notebooks", []framework.VGPUTask{{Name: "nb", Replicas: 4, VGPUs: 1, MemoryMiB: 5000, Cores: 10}}},
 		{"two-card", []framework.VGPUTask{{Name: "main", Replicas: 1, VGPUs: 2, MemoryMiB: 30000, Cores: 100}}},
 		{"npu-inference", []framework.VGPUTask{{Name: "server", Replicas: 3, Limits: v1.ResourceList{
-			"huawei.com/" + npuChip: resource.MustParse("1"), "huawei.com/" + npuChip + "-memory": resource.MustParse("12000")}}}},
+			ascendproto.ResourceDomain + npuChip:             resource.MustParse("1"),
+			ascendproto.ResourceDomain + npuChip + "-memory": resource.MustParse("12000")}}}},
 	}
 }
 
@@ -151,11 +152,8 @@ func printNPUs(ctx context.Context, c *framework.Cluster, out io.Writer) error {
 	}
 	var rows []string
 	for _, p := range pods.Items {
-		var info []struct {
-			UUID string `json:"UUID"`
-			Temp string `json:"temp"`
-		}
-		if json.Unmarshal([]byte(p.Annotations["huawei.com/"+npuChip]), &info) != nil {
+		info, err := ascendproto.DecodeRuntimeInfo(p.Annotations[ascendproto.KeysFor(npuChip).RuntimeInfo])
+		if err != nil {
 			continue
 		}
 		for _, i := range info {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // AllocationKeyFile is the cluster's allocation key (internal/allocsig), in
@@ -90,6 +92,6 @@ func (c *Cluster) StartAgent(ctx context.Context, n *GPUNode, spec AgentSpec) er
 			return false, err
 		}
 		q := got.Status.Allocatable[VGPUNumber]
-		return n.Kubelet.Registrations() > regs && nodeReady(got) && got.Annotations[AnnotationNodeRegister] != "" && q.Value() > 0, nil
+		return n.Kubelet.Registrations() > regs && nodeReady(got) && got.Annotations[vgpuproto.AnnotationRegister] != "" && q.Value() > 0, nil
 	}, n.Agent)
 }

@@ -12,6 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // AscendNode describes a simulated HAMi Ascend node.
@@ -79,7 +81,7 @@ func (c *Cluster) AddAscendNode(ctx context.Context, spec AscendNode) (*GPUNode,
 	if err != nil {
 		return nil, err
 	}
-	register := "hami.io/node-register-" + spec.Chip
+	register := ascendproto.KeysFor(spec.Chip).Register
 	err = c.poll(ctx, time.Minute, "node "+spec.Name+" Ready with registered "+spec.Chip+" chips", func(ctx context.Context) (bool, error) {
 		got, err := c.Kube.CoreV1().Nodes().Get(ctx, spec.Name, metav1.GetOptions{})
 		if err != nil {

@@ -15,15 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
-// Pod annotations of the vGPU protocol the auditor reads (decoded here, not
-// with the code under test).
-const (
-	annotationBindPhase = "volcano.sh/bind-phase"
-	// CoresPerCard is a card's SM share: 100 percent.
-	CoresPerCard = 100
-)
+// CoresPerCard is a card's SM share: 100 percent.
+const CoresPerCard = 100
 
 // Violation is one broken invariant, with the evidence of its first sighting.
 type Violation struct {
@@ -209,7 +206,7 @@ func (a *Auditor) podChanged(obj any) {
 	if pod.Status.Phase == v1.PodFailed && pod.Status.Reason == ReasonUnexpectedAdmissionError {
 		a.seenAdmissionFailed[pod.UID] = true
 	}
-	if pod.Annotations[annotationBindPhase] == "success" {
+	if pod.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseSuccess {
 		a.seenAdmitted[pod.UID] = true
 	}
 	if pod.Spec.NodeName != "" && !a.seenBound[pod.UID] {
@@ -226,7 +223,7 @@ const unhealthyGrace = 3 * time.Second
 
 func (a *Auditor) checkBoundHealthyLocked(pod *v1.Pod) {
 	now := time.Now()
-	for _, ctr := range decodeIDs(pod.Annotations[AnnotationIDs]) {
+	for _, ctr := range decodeIDs(pod.Annotations[vgpuproto.AnnotationIDs]) {
 		for _, d := range ctr {
 			k := cardKey{pod.Spec.NodeName, d.uuid}
 			if since, ok := a.unhealthySince[k]; ok && now.Sub(since) > unhealthyGrace {
@@ -262,18 +259,13 @@ func (a *Auditor) nodeChanged(obj any) {
 	}
 }
 
-// registeredCards decodes the node's vGPU registration:
-// "UUID,count,memMiB,type,health,mode:" per card.
+// registeredCards decodes the node's vGPU registration; a registration
+// that does not decode registers no card.
 func registeredCards(node *v1.Node) map[string]cardCap {
 	out := map[string]cardCap{}
-	for _, entry := range strings.Split(node.Annotations[AnnotationNodeRegister], ":") {
-		f := strings.Split(entry, ",")
-		if len(f) < 5 {
-			continue
-		}
-		count, _ := strconv.Atoi(f[1])
-		mem, _ := strconv.Atoi(f[2])
-		out[f[0]] = cardCap{count: count, memMiB: mem, healthy: f[4] == "true"}
+	cards, _ := vgpuproto.DecodeRegister(node.Annotations[vgpuproto.AnnotationRegister])
+	for _, c := range cards {
+		out[c.UUID] = cardCap{count: int(c.Count), memMiB: int(c.MemMiB), healthy: c.Healthy}
 	}
 	return out
 }
@@ -284,25 +276,18 @@ type device struct {
 	memMiB, core int
 }
 
-// decodeIDs decodes volcano.sh/vgpu-ids-new: containers separated by ";",
-// devices "UUID,NVIDIA,memMiB,cores" separated by ":".
+// decodeIDs decodes volcano.sh/vgpu-ids-new into the shared cards of each
+// container; a value that does not decode holds nothing. MIG instances are
+// left out: they are not shares of a card's memory and cores.
 func decodeIDs(value string) [][]device {
-	if value == "" {
-		return nil
-	}
-	var out [][]device
-	for _, ctr := range strings.Split(value, ";") {
-		var devs []device
-		for _, d := range strings.Split(ctr, ":") {
-			f := strings.Split(d, ",")
-			if len(f) < 4 {
-				continue
+	entries, _ := vgpuproto.DecodeAllocation(value)
+	out := make([][]device, len(entries))
+	for i, devs := range entries {
+		for _, d := range devs {
+			if !d.IsMIG() {
+				out[i] = append(out[i], device{uuid: d.UUID, memMiB: int(d.Mem), core: int(d.Cores)})
 			}
-			mem, _ := strconv.Atoi(f[2])
-			cores, _ := strconv.Atoi(f[3])
-			devs = append(devs, device{uuid: f[0], memMiB: mem, core: cores})
 		}
-		out = append(out, devs)
 	}
 	return out
 }
@@ -337,7 +322,7 @@ func (a *Auditor) Sample() {
 			liveCampaign++
 		}
 		name := pod.Namespace + "/" + pod.Name
-		ids := decodeIDs(pod.Annotations[AnnotationIDs])
+		ids := decodeIDs(pod.Annotations[vgpuproto.AnnotationIDs])
 		for _, ctr := range ids {
 			for _, d := range ctr {
 				k := cardKey{pod.Spec.NodeName, d.uuid}
@@ -387,7 +372,7 @@ func (a *Auditor) sampleAnswers(pod *v1.Pod, ids [][]device, byAnswer map[cardKe
 				want = ids[idx]
 			}
 			a.flag(ViolationAnswerMismatch, name+"/"+ca.Container,
-				fmt.Sprintf("Allocate answered %+v, the pod's %s says %+v", got, AnnotationIDs, want))
+				fmt.Sprintf("Allocate answered %+v, the pod's %s says %+v", got, vgpuproto.AnnotationIDs, want))
 		}
 	}
 }
@@ -464,8 +449,8 @@ func (a *Auditor) SnapshotBound() map[types.UID]boundAlloc {
 	out := map[types.UID]boundAlloc{}
 	for _, obj := range a.pods.List() {
 		pod := obj.(*v1.Pod)
-		if live(pod) && pod.Annotations[AnnotationIDs] != "" {
-			out[pod.UID] = boundAlloc{name: pod.Namespace + "/" + pod.Name, node: pod.Spec.NodeName, ids: pod.Annotations[AnnotationIDs]}
+		if live(pod) && pod.Annotations[vgpuproto.AnnotationIDs] != "" {
+			out[pod.UID] = boundAlloc{name: pod.Namespace + "/" + pod.Name, node: pod.Spec.NodeName, ids: pod.Annotations[vgpuproto.AnnotationIDs]}
 		}
 	}
 	return out
@@ -485,9 +470,9 @@ func (a *Auditor) CheckKept(snap map[types.UID]boundAlloc) (kept int) {
 		if !ok {
 			continue // deleted since: by the workload, a bind fault or a job restart
 		}
-		if pod.Spec.NodeName != was.node || pod.Annotations[AnnotationIDs] != was.ids {
+		if pod.Spec.NodeName != was.node || pod.Annotations[vgpuproto.AnnotationIDs] != was.ids {
 			a.flag(ViolationAllocationLost, was.name, fmt.Sprintf("before the restart on %s with %q, now on %q with %q",
-				was.node, was.ids, pod.Spec.NodeName, pod.Annotations[AnnotationIDs]))
+				was.node, was.ids, pod.Spec.NodeName, pod.Annotations[vgpuproto.AnnotationIDs]))
 			continue
 		}
 		kept++

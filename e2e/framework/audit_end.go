@@ -18,6 +18,7 @@ import (
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	"github.com/vgpushare/vshare/backends/nodelock"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // endProblems returns, by pod, why each campaign pod is not yet in an
@@ -76,8 +77,8 @@ func (a *Auditor) endProblem(pod *v1.Pod, pgReason map[string]string) string {
 
 // admissionProblem says why a Running pod is not admitted, or "".
 func (a *Auditor) admissionProblem(pod *v1.Pod) string {
-	if phase := pod.Annotations[annotationBindPhase]; phase != "success" {
-		return fmt.Sprintf("Running with %s=%q", annotationBindPhase, phase)
+	if phase := pod.Annotations[vgpuproto.AnnotationBindPhase]; phase != vgpuproto.BindPhaseSuccess {
+		return fmt.Sprintf("Running with %s=%q", vgpuproto.AnnotationBindPhase, phase)
 	}
 	node := a.c.Node(pod.Spec.NodeName)
 	if node == nil || node.Kubelet == nil {

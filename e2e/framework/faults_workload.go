@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 	busv1alpha1 "volcano.sh/apis/pkg/apis/bus/v1alpha1"
+
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // jobShape is one kind of Job the workload submits: a task template per
@@ -48,7 +50,7 @@ var jobShapes = []jobShape{
 	}},
 	{"percent", 2, func(r *rand.Rand) VGPUTask {
 		return VGPUTask{VGPUs: 1, Cores: 25, Limits: v1.ResourceList{
-			"volcano.sh/vgpu-memory-percentage": *resource.NewQuantity(pick[int64](r, 25, 50), resource.DecimalSI)}}
+			vgpuproto.ResourceMemoryPercentage: *resource.NewQuantity(pick[int64](r, 25, 50), resource.DecimalSI)}}
 	}},
 	{"two-card", 2, func(r *rand.Rand) VGPUTask {
 		return VGPUTask{VGPUs: 2, MemoryMiB: pick[int64](r, 8000, 16000), Cores: pick[int64](r, 20, 40)}

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 	"volcano.sh/apis/pkg/apis/helpers"
+
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // JobNameLabel is the label Volcano puts on a Job's pods and PodGroup.
@@ -52,16 +54,16 @@ func VGPUJob(namespace, name string, tasks ...VGPUTask) *batchv1alpha1.Job {
 	for _, t := range tasks {
 		limits := v1.ResourceList{}
 		if t.VGPUs > 0 {
-			limits["volcano.sh/vgpu-number"] = *resource.NewQuantity(t.VGPUs, resource.DecimalSI)
+			limits[vgpuproto.ResourceNumber] = *resource.NewQuantity(t.VGPUs, resource.DecimalSI)
 		}
 		for name, q := range t.Limits {
 			limits[name] = q
 		}
 		if t.MemoryMiB > 0 {
-			limits["volcano.sh/vgpu-memory"] = *resource.NewQuantity(t.MemoryMiB, resource.DecimalSI)
+			limits[vgpuproto.ResourceMemory] = *resource.NewQuantity(t.MemoryMiB, resource.DecimalSI)
 		}
 		if t.Cores > 0 {
-			limits["volcano.sh/vgpu-cores"] = *resource.NewQuantity(t.Cores, resource.DecimalSI)
+			limits[vgpuproto.ResourceCores] = *resource.NewQuantity(t.Cores, resource.DecimalSI)
 		}
 		minAvailable := t.Replicas
 		job.Spec.MinAvailable += t.Replicas

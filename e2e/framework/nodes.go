@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Node annotations and resources the harness relies on.
@@ -20,9 +22,7 @@ const (
 	// KwokNodeAnnotation marks the nodes kwok manages (value "fake").
 	KwokNodeAnnotation = "kwok.x-k8s.io/node"
 	// VGPUNumber is the device-plugin resource the agent advertises.
-	VGPUNumber = "volcano.sh/vgpu-number"
-	// AnnotationNodeRegister is the agent's card inventory on the node.
-	AnnotationNodeRegister = "volcano.sh/node-vgpu-register"
+	VGPUNumber = vgpuproto.ResourceNumber
 )
 
 // GPUNode is a kwok node with a vgpu-device-plugin process (mock NVML) and a

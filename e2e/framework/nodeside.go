@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/fakedriver"
 	"github.com/vgpushare/vshare/e2e/runc"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // The node side in real containers (issue 23): what a real node does
@@ -97,18 +97,14 @@ func (c *Cluster) registeredCards(ctx context.Context, n *GPUNode) ([]fakedriver
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
+	cards, err := vgpuproto.DecodeRegister(node.Annotations[vgpuproto.AnnotationRegister])
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+	}
 	var devs []fakedriver.Device
-	for _, e := range strings.Split(node.Annotations[AnnotationNodeRegister], ":") {
-		f := strings.Split(e, ",")
-		if len(f) < 4 {
-			continue
-		}
-		mib, err := strconv.ParseUint(f[2], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("node %s: registration %q: %w", n.Name, e, err)
-		}
-		devs = append(devs, fakedriver.Device{UUID: f[0], TotalBytes: mib << 20, SMs: a100SMs,
-			Name: strings.ReplaceAll(f[3], " ", "-")})
+	for _, c := range cards {
+		devs = append(devs, fakedriver.Device{UUID: c.UUID, TotalBytes: uint64(c.MemMiB) << 20, SMs: a100SMs,
+			Name: strings.ReplaceAll(c.Type, " ", "-")})
 	}
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("node %s: no cards registered", n.Name)

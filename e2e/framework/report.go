@@ -7,15 +7,13 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// AnnotationIDs is the scheduler's per-container card list on a pod.
-const AnnotationIDs = "volcano.sh/vgpu-ids-new"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+)
 
 // CardShare is one container's share of one card.
 type CardShare struct {
@@ -32,8 +30,8 @@ type Card struct {
 }
 
 // Usage reads the cards the nodes register and the allocations pods carry
-// (volcano.sh/vgpu-ids-new), decoded here independently of the code under
-// test so the table is also a check of the wire format.
+// (volcano.sh/vgpu-ids-new), decoded with protocol/vgpu; values that do not
+// decode are left out.
 func (c *Cluster) Usage(ctx context.Context) ([]Card, error) {
 	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -42,15 +40,10 @@ func (c *Cluster) Usage(ctx context.Context) ([]Card, error) {
 	var cards []Card
 	index := map[string]int{}
 	for _, n := range nodes.Items {
-		for _, entry := range strings.Split(n.Annotations[AnnotationNodeRegister], ":") {
-			f := strings.Split(entry, ",")
-			if len(f) < 4 {
-				continue
-			}
-			shares, _ := strconv.Atoi(f[1])
-			mem, _ := strconv.Atoi(f[2])
-			index[n.Name+"/"+f[0]] = len(cards) // mock machines repeat UUIDs across nodes
-			cards = append(cards, Card{Node: n.Name, UUID: f[0], Type: f[3], Shares: shares, MemoryMiB: mem})
+		registered, _ := vgpuproto.DecodeRegister(n.Annotations[vgpuproto.AnnotationRegister])
+		for _, r := range registered {
+			index[n.Name+"/"+r.UUID] = len(cards) // mock machines repeat UUIDs across nodes
+			cards = append(cards, Card{Node: n.Name, UUID: r.UUID, Type: r.Type, Shares: int(r.Count), MemoryMiB: int(r.MemMiB)})
 		}
 	}
 	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
@@ -58,19 +51,14 @@ func (c *Cluster) Usage(ctx context.Context) ([]Card, error) {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	for _, p := range pods.Items {
-		for _, container := range strings.Split(p.Annotations[AnnotationIDs], ";") {
-			for _, dev := range strings.Split(container, ":") {
-				f := strings.Split(dev, ",")
-				if len(f) < 4 {
-					continue
-				}
-				i, ok := index[p.Spec.NodeName+"/"+f[0]]
+		entries, _ := vgpuproto.DecodeAllocation(p.Annotations[vgpuproto.AnnotationIDs])
+		for _, devs := range entries {
+			for _, d := range devs {
+				i, ok := index[p.Spec.NodeName+"/"+d.UUID]
 				if !ok {
 					continue
 				}
-				mem, _ := strconv.Atoi(f[2])
-				cores, _ := strconv.Atoi(f[3])
-				cards[i].Holders = append(cards[i].Holders, CardShare{Pod: p.Namespace + "/" + p.Name, MemoryMiB: mem, Cores: cores})
+				cards[i].Holders = append(cards[i].Holders, CardShare{Pod: p.Namespace + "/" + p.Name, MemoryMiB: int(d.Mem), Cores: int(d.Cores)})
 			}
 		}
 	}

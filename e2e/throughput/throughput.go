@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // Options configure Run.
@@ -234,7 +235,7 @@ func (tr *tracker) start(stop <-chan struct{}) error {
 		}
 		mark(tr.bound, p.Spec.NodeName != "")
 		mark(tr.run, p.Status.Phase == v1.PodRunning)
-		mark(tr.adm, p.Annotations["volcano.sh/bind-phase"] == "success")
+		mark(tr.adm, p.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseSuccess)
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }}); err != nil {
 		return err

@@ -16,15 +16,12 @@ import (
 
 	"github.com/vgpushare/vshare/internal/nodeannot"
 	"github.com/vgpushare/vshare/internal/notify"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 )
 
-// Handshake values and timing.
+// Handshake timing. The values are protocol/vgpu's "Reported_<time>", which
+// HAMi's Ascend handshake (protocol/ascend) shares.
 const (
-	// HandshakeReported starts the agent's handshake value; the
-	// scheduler's are "Requesting_<time>" and "Deleted_<time>".
-	HandshakeReported = "Reported_"
-	// HandshakeLayout is the time layout of the handshake values.
-	HandshakeLayout = "2006.01.02 15:04:05"
 	// DefaultHandshakeInterval keeps reports well inside the schedulers'
 	// 60 s; it is also how often HAMi's Ascend plugin renews its report.
 	DefaultHandshakeInterval = 30 * time.Second
@@ -222,7 +219,7 @@ func (r *Registrar) Sync(ctx context.Context) (time.Duration, error) {
 // and returns how long until it is due otherwise. hs is the node's value.
 func (r *Registrar) handshake(patch map[string]string, hs string, now time.Time) time.Duration {
 	due := r.reported.Add(r.opts.HandshakeInterval)
-	reported := strings.HasPrefix(hs, HandshakeReported)
+	reported := strings.HasPrefix(hs, vgpu.HandshakeReported)
 	write := len(patch) > 0 || r.reported.IsZero() || !now.Before(due)
 	var wait time.Duration
 	switch r.opts.Handshake {
@@ -239,7 +236,7 @@ func (r *Registrar) handshake(patch map[string]string, hs string, now time.Time)
 		}
 	}
 	if write {
-		patch[r.opts.HandshakeKey] = HandshakeReported + now.Format(HandshakeLayout)
+		patch[r.opts.HandshakeKey] = vgpu.HandshakeReported + now.Format(vgpu.HandshakeLayout)
 	}
 	return wait
 }

@@ -13,6 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/nodeagent/registrar"
+	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 const (
@@ -120,5 +122,14 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := registrar.New(ok); err != nil {
 		t.Errorf("New(valid options) = %v", err)
+	}
+}
+
+// The registrar writes both agents' handshakes with protocol/vgpu's values;
+// HAMi's Ascend protocol must use the same ones.
+func TestHandshakeValuesAgree(t *testing.T) {
+	if vgpu.HandshakeReported != ascend.HandshakeReported || vgpu.HandshakeLayout != ascend.HandshakeLayout {
+		t.Errorf("handshake values differ: protocol/vgpu %q %q, protocol/ascend %q %q",
+			vgpu.HandshakeReported, vgpu.HandshakeLayout, ascend.HandshakeReported, ascend.HandshakeLayout)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpushare/vshare/nodeagent"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
@@ -38,7 +39,7 @@ const DefaultSocketName = "volcano-vgpu.sock"
 func profile() nodeagent.Profile {
 	return nodeagent.Profile{
 		SocketName:      DefaultSocketName,
-		ResourceExample: "volcano.sh/vgpu-number",
+		ResourceExample: vgpu.ResourceNumber,
 		Usage: nodeagent.Usage{
 			SocketName:        "this plugin's socket file name in --kubelet-socket-dir",
 			ResourceName:      "extended resource to advertise; empty means the config's nvidia.resourceCountName",

@@ -18,6 +18,7 @@ import (
 	"github.com/vgpushare/vshare/internal/allocsig"
 	"github.com/vgpushare/vshare/nodeagent"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -126,8 +127,8 @@ func New(opts Options) (*Allocator, error) {
 		opts.NewID = func() string { return string(uuid.NewUUID()) }
 	}
 	protocol := allocation.Protocol{
-		ToAllocate: AnnotationToAllocate, BindPhase: AnnotationBindPhase, Node: AnnotationNode,
-		Allocating: BindPhaseAllocating, Success: BindPhaseSuccess, Failed: BindPhaseFailed,
+		ToAllocate: vgpu.AnnotationToAllocate, BindPhase: vgpu.AnnotationBindPhase, Node: vgpu.AnnotationNode,
+		Allocating: vgpu.BindPhaseAllocating, Success: vgpu.BindPhaseSuccess, Failed: vgpu.BindPhaseFailed,
 	}
 	return &Allocator{opts: opts, warned: map[types.UID]time.Time{},
 		trust: allocation.Trust{SchedulerNames: opts.SchedulerNames, Keys: opts.Keys, Signed: SignedAnnotations},
@@ -178,7 +179,7 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
 		return nil
 	}
 	for _, p := range pods {
-		if p.Annotations[AnnotationBindPhase] == BindPhaseAllocating && p.DeletionTimestamp == nil && !allocation.Terminal(p) {
+		if p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating && p.DeletionTimestamp == nil && !allocation.Terminal(p) {
 			out[p.UID] = true
 		}
 	}
@@ -215,7 +216,7 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, allow map[types.UID]
 		a.tracker.Fail(ctx, c.pod, err)
 		return nil, err
 	}
-	consumed := consume(c.entries, c.idx)
+	consumed := vgpu.Consume(c.entries, c.idx)
 	done := nextPendingOf(consumed) < 0
 	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
 		return nil, err
@@ -228,9 +229,9 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, allow map[types.UID]
 // nextPendingOf reports the next pending entry of an annotation value we
 // wrote ourselves (it always decodes).
 func nextPendingOf(value string) int {
-	entries, err := Decode(value)
+	entries, err := vgpu.DecodeAllocation(value)
 	if err != nil {
 		return -1
 	}
-	return nextPending(entries)
+	return vgpu.NextPending(entries)
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -67,11 +68,11 @@ func (a *Allocator) check(c *candidate, inv *nvidia.Inventory) (map[string]*card
 }
 
 // checkEntry validates each card of the entry on its own.
-func (a *Allocator) checkEntry(ref string, entry []Device, inv *nvidia.Inventory) error {
+func (a *Allocator) checkEntry(ref string, entry []vgpu.Device, inv *nvidia.Inventory) error {
 	seen := map[string]bool{}
 	for _, d := range entry {
-		if d.Type != DeviceType {
-			return fmt.Errorf("pod %s: device type %q: want %s: %w", ref, d.Type, DeviceType, ErrForged)
+		if d.Type != vgpu.DeviceTypeNVIDIA {
+			return fmt.Errorf("pod %s: device type %q: want %s: %w", ref, d.Type, vgpu.DeviceTypeNVIDIA, ErrForged)
 		}
 		card, ok := inv.Card(d.UUID)
 		if !ok {
@@ -102,7 +103,7 @@ func (a *Allocator) checkEntry(ref string, entry []Device, inv *nvidia.Inventory
 }
 
 // checkRequest compares the entry with what the container asks for.
-func checkRequest(ref string, ctr *v1.Container, entry []Device, inv *nvidia.Inventory) error {
+func checkRequest(ref string, ctr *v1.Container, entry []vgpu.Device, inv *nvidia.Inventory) error {
 	nv := inv.NVIDIA
 	count, ok := limit(ctr, nv.ResourceCountName)
 	if !ok || count != int64(len(entry)) {
@@ -156,10 +157,10 @@ func (a *Allocator) usage(pod *v1.Pod, inv *nvidia.Inventory) (map[string]*cardU
 	}
 	self := false
 	add := func(p *v1.Pod) {
-		if a.tracker.Failed(p.UID) || p.Annotations[AnnotationBindPhase] == BindPhaseFailed {
+		if a.tracker.Failed(p.UID) || p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseFailed {
 			return
 		}
-		ids, err := Decode(p.Annotations[AnnotationIDs])
+		ids, err := vgpu.DecodeAllocation(p.Annotations[vgpu.AnnotationIDs])
 		if err != nil {
 			klog.V(2).InfoS("Ignoring a pod's undecodable vGPU allocation", "pod", klog.KObj(p), "err", err)
 			return
@@ -167,7 +168,7 @@ func (a *Allocator) usage(pod *v1.Pod, inv *nvidia.Inventory) (map[string]*cardU
 		for _, ctr := range ids {
 			for _, d := range ctr {
 				u, ok := uses[d.UUID]
-				if !ok || d.Type != DeviceType {
+				if !ok || d.Type != vgpu.DeviceTypeNVIDIA {
 					continue
 				}
 				u.count++

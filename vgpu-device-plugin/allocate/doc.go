@@ -5,17 +5,14 @@
 //
 // # Protocol (volcano-vgpu-device-plugin, Volcano v1.10 vGPU, HAMi)
 //
-// The scheduler writes on the pod, with the binding:
-//
-//   - volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate: per container
-//     "UUID,NVIDIA,mem,cores:" for each card, ";" between containers. A MIG
-//     instance is "UUID[group-position]". Our scheduler writes one entry per
-//     container (empty for containers without vGPUs); Volcano v1.10 writes
-//     entries only for the containers that ask for vGPUs. Both are read.
-//   - volcano.sh/vgpu-node (the node), volcano.sh/vgpu-time (Unix seconds, the
-//     order pods are served in), volcano.sh/bind-time (Unix seconds) and
-//     volcano.sh/bind-phase: allocating.
-//   - the node lock annotation (default key "hamivgpu") on the node.
+// The keys and formats are protocol/vgpu's. The scheduler writes on the pod,
+// with the binding, volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate
+// (the cards per container: one entry per container from our scheduler,
+// entries only for the containers that ask for vGPUs from Volcano v1.10;
+// both are read), volcano.sh/vgpu-node, volcano.sh/vgpu-time (the order pods
+// are served in), volcano.sh/bind-time and volcano.sh/bind-phase:
+// allocating; and the node lock annotation (default key "hamivgpu") on the
+// node.
 //
 // The kubelet's AllocateRequest does not say which pod it is for. As upstream
 // does, the agent serves the pod on this node in bind-phase allocating with

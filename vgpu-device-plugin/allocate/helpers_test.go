@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
@@ -170,12 +171,12 @@ func (b *podBuilder) env(name, value string) *podBuilder {
 // devices-to-allocate, bound seconds ago, vgpu-time t.
 func (b *podBuilder) allocated(ids string, t int64) *podBuilder {
 	a := b.pod.Annotations
-	a[allocate.AnnotationIDs] = ids
-	a[allocate.AnnotationToAllocate] = ids
-	a[allocate.AnnotationNode] = nodeName
-	a[allocate.AnnotationTime] = strconv.FormatInt(t, 10)
-	a[allocate.AnnotationBindTime] = strconv.FormatInt(now.Add(-10*time.Second).Unix(), 10)
-	a[allocate.AnnotationBindPhase] = allocate.BindPhaseAllocating
+	a[vgpu.AnnotationIDs] = ids
+	a[vgpu.AnnotationToAllocate] = ids
+	a[vgpu.AnnotationNode] = nodeName
+	a[vgpu.AnnotationTime] = strconv.FormatInt(t, 10)
+	a[vgpu.AnnotationBindTime] = strconv.FormatInt(now.Add(-10*time.Second).Unix(), 10)
+	a[vgpu.AnnotationBindPhase] = vgpu.BindPhaseAllocating
 	return b
 }
 

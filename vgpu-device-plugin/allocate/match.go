@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -23,8 +24,8 @@ type candidate struct {
 	pod *v1.Pod
 	// entries is devices-to-allocate (as this agent last knows it) and idx
 	// the entry being served; ids is vgpu-ids-new.
-	entries [][]Device
-	ids     [][]Device
+	entries [][]vgpu.Device
+	ids     [][]vgpu.Device
 	idx     int
 	ctr     *v1.Container
 	vtime   uint64
@@ -81,7 +82,7 @@ func (c *candidate) before(o *candidate) bool {
 func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Time) (*candidate, error) {
 	ref := klog.KObj(pod).String()
 	toAllocate, phase := a.tracker.View(pod, now)
-	if pod.DeletionTimestamp != nil || phase != BindPhaseAllocating {
+	if pod.DeletionTimestamp != nil || phase != vgpu.BindPhaseAllocating {
 		return nil, fmt.Errorf("pod %s: being deleted or no longer allocating: %w", ref, errSkip)
 	}
 	// A pod the kubelet failed (an admission error: another device
@@ -91,32 +92,32 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	if allocation.Terminal(pod) {
 		return nil, fmt.Errorf("pod %s: terminated (%s) before its allocation was served: %w", ref, pod.Status.Phase, errSkip)
 	}
-	if node := pod.Annotations[AnnotationNode]; node != a.opts.Node {
-		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, AnnotationNode, node, a.opts.Node, ErrForged)
+	if node := pod.Annotations[vgpu.AnnotationNode]; node != a.opts.Node {
+		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, vgpu.AnnotationNode, node, a.opts.Node, ErrForged)
 	}
 	if err := a.trust.Check(pod, a.opts.Node, ref); err != nil {
 		return nil, err
 	}
-	if _, err := allocation.BindTime(pod, AnnotationBindTime, now, a.opts.StaleAfter); err != nil {
+	if _, err := allocation.BindTime(pod, vgpu.AnnotationBindTime, now, a.opts.StaleAfter); err != nil {
 		return nil, err
 	}
-	entries, err := Decode(toAllocate)
+	entries, err := vgpu.DecodeAllocation(toAllocate)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, AnnotationToAllocate, err, ErrForged)
+		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, vgpu.AnnotationToAllocate, err, ErrForged)
 	}
-	idx := nextPending(entries)
+	idx := vgpu.NextPending(entries)
 	if idx < 0 {
-		return nil, fmt.Errorf("pod %s: no pending entry in %s: %w", ref, AnnotationToAllocate, errSkip)
+		return nil, fmt.Errorf("pod %s: no pending entry in %s: %w", ref, vgpu.AnnotationToAllocate, errSkip)
 	}
 	if len(entries[idx]) != n {
 		return nil, fmt.Errorf("pod %s: next entry has %d cards, the kubelet asks for %d: %w", ref, len(entries[idx]), n, errSkip)
 	}
-	ids, err := Decode(pod.Annotations[AnnotationIDs])
+	ids, err := vgpu.DecodeAllocation(pod.Annotations[vgpu.AnnotationIDs])
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, AnnotationIDs, err, ErrForged)
+		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, vgpu.AnnotationIDs, err, ErrForged)
 	}
 	if len(ids) != len(entries) || !slices.Equal(ids[idx], entries[idx]) {
-		return nil, fmt.Errorf("pod %s: %s entry %d differs from %s: %w", ref, AnnotationToAllocate, idx, AnnotationIDs, ErrForged)
+		return nil, fmt.Errorf("pod %s: %s entry %d differs from %s: %w", ref, vgpu.AnnotationToAllocate, idx, vgpu.AnnotationIDs, ErrForged)
 	}
 	ctr, err := containerFor(pod, len(entries), idx, inv)
 	if err != nil {
@@ -128,7 +129,7 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 // vgpuTime reads volcano.sh/vgpu-time; pods without one are served last, as
 // upstream does.
 func vgpuTime(pod *v1.Pod) uint64 {
-	t, err := strconv.ParseUint(pod.Annotations[AnnotationTime], 10, 64)
+	t, err := strconv.ParseUint(pod.Annotations[vgpu.AnnotationTime], 10, 64)
 	if err != nil {
 		return math.MaxUint64
 	}
@@ -156,7 +157,7 @@ func containerFor(pod *v1.Pod, nparts, idx int, inv *nvidia.Inventory) (*v1.Cont
 		}
 		k++
 	}
-	return nil, fmt.Errorf("%s has %d entries for %d containers, %d of them asking for vGPUs", AnnotationToAllocate, nparts, len(ctrs), k)
+	return nil, fmt.Errorf("%s has %d entries for %d containers, %d of them asking for vGPUs", vgpu.AnnotationToAllocate, nparts, len(ctrs), k)
 }
 
 // limit reads a container's extended resource (limits, then requests).

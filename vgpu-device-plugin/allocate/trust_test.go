@@ -12,9 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vgpushare/vshare/backends/vgpu"
+	vgpubackend "github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/allocsig"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -44,12 +45,12 @@ func withKeys(t *testing.T, key string) envOption {
 // signed annotations, the pod's UID and the node.
 func sign(t *testing.T, key string, pod *v1.Pod, node string) {
 	t.Helper()
-	pod.Annotations[allocsig.Annotation] = keyring(t, key).Sign(string(pod.UID), node, pod.Annotations, (&vgpu.Backend{}).SignedAnnotations())
+	pod.Annotations[allocsig.Annotation] = keyring(t, key).Sign(string(pod.UID), node, pod.Annotations, (&vgpubackend.Backend{}).SignedAnnotations())
 }
 
 // The agent requires exactly what the scheduler's vGPU backend signs.
 func TestSignedAnnotationsMatchTheScheduler(t *testing.T) {
-	if diff := cmp.Diff((&vgpu.Backend{}).SignedAnnotations(), allocate.SignedAnnotations); diff != "" {
+	if diff := cmp.Diff((&vgpubackend.Backend{}).SignedAnnotations(), allocate.SignedAnnotations); diff != "" {
 		t.Errorf("agent's signed annotations differ from backends/vgpu's (-scheduler +agent):\n%s", diff)
 	}
 }
@@ -84,13 +85,13 @@ func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
 		{name: "card changed after signing", key: testKey, wantMsg: "does not match",
 			edit: func(t *testing.T, e *env, p *v1.Pod) {
 				sign(t, testKey, p, nodeName)
-				p.Annotations[allocate.AnnotationIDs] = entry(e.uuids[3], 1000, 0)
-				p.Annotations[allocate.AnnotationToAllocate] = entry(e.uuids[3], 1000, 0)
+				p.Annotations[vgpu.AnnotationIDs] = entry(e.uuids[3], 1000, 0)
+				p.Annotations[vgpu.AnnotationToAllocate] = entry(e.uuids[3], 1000, 0)
 			}},
 		{name: "signature that covers less", key: testKey, wantMsg: "does not cover volcano.sh/vgpu-ids-new",
 			edit: func(t *testing.T, _ *env, p *v1.Pod) {
 				p.Annotations[allocsig.Annotation] = keyring(t, testKey).Sign(string(p.UID), nodeName, p.Annotations,
-					[]string{allocate.AnnotationNode, allocate.AnnotationBindTime})
+					[]string{vgpu.AnnotationNode, vgpu.AnnotationBindTime})
 			}},
 		{name: "another scheduler", names: []string{"volcano"}, wantMsg: `spec.schedulerName "default-scheduler" is not one of`,
 			edit: func(_ *testing.T, _ *env, p *v1.Pod) { p.Spec.SchedulerName = "default-scheduler" }},
@@ -133,8 +134,8 @@ func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
 			}
 			var failed bool
 			for _, c := range e.rec.Calls() {
-				failed = failed || c.Annotations[allocate.AnnotationBindPhase] == allocate.BindPhaseFailed
-				if c.Annotations[allocate.AnnotationBindPhase] == allocate.BindPhaseSuccess {
+				failed = failed || c.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseFailed
+				if c.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseSuccess {
 					t.Errorf("untrusted pod marked success")
 				}
 			}
@@ -178,7 +179,7 @@ func TestAllocateRefusesWhileAnUnplacedPodMayBeInAdmission(t *testing.T) {
 			}},
 		{name: "served by the agent before (bind-phase success)", wantServe: true,
 			intruder: func(b *podBuilder) *podBuilder {
-				return b.annotate(allocate.AnnotationBindPhase, allocate.BindPhaseSuccess)
+				return b.annotate(vgpu.AnnotationBindPhase, vgpu.BindPhaseSuccess)
 			}},
 		{name: "being deleted", wantServe: true,
 			intruder: func(b *podBuilder) *podBuilder {

@@ -3,8 +3,6 @@ package register
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -12,14 +10,8 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/registrar"
+	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
-)
-
-// Node annotations.
-const (
-	AnnotationRegister    = "volcano.sh/node-vgpu-register"
-	AnnotationHandshake   = "volcano.sh/node-vgpu-handshake"
-	AnnotationMIGGeometry = "volcano.sh/node-vgpu-mig-geometry"
 )
 
 // NodePatcher merges annotations into a node's.
@@ -27,24 +19,15 @@ type NodePatcher interface {
 	PatchNodeAnnotations(ctx context.Context, node string, annotations map[string]string) error
 }
 
-// Encode renders the registration annotation.
+// Encode renders the registration annotation: the inventory's cards in the
+// agent's memory unit, with their health.
 func Encode(inv *nvidia.Inventory, healthy func(uuid string) bool) string {
-	var b strings.Builder
-	for _, c := range inv.Cards {
-		b.WriteString(c.UUID)
-		b.WriteByte(',')
-		b.WriteString(strconv.Itoa(int(c.Count)))
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatInt(inv.ToUnit(c.MemoryMiB), 10))
-		b.WriteByte(',')
-		b.WriteString(c.Type)
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatBool(healthy(c.UUID)))
-		b.WriteByte(',')
-		b.WriteString(c.Mode)
-		b.WriteByte(':')
+	cards := make([]vgpu.Card, len(inv.Cards))
+	for i, c := range inv.Cards {
+		cards[i] = vgpu.Card{UUID: c.UUID, Count: c.Count, MemMiB: inv.ToUnit(c.MemoryMiB), Type: c.Type,
+			Healthy: healthy(c.UUID), Mode: c.Mode}
 	}
-	return b.String()
+	return vgpu.EncodeRegister(cards)
 }
 
 // Options configure a Registrar.
@@ -83,7 +66,7 @@ func New(opts Options) (*Registrar, error) {
 	}
 	return registrar.New(registrar.Options{
 		Node: opts.Node, What: "vGPU", Desired: func() map[string]string { return desired(opts) },
-		Changed: opts.Changed, HandshakeKey: AnnotationHandshake, Handshake: registrar.Answer,
+		Changed: opts.Changed, HandshakeKey: vgpu.AnnotationHandshake, Handshake: registrar.Answer,
 		Patcher: opts.Patcher, HandshakeInterval: opts.HandshakeInterval, Clock: opts.Clock,
 	})
 }
@@ -91,25 +74,23 @@ func New(opts Options) (*Registrar, error) {
 // desired are the registration annotations as they should be.
 func desired(opts Options) map[string]string {
 	inv := opts.Inventory()
-	out := map[string]string{AnnotationRegister: Encode(inv, opts.Healthy)}
+	out := map[string]string{vgpu.AnnotationRegister: Encode(inv, opts.Healthy)}
 	if opts.Geometry == nil {
 		return out
 	}
-	var b strings.Builder
-	mig := false
+	var mig []vgpu.MIGGeometry
 	for _, c := range inv.Cards {
 		if c.Mode != config.OperatingModeMIG {
 			continue
 		}
-		mig = true
 		g, err := opts.Geometry(c)
 		if err != nil {
 			klog.ErrorS(err, "Cannot read the card's MIG geometry", "uuid", c.UUID)
 		}
-		b.WriteString(c.UUID + "," + g + ":")
+		mig = append(mig, vgpu.MIGGeometry{UUID: c.UUID, Group: g})
 	}
-	if mig {
-		out[AnnotationMIGGeometry] = b.String()
+	if mig != nil {
+		out[vgpu.AnnotationMIGGeometry] = vgpu.EncodeMIGGeometry(mig)
 	}
 	return out
 }

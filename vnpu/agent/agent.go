@@ -9,11 +9,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/kube"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // Run runs the agent until ctx ends or a part fails.

@@ -11,9 +11,9 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/nodeagent"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // Defaults of AllocatorOptions.
@@ -108,7 +108,7 @@ func (a *Allocator) allocateOne(ctx context.Context, ids []string) (*pluginapi.C
 	resp := a.respond(c)
 	c.entries[c.idx] = nil
 	consumed := ascend.EncodeAssignments(c.entries)
-	done := nextPending(c.entries) < 0
+	done := ascend.NextPending(c.entries) < 0
 	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
 		return nil, err
 	}
@@ -123,14 +123,4 @@ func (a *Allocator) chooseWaiting(ctx context.Context, n int) (*candidate, error
 	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
 		return a.choose(ctx, n, a.opts.Clock.Now())
 	})
-}
-
-// nextPending returns the first container with cards left, or -1.
-func nextPending(entries [][]ascend.CardAssignment) int {
-	for i, e := range entries {
-		if len(e) > 0 {
-			return i
-		}
-	}
-	return -1
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/backends/ascend"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // phyIDs maps the pod's cards of container ctr to the chips' physical IDs.

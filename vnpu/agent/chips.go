@@ -8,9 +8,9 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // Limits on the simulated node.

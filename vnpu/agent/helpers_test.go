@@ -14,12 +14,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/backends/ascend"
+	ascendbackend "github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 	"github.com/vgpushare/vshare/nodeagent/kube"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 const testNode = "n1"
@@ -51,7 +52,7 @@ type harness struct {
 	ctx      context.Context
 	client   *fake.Clientset
 	inv      *Inventory
-	backend  *ascend.Backend
+	backend  *ascendbackend.Backend
 	keys     ascend.Keys
 	register *pluginapi.RegisterRequest
 	dp       pluginapi.DevicePluginClient
@@ -73,7 +74,7 @@ func newHarness(t *testing.T, s Spec) *harness {
 	if _, err := reg.Sync(ctx); err != nil {
 		t.Fatalf("register: %v", err)
 	}
-	if h.backend, err = ascend.New(ascend.Options{Chip: s.Entry}); err != nil {
+	if h.backend, err = ascendbackend.New(ascendbackend.Options{Chip: s.Entry}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -7,8 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // indexPending is the name of the pod index holding the pods with cards

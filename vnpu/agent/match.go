@@ -11,8 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // candidate is a pod whose next unserved container matches the request.
@@ -96,7 +96,7 @@ func (a *Allocator) match(pod *v1.Pod, n int, now time.Time) (*candidate, error)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, a.keys.ToAllocate, err, ErrForged)
 	}
-	idx := nextPending(entries)
+	idx := ascend.NextPending(entries)
 	if idx < 0 {
 		return nil, fmt.Errorf("pod %s: no container left to serve in %s: %w", ref, a.keys.ToAllocate, errSkip)
 	}

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 func parseFlags(t *testing.T, args ...string) *Options {

@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/nodeagent/registrar"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // RegistrarOptions configure a Registrar.

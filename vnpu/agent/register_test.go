@@ -13,9 +13,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpushare/vshare/backends/ascend"
+	ascendbackend "github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/nodeagent/kube"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // TestRegistrationDecodes checks that what the agent registers is what
@@ -75,7 +76,7 @@ func TestRegistrationDecodes(t *testing.T) {
 			}
 			node, _ = client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
 
-			b, err := ascend.New(ascend.Options{Chip: tc.spec.Entry, HAMiCore: !tc.spec.HAMiCore}) // the node annotation must win
+			b, err := ascendbackend.New(ascendbackend.Options{Chip: tc.spec.Entry, HAMiCore: !tc.spec.HAMiCore}) // the node annotation must win
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/backends/ascend"
+	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // The hami-vnpu-core (soft slicing) environment and paths HAMi's Ascend

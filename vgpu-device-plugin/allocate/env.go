@@ -1,0 +1,24 @@
+package allocate
+
+// Container environment the agent sets (read by libvgpu and the NVIDIA
+// container runtime).
+const (
+	EnvVisibleDevices    = "NVIDIA_VISIBLE_DEVICES"
+	EnvMemoryLimitPrefix = "CUDA_DEVICE_MEMORY_LIMIT_"
+	EnvSMLimit           = "CUDA_DEVICE_SM_LIMIT"
+	EnvSharedCache       = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
+	EnvTaskPriority      = "CUDA_TASK_PRIORITY"
+	EnvLogLevel          = "LIBCUDA_LOG_LEVEL"
+	EnvCorePolicy        = "GPU_CORE_UTILIZATION_POLICY"
+	EnvOversubscribe     = "CUDA_OVERSUBSCRIBE"
+	// EnvDisableControl set to "true" in a container's spec keeps libvgpu
+	// out of it (no /etc/ld.so.preload mount).
+	EnvDisableControl = "CUDA_DISABLE_CONTROL"
+)
+
+// Paths inside the container.
+const (
+	ContainerLibPath     = "/usr/local/vgpu/libvgpu.so"
+	ContainerCacheDir    = "/tmp/vgpu"
+	ContainerPreloadPath = "/etc/ld.so.preload"
+)
