@@ -14,8 +14,8 @@ import (
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 // bindTimeout bounds one pod's lock-and-bind round trips.

@@ -8,9 +8,9 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 // plugin is one session's plugin value. It is created by Volcano every

@@ -14,10 +14,10 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/util"
 
-	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 

@@ -25,11 +25,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/config/deploy/schedconf"
 	"github.com/vgpushare/vshare/deviceshare"
 	"github.com/vgpushare/vshare/e2e/framework"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 // chartDir and manifestsDir are relative to this package's directory.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
-	"github.com/vgpushare/vshare/backends/nodelock"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/nodeagent/registrar"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 // NewPodInformer watches only the pods bound to node; ctx bounds its API

@@ -15,12 +15,12 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	ascendbackend "github.com/vgpushare/vshare/backends/ascend"
-	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 	"github.com/vgpushare/vshare/nodeagent/kube"
 	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 const testNode = "n1"

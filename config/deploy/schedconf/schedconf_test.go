@@ -7,11 +7,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/vgpushare/vshare/backends/nodelock"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/config/deploy"
 	"github.com/vgpushare/vshare/config/deploy/schedconf"
 	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 // TestPlainSchedulerConfParses reads the plain manifests'
