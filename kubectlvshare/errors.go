@@ -56,8 +56,8 @@ func (e *apiError) Error() string {
 	case apierrors.IsNotFound(e.err):
 		return e.object() + " not found"
 	case apierrors.IsForbidden(e.err):
-		return fmt.Sprintf("forbidden: cannot %s %s: %s (kubectl vshare needs get and list on nodes, pods, "+
-			"podgroups.scheduling.volcano.sh and events; see docs/kubectl-vshare.md#rbac)", e.verb, e.object(), apiMessage(e.err))
+		return fmt.Sprintf("forbidden: cannot %s %s: %s (kubectl vshare needs get and list on nodes and pods, list on "+
+			"events, get on podgroups.scheduling.volcano.sh; see docs/kubectl-vshare.md#rbac)", e.verb, e.object(), apiMessage(e.err))
 	case apierrors.IsUnauthorized(e.err):
 		return fmt.Sprintf("unauthorized: cannot %s %s: the credentials of the kubeconfig were refused: %s", e.verb, e.object(), apiMessage(e.err))
 	case unreachable(e.err):

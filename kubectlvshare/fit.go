@@ -16,6 +16,9 @@ const (
 	reasonNoDevicesSuffix    = " devices are not present on the node"
 	reasonBadInventorySuffix = " device registration on the node is invalid"
 	reasonCordoned           = "node is cordoned (spec.unschedulable)"
+	// reasonSelector is the text of Kubernetes' node affinity filter,
+	// which Volcano's predicates plugin reports.
+	reasonSelector = "node(s) didn't match Pod's node affinity/selector"
 )
 
 // FitOptions are the shape `kubectl vshare fit` asks about and the
@@ -103,12 +106,30 @@ func nodeFit(ns *nodeState, k *kind, pod *v1.Pod, policy string) NodeFit {
 		nf.Resolvable = st.Code == api.Unschedulable
 		nf.Cards = verdicts(ds, pod, policy)
 	}
+	// What keeps the pod off the node whatever its cards hold.
+	var blockers []string
 	if ns.node.Spec.Unschedulable {
-		nf.Fits = false
-		nf.Chosen = nil
-		nf.Reasons = append([]string{reasonCordoned}, nf.Reasons...)
+		blockers = append(blockers, reasonCordoned)
+	}
+	if !labelsMatch(pod.Spec.NodeSelector, ns.node.Labels) {
+		blockers = append(blockers, reasonSelector)
+	}
+	if len(blockers) > 0 {
+		nf.Fits, nf.Score, nf.Chosen, nf.Resolvable = false, 0, nil, false
+		nf.Reasons = append(blockers, nf.Reasons...)
 	}
 	return nf
+}
+
+// labelsMatch reports whether the node's labels carry every key and value
+// of the pod's nodeSelector.
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // chosen returns the cards Allocate takes for the pod, on a copy.

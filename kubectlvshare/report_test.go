@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -194,5 +196,49 @@ func TestParseHistogram(t *testing.T) {
 		if diff := cmp.Diff(tc.want, parseHistogram(tc.msg)); diff != "" {
 			t.Errorf("parseHistogram(%q) (-want +got):\n%s", tc.msg, diff)
 		}
+	}
+}
+
+// TestNodeLevelBlockers: a cordoned node and one the pod's nodeSelector
+// excludes do not fit whatever their cards hold, and freeing pods there
+// would not help.
+func TestNodeLevelBlockers(t *testing.T) {
+	kinds, err := newKinds(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vk *kind
+	for _, k := range kinds {
+		if k.name() == "hamivgpu" {
+			vk = k
+		}
+	}
+	n := node("gpu-x", vgpuproto.AnnotationRegister, vgpuproto.EncodeRegister([]vgpuproto.Card{a100("GPU-x0", true)}))
+	n.Labels = map[string]string{"zone": "a"}
+	pod := vgpuPod("team", "p", 1, 1, 1000, 0, "", "", "")
+	for _, tc := range []struct {
+		name     string
+		cordon   bool
+		selector map[string]string
+		want     []string
+	}{
+		{name: "fits"},
+		{name: "cordoned", cordon: true, want: []string{reasonCordoned}},
+		{name: "selector", selector: map[string]string{"zone": "b"}, want: []string{reasonSelector}},
+		{name: "both", cordon: true, selector: map[string]string{"gpu": "yes"}, want: []string{reasonCordoned, reasonSelector}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := n.DeepCopy()
+			n.Spec.Unschedulable = tc.cordon
+			p := pod.DeepCopy()
+			p.Spec.NodeSelector = tc.selector
+			nf := nodeFit(accountNode([]*kind{vk}, n, nil), vk, p, "binpack")
+			if nf.Fits != (tc.want == nil) || nf.Resolvable {
+				t.Errorf("fits %v resolvable %v, want fits %v and never resolvable", nf.Fits, nf.Resolvable, tc.want == nil)
+			}
+			if diff := cmp.Diff(tc.want, nf.Reasons); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

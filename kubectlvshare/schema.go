@@ -164,9 +164,10 @@ type NodeFit struct {
 	Chosen []CardRef `json:"chosen,omitempty"`
 	// Reasons are the scheduler's reasons for the node, as its fit error
 	// reports them (and the plugin's: no such devices, invalid
-	// registration, cordoned node).
+	// registration, cordoned node, nodeSelector not matched).
 	Reasons []string `json:"reasons,omitempty"`
-	// Resolvable is true when pods leaving could make the node fit.
+	// Resolvable is true when pods leaving could make the node fit (never
+	// on a cordoned node or one the pod's nodeSelector excludes).
 	Resolvable bool `json:"resolvable,omitempty"`
 	// Cards is the verdict of every card on the first container that does
 	// not fit (Reason "" for a card that would take it).

@@ -21,7 +21,7 @@ var (
 
 // table renders the cards: one row per card (a run of idle cards alike
 // folded into one row unless wide), a total row per node and device type,
-// the cluster's totals, and unreadable annotations as error rows whose
+// the totals of all listed nodes (when more than one), and unreadable annotations as error rows whose
 // messages follow the table.
 func (r *CardReport) table(w io.Writer, wide bool) error {
 	if len(r.Nodes) == 0 {
@@ -66,6 +66,9 @@ func (r *CardReport) table(w io.Writer, wide bool) error {
 		}
 	}
 	for _, t := range r.Totals {
+		if len(r.Nodes) == 1 {
+			break // the node's own total says it all
+		}
 		cells("all nodes", t.Device, "total", "-", totalsLabel(t, !wide), ratio(t.MemoryUsedMiB, t.MemoryTotalMiB),
 			ratio(t.CoresUsed, t.CoresTotal), itoa(t.Shares), "", "", "", plural(t.Pods, "pod"))
 	}

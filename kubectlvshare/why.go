@@ -125,7 +125,7 @@ func (p *Plugin) now(ctx context.Context, r reader, pod *v1.Pod, asked []*kind, 
 		for _, k := range asked {
 			nf := nodeFit(ns, k, pod, rep.Policy)
 			rep.Nodes = append(rep.Nodes, nf)
-			if nf.Fits || !nf.Resolvable || nodes[i].Spec.Unschedulable {
+			if nf.Fits || !nf.Resolvable {
 				continue
 			}
 			for _, ds := range ns.devices {
