@@ -322,7 +322,9 @@ func checkMalformed(ctx context.Context, t *testing.T, kubeconfig string) {
 	if _, err := cluster.Kube.CoreV1().Pods(kubectlNS).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.Kube.CoreV1().Pods(kubectlNS).Delete(context.Background(), bad.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cluster.Kube.CoreV1().Pods(kubectlNS).Delete(context.Background(), bad.Name, metav1.DeleteOptions{})
+	})
 
 	rep := vshareJSON[kubectlvshare.CardReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "cards")
 	nodes := map[string]kubectlvshare.NodeCards{}
