@@ -376,6 +376,31 @@ func checkRBAC(ctx context.Context, t *testing.T) {
 	}
 	t.Logf("as a user without RBAC: %s", strings.TrimSpace(vshare(t, ctx, nobody, "cards").stderr))
 
+	reader := bindReader(ctx, t, "kv-reader")
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"cards"}, kubectlvshare.ExitOK},
+		{[]string{"pods", "-A"}, kubectlvshare.ExitOK},
+		{[]string{"fit", "--memory", "50000"}, kubectlvshare.ExitNoFit},
+		{[]string{"why", "share-s-0", "-n", kubectlNS}, kubectlvshare.ExitOK},
+	} {
+		// RBAC bindings reach the authorizer's cache shortly after creation.
+		err := cluster.Poll(ctx, 30*time.Second, "kubectl vshare as the reader", func(context.Context) (bool, error) {
+			r := vshare(t, ctx, reader, tc.args...)
+			return r.code == tc.code, fmt.Errorf("%v: exit %d, stderr %q", tc.args, r.code, r.stderr)
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// bindReader creates the chart's kubectlReader ClusterRole (rendered with
+// helm), binds it to the ServiceAccount sa and returns a kubeconfig of sa.
+func bindReader(ctx context.Context, t *testing.T, sa string) string {
+	t.Helper()
 	const role = "kv-reader-e2e"
 	out, err := helmFor(t, ctx).Template(ctx, chartDir, "vshare", kubectlNS, "--set", "kubectlReader.create=true",
 		"--set", "kubectlReader.name="+role, "--show-only", "templates/kubectl-reader.yaml")
@@ -397,31 +422,14 @@ func checkRBAC(ctx context.Context, t *testing.T) {
 	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: kubectlNS, Name: "kv-reader"}}}
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: kubectlNS, Name: sa}}}
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{}) })
-	reader, err := cluster.ServiceAccountKubeconfig(ctx, kubectlNS, "kv-reader")
+	reader, err := cluster.ServiceAccountKubeconfig(ctx, kubectlNS, sa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		args []string
-		code int
-	}{
-		{[]string{"cards"}, kubectlvshare.ExitOK},
-		{[]string{"pods", "-A"}, kubectlvshare.ExitOK},
-		{[]string{"fit", "--memory", "50000"}, kubectlvshare.ExitNoFit},
-		{[]string{"why", "share-s-0", "-n", kubectlNS}, kubectlvshare.ExitOK},
-	} {
-		// RBAC bindings reach the authorizer's cache shortly after creation.
-		err := cluster.Poll(ctx, 30*time.Second, "kubectl vshare as the reader", func(context.Context) (bool, error) {
-			r := vshare(t, ctx, reader, tc.args...)
-			return r.code == tc.code, fmt.Errorf("%v: exit %d, stderr %q", tc.args, r.code, r.stderr)
-		})
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	return reader
 }

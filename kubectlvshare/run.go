@@ -90,51 +90,12 @@ func Run(ctx context.Context, args []string, env Env) int {
 var errNoFit = errors.New("fits no node")
 
 func run(ctx context.Context, args []string, env Env) error {
-	var g globalOptions
-	global := pflag.NewFlagSet("kubectl-vshare", pflag.ContinueOnError)
-	global.SetOutput(io.Discard)
-	global.SetInterspersed(false)
-	g.register(global)
-	if err := global.Parse(args); err != nil {
-		return flagError(err)
+	g, fs, exec, err := parseCommand(args)
+	if err != nil {
+		return err
 	}
-	rest := global.Args()
-	if len(rest) == 0 {
-		return usagef("no command given: want cards, pods, fit or why")
-	}
-	cmd, rest := rest[0], rest[1:]
-	if cmd == "help" {
-		return pflag.ErrHelp
-	}
-	c, ok := commands[cmd]
-	if !ok {
-		return usagef("unknown command %q: want cards, pods, fit or why", cmd)
-	}
-	fs := pflag.NewFlagSet("kubectl-vshare "+cmd, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.AddFlagSet(global)
-	exec := c(fs)
-	if err := fs.Parse(rest); err != nil {
-		return flagError(err)
-	}
-	if !validFormat(g.output) {
-		return usagef("--output=%q: want table, wide, json or yaml", g.output)
-	}
-	if g.policy != api.PolicyBinpack && g.policy != api.PolicySpread {
-		return usagef("--policy=%q: want %s or %s", g.policy, api.PolicyBinpack, api.PolicySpread)
-	}
-	var cfg *config.Config
-	if g.deviceConfig != "" {
-		data, err := os.ReadFile(g.deviceConfig)
-		if err != nil {
-			return usagef("--device-config: %v", err)
-		}
-		if cfg, err = config.Parse(data); err != nil {
-			return usagef("--device-config=%s: %v", g.deviceConfig, err)
-		}
-	}
-	// Usage mistakes are found before connecting.
-	if err := exec.check(fs.Args()); err != nil {
+	cfg, err := loadDeviceConfig(g.deviceConfig)
+	if err != nil {
 		return err
 	}
 	connect := env.Connect
@@ -160,6 +121,64 @@ func run(ctx context.Context, args []string, env Env) error {
 		return errNoFit
 	}
 	return nil
+}
+
+// parseCommand parses the global flags, the command and its flags, and
+// checks them, all before the cluster is contacted.
+func parseCommand(args []string) (*globalOptions, *pflag.FlagSet, command, error) {
+	g := &globalOptions{}
+	global := pflag.NewFlagSet("kubectl-vshare", pflag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	global.SetInterspersed(false)
+	g.register(global)
+	if err := global.Parse(args); err != nil {
+		return nil, nil, command{}, flagError(err)
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		return nil, nil, command{}, usagef("no command given: want cards, pods, fit or why")
+	}
+	name, rest := rest[0], rest[1:]
+	if name == "help" {
+		return nil, nil, command{}, pflag.ErrHelp
+	}
+	newCommand, ok := commands[name]
+	if !ok {
+		return nil, nil, command{}, usagef("unknown command %q: want cards, pods, fit or why", name)
+	}
+	fs := pflag.NewFlagSet("kubectl-vshare "+name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.AddFlagSet(global)
+	c := newCommand(fs)
+	if err := fs.Parse(rest); err != nil {
+		return nil, nil, command{}, flagError(err)
+	}
+	switch {
+	case !validFormat(g.output):
+		return nil, nil, command{}, usagef("--output=%q: want table, wide, json or yaml", g.output)
+	case g.policy != api.PolicyBinpack && g.policy != api.PolicySpread:
+		return nil, nil, command{}, usagef("--policy=%q: want %s or %s", g.policy, api.PolicyBinpack, api.PolicySpread)
+	}
+	if err := c.check(fs.Args()); err != nil {
+		return nil, nil, command{}, err
+	}
+	return g, fs, c, nil
+}
+
+// loadDeviceConfig reads --device-config; "" means the defaults (nil).
+func loadDeviceConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("--device-config: %v", err)
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		return nil, usagef("--device-config=%s: %v", path, err)
+	}
+	return cfg, nil
 }
 
 // flagError turns a flag parsing error into a usage error.
