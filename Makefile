@@ -52,13 +52,16 @@ libvgpu-test:
 gpu-check:
 	@$(MAKE) -s -C libvgpu gpu-check
 
-# The scheduler binary starts and lists Volcano's flags next to ours.
+# The scheduler binary starts and lists Volcano's flags next to ours; the
+# kubectl plugin answers --help.
 smoke: build
 	@$(BIN)/vc-scheduler --help >$(BIN)/help.txt 2>&1 || true
 	@for flag in --scheduler-conf --leader-elect --listen-address --enable-healthz --enable-metrics --schedule-period --kubeconfig -v; do \
 		grep -q -- "$$flag" $(BIN)/help.txt || { echo "vc-scheduler --help does not list $$flag" >&2; cat $(BIN)/help.txt >&2; exit 1; }; \
 	done
 	@echo "smoke: vc-scheduler --help lists Volcano's flags"
+	@$(BIN)/kubectl-vshare --help | grep -q "kubectl vshare cards" || { echo "kubectl-vshare --help does not list its commands" >&2; exit 1; }
+	@echo "smoke: kubectl-vshare --help lists its commands"
 
 # Every Go fuzz target for FUZZTIME (default 10m) each; the corpus it grows
 # lands in testdata/fuzz/ and is replayed by `make unit`.
