@@ -111,10 +111,32 @@ func waitAdmitted(ctx context.Context, t *testing.T, job string, n int) []v1.Pod
 }
 
 // checkCards compares every card of the GPU nodes with the cluster's
-// usage as the harness decodes it from the annotations.
+// usage as the harness decodes it from the annotations. Pods another test
+// left terminating could leave between the two reads, so a difference is
+// read again for a few seconds before it counts.
 func checkCards(ctx context.Context, t *testing.T, kubeconfig string) {
+	err := cluster.Poll(ctx, 15*time.Second, "kubectl vshare cards matching the annotations", func(ctx context.Context) (bool, error) {
+		diffs := cardDiffs(ctx, t, kubeconfig)
+		return len(diffs) == 0, errors.New(strings.Join(diffs, "\n"))
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	table := vshare(t, ctx, kubeconfig, "cards")
+	for _, s := range []string{"NODE", "MEMORY(MiB)", kubectlNS + "/share-s-0", "idle)", "all nodes"} {
+		if !strings.Contains(table.stdout, s) {
+			t.Errorf("cards table does not show %q:\n%s", s, table.stdout)
+		}
+	}
+	t.Logf("kubectl vshare cards --node %s:\n%s", gpuNodes[0], vshare(t, ctx, kubeconfig, "cards", "--node", gpuNodes[0]).stdout)
+}
+
+// cardDiffs lists where the plugin's cards of the GPU nodes differ from the
+// registrations and allocations the harness decodes itself.
+func cardDiffs(ctx context.Context, t *testing.T, kubeconfig string) []string {
 	rep := vshareJSON[kubectlvshare.CardReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "cards")
 	want, live := usageOf(ctx, t)
+	var diffs []string
 	seen := 0
 	for _, n := range rep.Nodes {
 		if !slices.Contains(gpuNodes, n.Name) {
@@ -124,7 +146,7 @@ func checkCards(ctx context.Context, t *testing.T, kubeconfig string) {
 			seen++
 			w, ok := want[n.Name+"/"+c.ID]
 			if !ok {
-				t.Errorf("%s card %s is not registered", n.Name, c.ID)
+				diffs = append(diffs, fmt.Sprintf("%s card %s is not registered", n.Name, c.ID))
 				continue
 			}
 			var holders []string
@@ -143,21 +165,16 @@ func checkCards(ctx context.Context, t *testing.T, kubeconfig string) {
 			slices.Sort(got)
 			if !slices.Equal(holders, got) || c.MemoryUsedMiB != mem || c.CoresUsed != cores || c.Shares != len(holders) ||
 				c.MemoryTotalMiB != int64(w.MemoryMiB) || c.Model != w.Type || c.Device != vgpu.Name {
-				t.Errorf("%s card %d %s: plugin says %s %d/%d MiB, %d cores, %d shares, holders %v; annotations say %s %d/%d MiB, %d cores, holders %v",
-					n.Name, c.Index, c.ID, c.Model, c.MemoryUsedMiB, c.MemoryTotalMiB, c.CoresUsed, c.Shares, got, w.Type, mem, w.MemoryMiB, cores, holders)
+				diffs = append(diffs, fmt.Sprintf("%s card %d %s: plugin says %s %d/%d MiB, %d cores, %d shares, holders %v; "+
+					"annotations say %s %d/%d MiB, %d cores, holders %v", n.Name, c.Index, c.ID, c.Model, c.MemoryUsedMiB,
+					c.MemoryTotalMiB, c.CoresUsed, c.Shares, got, w.Type, mem, w.MemoryMiB, cores, holders))
 			}
 		}
 	}
 	if seen != len(gpuNodes)*cardsPerNode {
-		t.Errorf("plugin listed %d cards of the GPU nodes, want %d", seen, len(gpuNodes)*cardsPerNode)
+		diffs = append(diffs, fmt.Sprintf("plugin listed %d cards of the GPU nodes, want %d", seen, len(gpuNodes)*cardsPerNode))
 	}
-	table := vshare(t, ctx, kubeconfig, "cards")
-	for _, s := range []string{"NODE", "MEMORY(MiB)", kubectlNS + "/share-s-0", "idle)", "all nodes"} {
-		if !strings.Contains(table.stdout, s) {
-			t.Errorf("cards table does not show %q:\n%s", s, table.stdout)
-		}
-	}
-	t.Logf("kubectl vshare cards --node %s:\n%s", gpuNodes[0], vshare(t, ctx, kubeconfig, "cards", "--node", gpuNodes[0]).stdout)
+	return diffs
 }
 
 // usageOf returns the cards by node/UUID with their holders, decoded by the
