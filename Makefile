@@ -3,7 +3,8 @@
 #   make test    lint, Go unit and session-level tests (race detector on),
 #                libvgpu's C suite (plain, ASan/UBSan, valgrind), smoke test,
 #                and the end-to-end suite
-#   make build   binaries into bin/
+#   make build   binaries into bin/ (kubectl-vshare included; `make
+#                kubectl-vshare` builds only the kubectl plugin)
 #   make bench   in-process benchmarks, ours against Volcano's built-in
 #   make e2e     end-to-end tests on a local control plane (e2e/README.md),
 #                a short fault campaign included
@@ -27,13 +28,18 @@ BENCH_COUNT   ?= 6
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e faults demo clean quality fuzz gpu-check
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e faults demo clean quality fuzz gpu-check
 
 all: build test
 
-build: libvgpu
+build: libvgpu kubectl-vshare
 	$(GO) build -o $(BIN)/vc-scheduler ./cmd/vc-scheduler
 	$(GO) build -o $(BIN)/vgpu-device-plugin ./cmd/vgpu-device-plugin
+
+# The kubectl plugin: put bin/ on the PATH (or copy bin/kubectl-vshare
+# there) and `kubectl vshare cards` works (docs/kubectl-vshare.md).
+kubectl-vshare:
+	$(GO) build -o $(BIN)/kubectl-vshare ./cmd/kubectl-vshare
 
 libvgpu:
 	$(MAKE) -C libvgpu all
@@ -46,13 +52,16 @@ libvgpu-test:
 gpu-check:
 	@$(MAKE) -s -C libvgpu gpu-check
 
-# The scheduler binary starts and lists Volcano's flags next to ours.
+# The scheduler binary starts and lists Volcano's flags next to ours; the
+# kubectl plugin answers --help.
 smoke: build
 	@$(BIN)/vc-scheduler --help >$(BIN)/help.txt 2>&1 || true
 	@for flag in --scheduler-conf --leader-elect --listen-address --enable-healthz --enable-metrics --schedule-period --kubeconfig -v; do \
 		grep -q -- "$$flag" $(BIN)/help.txt || { echo "vc-scheduler --help does not list $$flag" >&2; cat $(BIN)/help.txt >&2; exit 1; }; \
 	done
 	@echo "smoke: vc-scheduler --help lists Volcano's flags"
+	@$(BIN)/kubectl-vshare --help | grep -q "kubectl vshare cards" || { echo "kubectl-vshare --help does not list its commands" >&2; exit 1; }
+	@echo "smoke: kubectl-vshare --help lists its commands"
 
 # Every Go fuzz target for FUZZTIME (default 10m) each; the corpus it grows
 # lands in testdata/fuzz/ and is replayed by `make unit`.

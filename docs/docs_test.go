@@ -199,7 +199,7 @@ func TestREADMELinksDocs(t *testing.T) {
 	if !ok {
 		t.Fatal("README.md has no Documentation section")
 	}
-	for _, p := range []string{"install.md", "requesting.md", "configuration.md", "metrics.md", "troubleshooting.md", "comparison.md", "architecture.md", "security.md"} {
+	for _, p := range []string{"install.md", "requesting.md", "configuration.md", "metrics.md", "troubleshooting.md", "comparison.md", "architecture.md", "security.md", "kubectl-vshare.md"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("docs/%s: %v", p, err)
 		}

@@ -156,6 +156,7 @@ func deployVariants() []deployVariant {
 				"devicePlugin.flags.memory-unit=factor", "devicePlugin.flags.handshake-interval=20s",
 				"devicePlugin.env.DP_DISABLE_HEALTHCHECKS=xids",
 				"image.registry=registry.example.com/gpu", "image.tag=v9.9.9",
+				"kubectlReader.create=true", "kubectlReader.name=gpu-readers",
 			},
 			check: func(t *testing.T, r rendered) {
 				if r.args.ConfigMapName != "gpu-config" || r.args.ConfigMapNamespace != r.namespace {
@@ -166,6 +167,9 @@ func deployVariants() []deployVariant {
 				}
 				if got := r.deployment.Spec.Template.Spec.Containers[0].Image; got != "registry.example.com/gpu/vc-scheduler:v9.9.9" {
 					t.Errorf("scheduler image %q", got)
+				}
+				if !r.has("ClusterRole", "", "gpu-readers") {
+					t.Error("no ClusterRole gpu-readers for kubectl vshare with kubectlReader.create")
 				}
 				if !r.has("ConfigMap", r.namespace, "gpu-config") || !r.has("Role", r.namespace, "vshare-scheduler-device-config") {
 					t.Errorf("no ConfigMap %s/gpu-config or no Role to read it rendered", r.namespace)

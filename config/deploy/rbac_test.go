@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vgpushare/vshare/config/deploy"
 )
@@ -214,5 +215,63 @@ func writeGo(t *testing.T, dir, src string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "p.go"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// kubectlReaderTemplate is the chart's optional ClusterRole for the kubectl
+// plugin; its rules block is literal YAML.
+const kubectlReaderTemplate = "helm/vshare/templates/kubectl-reader.yaml"
+
+// TestKubectlReaderGrantsExactlyThePluginsCalls: the read-only ClusterRole
+// the chart offers for `kubectl vshare` grants every call the plugin's
+// source makes, and nothing else.
+func TestKubectlReaderGrantsExactlyThePluginsCalls(t *testing.T) {
+	data, err := os.ReadFile(kubectlReaderTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "\nrules:\n")
+	if !ok {
+		t.Fatalf("%s has no rules block", kubectlReaderTemplate)
+	}
+	block, _, _ = strings.Cut(block, "{{")
+	var rules []rbacv1.PolicyRule
+	if err := yaml.UnmarshalStrict([]byte(block), &rules); err != nil {
+		t.Fatalf("%s rules: %v", kubectlReaderTemplate, err)
+	}
+	granted := map[deploy.APICall]bool{}
+	for _, r := range rules {
+		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+			t.Errorf("rule %+v: the plugin reads whole resources", r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					granted[deploy.APICall{Group: g, Resource: res, Verb: v}] = true
+				}
+			}
+		}
+	}
+	calls, err := deploy.APICallSites(moduleDirs(t, "./cmd/kubectl-vshare")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Package config is linked for its parser; its ConfigMap watch is the
+	// scheduler's and agent's, never started by the plugin, which reads a
+	// device configuration from --device-config.
+	notCalled := map[deploy.APICall]bool{{Resource: "configmaps", Verb: "list"}: true, {Resource: "configmaps", Verb: "watch"}: true}
+	for call, sites := range calls {
+		switch {
+		case notCalled[call] && granted[call]:
+			t.Errorf("%s is granted although the plugin never makes it", call)
+		case notCalled[call]:
+		case !granted[call]:
+			t.Errorf("%s (%s) is not granted by %s", call, strings.Join(sites, ", "), kubectlReaderTemplate)
+		}
+	}
+	for g := range granted {
+		if _, ok := calls[g]; !ok {
+			t.Errorf("%s is granted but the plugin's code never makes it", g)
+		}
 	}
 }

@@ -2,16 +2,15 @@
 
 // Package demo brings the local control plane up with simulated DGX A100
 // nodes and a simulated Ascend 910B node, submits Volcano Jobs that share
-// GPUs and NPUs, and prints who holds what on
-// each card. It is what `make demo` runs.
+// GPUs and NPUs, and prints who holds what on each card through the kubectl
+// plugin (`kubectl vshare cards`, `pods`, `fit`). It is what `make demo` runs.
 package demo
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
-	"text/tabwriter"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	"github.com/vgpushare/vshare/kubectlvshare"
 	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
 // schedulerConf enables vGPU and HAMi Ascend vNPU sharing.
@@ -124,48 +125,56 @@ func Run(ctx context.Context, o Options) (err error) {
 			return fmt.Errorf("%w\n%s", err, c.Tails(30))
 		}
 	}
-	running := time.Since(t2)
-	cards, err := c.Usage(ctx)
-	if err != nil {
+	if err := waitAdmitted(ctx, c); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "\n%d Volcano Jobs sharing the GPUs of %d simulated DGX A100 nodes:\n\n", len(jobs()), o.Nodes)
-	framework.PrintUsage(o.Out, cards, false)
-	if err := printNPUs(ctx, c, o.Out); err != nil {
+	running := time.Since(t2)
+	fmt.Fprintf(o.Out, "\n%d Volcano Jobs sharing the GPUs of %d simulated DGX A100 nodes and the NPUs of a simulated %s node.\n",
+		len(jobs()), o.Nodes, npuChip)
+	if err := printPlugin(ctx, c, o); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Out, "\nbinaries %s, control plane, %d GPU nodes and 1 Ascend node %s, jobs Running %s\n",
 		built.Round(time.Millisecond), o.Nodes, up.Round(time.Millisecond), running.Round(time.Millisecond))
 	if o.Keep {
-		fmt.Fprintf(o.Out, "\nThe cluster keeps running until interrupted (Ctrl-C):\n  export KUBECONFIG=%s\n", c.Kubeconfig)
+		fmt.Fprintf(o.Out, "\nThe cluster keeps running until interrupted (Ctrl-C):\n  export KUBECONFIG=%s\n"+
+			"  export PATH=%s:$PATH   # kubectl-vshare\n  kubectl vshare cards\n", c.Kubeconfig, bins.Dir)
 		<-ctx.Done()
 	}
 	return nil
 }
 
-// printNPUs lists the vNPUs the demo's pods hold, from the allocation
-// annotation huawei.com/<chip> (chip UUID and template).
-func printNPUs(ctx context.Context, c *framework.Cluster, out io.Writer) error {
-	pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list pods: %w", err)
-	}
-	var rows []string
-	for _, p := range pods.Items {
-		info, err := ascendproto.DecodeRuntimeInfo(p.Annotations[ascendproto.KeysFor(npuChip).RuntimeInfo])
+// waitAdmitted waits until the node agents have served every demo pod
+// (bind-phase success), so the pods table shows them admitted.
+func waitAdmitted(ctx context.Context, c *framework.Cluster) error {
+	return c.Poll(ctx, time.Minute, "demo pods admitted by their agents", func(ctx context.Context) (bool, error) {
+		pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			continue
+			return false, err
 		}
-		for _, i := range info {
-			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s", p.Spec.NodeName, i.UUID, i.Temp, p.Name))
+		for _, p := range pods.Items {
+			if p.Annotations[vgpuproto.AnnotationBindPhase] != vgpuproto.BindPhaseSuccess &&
+				p.Annotations[ascendproto.AnnotationBindPhase] != ascendproto.BindPhaseSuccess {
+				return false, fmt.Errorf("pod %s not admitted yet", p.Name)
+			}
+		}
+		return true, nil
+	})
+}
+
+// printPlugin prints the final tables through the kubectl plugin, as a
+// user would see them with `kubectl vshare` against this cluster.
+func printPlugin(ctx context.Context, c *framework.Cluster, o Options) error {
+	for _, args := range [][]string{
+		{"cards"},
+		{"pods", "-n", namespace},
+		{"fit", "--memory", "20000", "--cores", "30", "--number", "2", "--type", "A100"},
+	} {
+		fmt.Fprintf(o.Out, "\n$ kubectl vshare %s\n", strings.Join(args, " "))
+		code := kubectlvshare.Run(ctx, append(args, "--kubeconfig", c.Kubeconfig), kubectlvshare.Env{Stdout: o.Out, Stderr: o.Log})
+		if code != kubectlvshare.ExitOK && code != kubectlvshare.ExitNoFit {
+			return fmt.Errorf("kubectl vshare %s: exit code %d", strings.Join(args, " "), code)
 		}
 	}
-	sort.Strings(rows)
-	fmt.Fprintf(out, "\nAscend vNPUs (HAMi template mode, simulated %s node):\n\n", npuChip)
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tCHIP\tTEMPLATE\tPOD")
-	for _, r := range rows {
-		fmt.Fprintln(w, r)
-	}
-	return w.Flush()
+	return nil
 }

@@ -27,6 +27,8 @@ const (
 	BinDevicePlugin      = "vgpu-device-plugin"
 	// BinVNPUAgent is the simulated HAMi Ascend node agent (vnpu/agent).
 	BinVNPUAgent = "vnpu-agent"
+	// BinKubectlVshare is the kubectl plugin (cmd/kubectl-vshare).
+	BinKubectlVshare = "kubectl-vshare"
 	// BinStockScheduler is Volcano v1.10.0's own scheduler, with its
 	// built-in deviceshare, for the interoperability tests.
 	BinStockScheduler = "vc-scheduler-stock"
@@ -64,6 +66,7 @@ var ours = [][2]string{
 	{BinScheduler, "./cmd/vc-scheduler"},
 	{BinDevicePlugin, "./cmd/vgpu-device-plugin"},
 	{BinVNPUAgent, "./cmd/vnpu-agent"},
+	{BinKubectlVshare, "./cmd/kubectl-vshare"},
 }
 
 // ModuleRoot returns the directory of this repository's go.mod.

@@ -5,10 +5,7 @@ package framework
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
-	"strings"
-	"text/tabwriter"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -69,34 +66,4 @@ func (c *Cluster) Usage(ctx context.Context) ([]Card, error) {
 		return cards[i].UUID < cards[j].UUID
 	})
 	return cards, nil
-}
-
-// PrintUsage writes a table of nodes, cards and holders. Cards nobody holds
-// are summarised per node in one line unless all is set.
-func PrintUsage(w io.Writer, cards []Card, all bool) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCARD\tTYPE\tMEMORY USED/TOTAL (MiB)\tCORES USED\tPODS (memory MiB / cores %)")
-	idle := map[string]int{}
-	var order []string
-	for _, c := range cards {
-		if len(c.Holders) == 0 && !all {
-			if idle[c.Node] == 0 {
-				order = append(order, c.Node)
-			}
-			idle[c.Node]++
-			continue
-		}
-		mem, cores := 0, 0
-		var who []string
-		for _, h := range c.Holders {
-			mem += h.MemoryMiB
-			cores += h.Cores
-			who = append(who, fmt.Sprintf("%s (%d/%d)", h.Pod, h.MemoryMiB, h.Cores))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d%%\t%s\n", c.Node, c.UUID, c.Type, mem, c.MemoryMiB, cores, strings.Join(who, ", "))
-	}
-	for _, n := range order {
-		fmt.Fprintf(tw, "%s\t(%d idle cards)\t\t\t\t\n", n, idle[n])
-	}
-	tw.Flush()
 }

@@ -1,8 +1,9 @@
 //go:build e2e
 
 // Command demo runs the end-to-end demo: a local control plane with
-// simulated DGX A100 nodes, sample Volcano Jobs sharing GPUs, and a table of
-// who holds what on each card. `make demo` runs it.
+// simulated DGX A100 nodes and an Ascend node, sample Volcano Jobs sharing
+// GPUs and NPUs, and the final tables printed by the kubectl plugin
+// (`kubectl vshare cards`, `pods`, `fit`). `make demo` runs it.
 package main
 
 import (

@@ -1,0 +1,83 @@
+package vgpu
+
+import (
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+)
+
+var (
+	_ api.CardExplainer = (*Devices)(nil)
+	_ api.CardDescriber = (*Devices)(nil)
+)
+
+// ExplainCards tells, card by card, why the first container that does not
+// fit was refused: the same choice and the same checks as FilterNode, so
+// the reasons are the ones the scheduler reports for the node.
+func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []api.CardVerdict {
+	req, err := d.b.request(pod, policy)
+	if err != nil || req.empty() {
+		return nil
+	}
+	var s scratch
+	_, work, failed := d.choose(req, &s)
+	if failed < 0 {
+		return nil
+	}
+	cr := &req.ctrs()[failed]
+	out := make([]api.CardVerdict, len(work))
+	for i := range work {
+		out[i] = api.CardVerdict{Index: i, Container: cr.ctr}
+		if code, _ := d.check(i, &work[i], cr, req); code != fits {
+			out[i].Reason, out[i].Resolvable = describe(code)
+		}
+	}
+	return out
+}
+
+// CardLayouts describes the cards that are not shared by hami-core: a MIG
+// card's geometry in use and the instances taken ("mig all-1g: 1g.5gb x2,
+// 7 instances"), "mig idle" for a MIG card holding nothing, and the mode of
+// cards registered in another mode (mps).
+func (d *Devices) CardLayouts() []string {
+	out := make([]string, len(d.cards))
+	for i := range d.cards {
+		ci, c := &d.info[i], &d.cards[i]
+		switch {
+		case ci.mig != nil && c.migGroup < 0:
+			out[i] = "mig idle"
+		case ci.mig != nil:
+			out[i] = migUse(&ci.mig.groups[c.migGroup], c.migUsed)
+		case ci.mode != "" && ci.mode != vgpuproto.ModeHAMiCore:
+			out[i] = ci.mode
+		}
+	}
+	return out
+}
+
+// migUse renders the instances taken in a geometry, in catalogue order.
+func migUse(g *migGroup, used uint64) string {
+	var b strings.Builder
+	b.WriteString("mig " + g.name + ":")
+	total := 0
+	sep := " "
+	for _, in := range g.instances {
+		total += in.count
+		n := 0
+		for p := in.start; p < in.start+in.count; p++ {
+			if used&(1<<uint(p)) != 0 {
+				n++
+			}
+		}
+		if n > 0 {
+			b.WriteString(sep + in.name + " x" + strconv.Itoa(n))
+			sep = ", "
+		}
+	}
+	b.WriteString(" of " + strconv.Itoa(total) + " instances")
+	return b.String()
+}

@@ -1,0 +1,169 @@
+package kubectlvshare
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpushare/vshare/backends/ascend"
+	"github.com/vgpushare/vshare/backends/gpushare"
+	"github.com/vgpushare/vshare/backends/mindcluster"
+	"github.com/vgpushare/vshare/backends/vgpu"
+	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/deviceshare/api"
+	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+)
+
+// kind is one device type the plugin reads: its backend, the scheduler's
+// own, and what only the plugin needs to know of it.
+type kind struct {
+	backend api.Backend
+	// bindPhase is the pod annotation the device type's node agent moves
+	// from "allocating" to "success" or "failed"; "" when it has none.
+	bindPhase string
+	// shape builds a pod of the shape for `fit`; nil when `fit` does not
+	// serve the device type.
+	shape func(Shape) *v1.Pod
+	// matches reports whether `fit --type` names this device type.
+	matches func(typ string) bool
+}
+
+// name is the backend's name, which the scheduler's reasons and metrics
+// use too ("hamivgpu", "Ascend910B3", "gpushare", "mindcluster310p").
+func (k *kind) name() string { return k.backend.Name() }
+
+// newKinds builds the device types the scheduler can serve, under the
+// device configuration cfg (nil: the built-in defaults): HAMi vGPU, one
+// HAMi Ascend type per vnpus entry, GPU share and MindCluster 310P. GPU
+// number mode reads the same cards as GPU share and is not listed twice.
+func newKinds(cfg *config.Config) ([]*kind, error) {
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	vb, err := vgpu.New(vgpu.Options{Config: &cfg.NVIDIA})
+	if err != nil {
+		return nil, fmt.Errorf("device configuration: %w", err)
+	}
+	out := []*kind{{backend: vb, bindPhase: vgpuproto.AnnotationBindPhase, shape: vgpuShape(vb), matches: func(string) bool { return true }}}
+	hamiCore := cfg.VNPUs.Mode() == config.VNPUModeHAMiCore
+	var ascends []*kind
+	for _, chip := range cfg.VNPUs.Configs {
+		ab, err := ascend.New(ascend.Options{Chip: chip, HAMiCore: hamiCore})
+		if err != nil {
+			return nil, fmt.Errorf("device configuration: %w", err)
+		}
+		chipName := chip.ChipName
+		ascends = append(ascends, &kind{backend: ab, bindPhase: ascendproto.AnnotationBindPhase, shape: ascendShape(ab),
+			matches: func(typ string) bool {
+				return strings.EqualFold(typ, ab.Name()) || (chipName != "" && strings.EqualFold(typ, chipName))
+			}})
+	}
+	// Ascend types come first for `fit --type`, whose vGPU type matches any
+	// model name.
+	out = append(ascends, out...)
+	gb, err := gpushare.New(gpushare.Options{Mode: gpushare.ModeShare})
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, &kind{backend: gb}, &kind{backend: mindcluster.New(mindcluster.Options{})})
+	return out, nil
+}
+
+// Shape is the pod shape `fit` asks about: one container asking for
+// Number cards of one device type.
+type Shape struct {
+	// Type is a card model (vGPU: a substring of the registered type, as
+	// nvidia.com/use-gputype matches) or an Ascend chip type
+	// (its commonWord, like Ascend910B3, or chip name); "" means any vGPU.
+	Type string `json:"type,omitempty"`
+	// Number is the number of cards.
+	Number int64 `json:"number"`
+	// MemoryMiB is the memory per card; 0 leaves it to the device type's
+	// default (a whole vGPU card, an Ascend chip's whole memory).
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// MemoryPercent is the memory per card as a percentage (vGPU only).
+	MemoryPercent int64 `json:"memoryPercent,omitempty"`
+	// Cores is the percentage of each card's cores (vGPU SMs, Ascend AI
+	// cores in hami-core mode); 0 asks for none.
+	Cores int64 `json:"cores,omitempty"`
+	// Mode is volcano.sh/vgpu-mode (hami-core, mig) or, for Ascend,
+	// huawei.com/vnpu-mode (hami-core).
+	Mode string `json:"mode,omitempty"`
+}
+
+// fitPodName names the pod `fit` asks about.
+const fitPodName = "kubectl-vshare-fit"
+
+// shapePod returns a pod with one container asking for limits, with the
+// annotations (key, value pairs; empty values are left out).
+func shapePod(limits v1.ResourceList, annotations ...string) *v1.Pod {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fitPodName, UID: fitPodName, Annotations: map[string]string{}},
+		Spec: v1.PodSpec{SchedulerName: "volcano", Containers: []v1.Container{{Name: "main",
+			Resources: v1.ResourceRequirements{Limits: limits}}}},
+	}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		if annotations[i+1] != "" {
+			pod.Annotations[annotations[i]] = annotations[i+1]
+		}
+	}
+	return pod
+}
+
+// setPositive puts v into l under name when it is positive.
+func setPositive(l v1.ResourceList, name v1.ResourceName, v int64) {
+	if v > 0 {
+		l[name] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+}
+
+func vgpuShape(b *vgpu.Backend) func(Shape) *v1.Pod {
+	count, memory, percent, cores := b.Resources()
+	return func(s Shape) *v1.Pod {
+		l := v1.ResourceList{count: *resource.NewQuantity(s.Number, resource.DecimalSI)}
+		setPositive(l, memory, s.MemoryMiB)
+		setPositive(l, percent, s.MemoryPercent)
+		setPositive(l, cores, s.Cores)
+		return shapePod(l, vgpuproto.AnnotationUseType, s.Type, vgpuproto.AnnotationMode, s.Mode)
+	}
+}
+
+func ascendShape(b *ascend.Backend) func(Shape) *v1.Pod {
+	count, memory, core := b.Resources()
+	return func(s Shape) *v1.Pod {
+		l := v1.ResourceList{count: *resource.NewQuantity(s.Number, resource.DecimalSI)}
+		setPositive(l, memory, s.MemoryMiB)
+		setPositive(l, core, s.Cores)
+		return shapePod(l, ascendproto.AnnotationVNPUMode, s.Mode)
+	}
+}
+
+// describeShape renders a shape for people: "2 cards x 20000 MiB, 30% cores of A100".
+func describeShape(device string, s Shape) string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(s.Number, 10) + " " + device + " card")
+	if s.Number != 1 {
+		b.WriteString("s")
+	}
+	switch {
+	case s.MemoryMiB > 0:
+		b.WriteString(" x " + strconv.FormatInt(s.MemoryMiB, 10) + " MiB")
+	case s.MemoryPercent > 0:
+		b.WriteString(" x " + strconv.FormatInt(s.MemoryPercent, 10) + "% memory")
+	}
+	if s.Cores > 0 {
+		b.WriteString(", " + strconv.FormatInt(s.Cores, 10) + "% cores")
+	}
+	if s.Type != "" && !strings.EqualFold(s.Type, device) {
+		b.WriteString(", type " + s.Type)
+	}
+	if s.Mode != "" {
+		b.WriteString(", mode " + s.Mode)
+	}
+	return b.String()
+}
