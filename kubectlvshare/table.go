@@ -48,9 +48,9 @@ func (r *CardReport) table(w io.Writer, wide bool) error {
 			cordon = "yes"
 		}
 		for _, c := range foldIdle(nc.Cards, !wide) {
-			cells(nc.Name, c.first.Device, c.label(), c.id(), c.first.Model, ratio(c.first.MemoryUsedMiB, c.first.MemoryTotalMiB),
+			cells(nc.Name, c.first.Device, c.label(), cardID(c), c.first.Model, ratio(c.first.MemoryUsedMiB, c.first.MemoryTotalMiB),
 				ratio(c.first.CoresUsed, c.first.CoresTotal), fmt.Sprintf("%d/%d", c.first.Shares, c.first.MaxShares),
-				health(c.first.Healthy), cordon, dash(c.first.Layout), c.pods(wide))
+				health(c.first.Healthy), cordon, dash(c.first.Layout), cardPods(c, wide))
 		}
 		for _, p := range nc.Errors {
 			what := "registration"
@@ -95,20 +95,43 @@ func health(ok bool) string {
 	return "unhealthy"
 }
 
-// cardRun is a card, or a run of idle cards alike folded into one row.
-type cardRun struct {
-	first, last Card
-	n           int
+// span is one card's row, or consecutive cards folded into one row: n of
+// them, first to last, at indexes lo to hi.
+type span[T any] struct {
+	first, last T
+	lo, hi, n   int
 }
 
-func (c cardRun) label() string {
-	if c.n == 1 {
-		return itoa(c.first.Index)
+// label is the row's card column: "3", or "3-7" for a folded run.
+func (s span[T]) label() string {
+	if s.n == 1 {
+		return itoa(s.lo)
 	}
-	return itoa(c.first.Index) + "-" + itoa(c.last.Index)
+	return itoa(s.lo) + "-" + itoa(s.hi)
 }
 
-func (c cardRun) id() string {
+// fold groups consecutive cards (index(b) == index(a)+1) for which same
+// holds; without on every card is its own row.
+func fold[T any](items []T, on bool, index func(T) int, same func(a, b T) bool) []span[T] {
+	var out []span[T]
+	for _, it := range items {
+		i := index(it)
+		if on && len(out) > 0 {
+			if l := &out[len(out)-1]; l.hi+1 == i && same(l.last, it) {
+				l.last, l.hi = it, i
+				l.n++
+				continue
+			}
+		}
+		out = append(out, span[T]{first: it, last: it, lo: i, hi: i, n: 1})
+	}
+	return out
+}
+
+// cardRun is a card, or a run of idle cards alike folded into one row.
+type cardRun = span[Card]
+
+func cardID(c cardRun) string {
 	if c.n == 1 {
 		return c.first.ID
 	}
@@ -116,7 +139,7 @@ func (c cardRun) id() string {
 }
 
 // pods renders the holders: names, with each one's share when wide.
-func (c cardRun) pods(wide bool) string {
+func cardPods(c cardRun, wide bool) string {
 	if c.n > 1 {
 		return "(" + itoa(c.n) + " idle)"
 	}
@@ -134,22 +157,10 @@ func (c cardRun) pods(wide bool) string {
 }
 
 // foldIdle groups consecutive idle, healthy cards of one device type and
-// model with the same capacity and layout; without fold every card is its
-// own run.
-func foldIdle(cards []Card, fold bool) []cardRun {
-	var out []cardRun
-	for _, c := range cards {
-		if fold && len(out) > 0 {
-			last := &out[len(out)-1]
-			if alike(last.last, c) && last.last.Index+1 == c.Index {
-				last.last = c
-				last.n++
-				continue
-			}
-		}
-		out = append(out, cardRun{first: c, last: c, n: 1})
-	}
-	return out
+// model with the same capacity and layout; without on every card is its own
+// run.
+func foldIdle(cards []Card, on bool) []cardRun {
+	return fold(cards, on, func(c Card) int { return c.Index }, alike)
 }
 
 // alike reports whether two cards are idle and healthy twins.

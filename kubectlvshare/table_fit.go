@@ -79,32 +79,11 @@ func fitTable(w io.Writer, nodes []NodeFit, wide bool, indent string) error {
 
 // verdictRun is a card verdict, or a run of consecutive cards with one
 // reason.
-type verdictRun struct {
-	first, last CardVerdict
-	n           int
-}
+type verdictRun = span[CardVerdict]
 
-func (v verdictRun) label() string {
-	if v.n == 1 {
-		return itoa(v.first.Index)
-	}
-	return itoa(v.first.Index) + "-" + itoa(v.last.Index)
-}
-
-func foldVerdicts(vs []CardVerdict, fold bool) []verdictRun {
-	var out []verdictRun
-	for _, v := range vs {
-		if fold && len(out) > 0 {
-			last := &out[len(out)-1]
-			if last.last.Reason == v.Reason && last.last.Index+1 == v.Index {
-				last.last = v
-				last.n++
-				continue
-			}
-		}
-		out = append(out, verdictRun{first: v, last: v, n: 1})
-	}
-	return out
+func foldVerdicts(vs []CardVerdict, on bool) []verdictRun {
+	return fold(vs, on, func(v CardVerdict) int { return v.Index },
+		func(a, b CardVerdict) bool { return a.Reason == b.Reason })
 }
 
 // table renders the explanation in sections: the summary, the PodGroup,
