@@ -50,6 +50,8 @@ func TestErrorsNameTheObject(t *testing.T) {
 		{name: "bad policy", args: []string{"fit", "--policy", "random"}, code: ExitUsage, want: []string{`--policy="random"`}},
 		{name: "why without pod", args: []string{"why"}, code: ExitUsage, want: []string{"why takes one pod name"}},
 		{name: "fit without cards", args: []string{"fit", "--number", "0"}, code: ExitUsage, want: []string{"--number=0"}},
+		{name: "fit negative memory", args: []string{"fit", "--memory=-5"}, code: ExitUsage, want: []string{"--memory=-5", "want 0 or more MiB"}},
+		{name: "fit negative cores", args: []string{"fit", "--memory", "100", "--cores=-1"}, code: ExitUsage, want: []string{"--cores=-1"}},
 		{name: "fit invalid request", args: []string{"fit", "--cores", "150"}, code: ExitUsage,
 			want: []string{"not a valid hamivgpu request", "volcano.sh/vgpu-cores"}},
 		{name: "missing device config", args: []string{"cards", "--device-config", "/nonexistent.yaml"}, code: ExitUsage,

@@ -262,8 +262,12 @@ func fitCommand(fs *pflag.FlagSet) command {
 			switch {
 			case s.Number < 1:
 				return usagef("--number=%d: want 1 or more cards", s.Number)
-			case s.MemoryMiB < 0 || s.MemoryPercent < 0 || s.Cores < 0:
-				return usagef("--memory, --memory-percentage and --cores must not be negative")
+			case s.MemoryMiB < 0:
+				return usagef("--memory=%d: want 0 or more MiB", s.MemoryMiB)
+			case s.MemoryPercent < 0:
+				return usagef("--memory-percentage=%d: want 0 or more percent of a card", s.MemoryPercent)
+			case s.Cores < 0:
+				return usagef("--cores=%d: want 0 or more percent of a card's cores", s.Cores)
 			case s.MemoryMiB > 0 && s.MemoryPercent > 0:
 				return usagef("--memory and --memory-percentage exclude each other")
 			}
