@@ -123,12 +123,14 @@ static void undo_create(const struct create_args *a, CUcontext ctx)
  */
 static bool newcomers_min(const struct vgpu_plist *pb, const struct vgpu_plist *pa, uint64_t *out)
 {
+	unsigned int idx[VGPU_PLIST_MAX], n = vgpu_plist_new(pb, pa, idx);
 	bool any = false;
-	for (unsigned int i = 0; i < pa->n; i++) {
-		if (vgpu_plist_find(pb, pa->pid[i]) >= 0 || pa->mem[i] == NVML_VALUE_NOT_AVAILABLE)
+	for (unsigned int k = 0; k < n; k++) {
+		unsigned long long mem = pa->mem[idx[k]];
+		if (mem == NVML_VALUE_NOT_AVAILABLE)
 			continue;
-		if (!any || pa->mem[i] < *out)
-			*out = pa->mem[i];
+		if (!any || mem < *out)
+			*out = mem;
 		any = true;
 	}
 	return any;

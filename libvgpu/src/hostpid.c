@@ -123,6 +123,16 @@ int vgpu_plist_find(const struct vgpu_plist *l, unsigned int pid)
 	return -1;
 }
 
+unsigned int vgpu_plist_new(const struct vgpu_plist *before, const struct vgpu_plist *after,
+			    unsigned int *idx)
+{
+	unsigned int n = 0;
+	for (unsigned int i = 0; i < after->n; i++)
+		if (vgpu_plist_find(before, after->pid[i]) < 0)
+			idx[n++] = i;
+	return n;
+}
+
 /*
  * Strikes off candidates that are host pids this container's other
  * processes have learned from NVML already (never an unverified one, and
@@ -191,12 +201,12 @@ static unsigned int by_marker(int idx, CUcontext ctx, const unsigned int *cand, 
 void vgpu_hostpid_discover(int idx, const struct vgpu_plist *before,
 			   const struct vgpu_plist *after, CUcontext ctx)
 {
-	unsigned int cand[VGPU_PLIST_MAX], n = 0;
+	unsigned int cand[VGPU_PLIST_MAX], n;
 	if (!vgpu_hostpid_wanted())
 		return;
-	for (unsigned int i = 0; i < after->n; i++)
-		if (vgpu_plist_find(before, after->pid[i]) < 0)
-			cand[n++] = after->pid[i];
+	n = vgpu_plist_new(before, after, cand);
+	for (unsigned int i = 0; i < n; i++)
+		cand[i] = after->pid[cand[i]];
 	if (n > 1)
 		n = strike_siblings(cand, n);
 	if (n == 1) {

@@ -170,6 +170,9 @@ uint32_t vgpu_hostpid_source(void);             /* VGPU_HOSTPID_* */
 bool vgpu_hostpid_wanted(void);                 /* not learned from NVML yet */
 int vgpu_proc_list(int idx, struct vgpu_plist *out);   /* -1: NVML cannot list */
 int vgpu_plist_find(const struct vgpu_plist *l, unsigned int pid);   /* index or -1 */
+/* Indexes in `after` of the pids `before` lacks (processes whose first context appeared). */
+unsigned int vgpu_plist_new(const struct vgpu_plist *before, const struct vgpu_plist *after,
+			    unsigned int *idx);
 void vgpu_hostpid_discover(int idx, const struct vgpu_plist *before,
 			   const struct vgpu_plist *after, CUcontext ctx);
 void vgpu_hostpid_fallback(void);               /* NSpid, unverified, if nothing better */
