@@ -104,3 +104,29 @@ func DecodeScores(value string, uuids []string) ([]int32, error) {
 	}
 	return links, nil
 }
+
+// EncodeScores renders hami.io/node-nvidia-score as HAMi's NVIDIA device
+// plugin writes it (pkg/device-plugin/nvidiadevice/nvinternal/plugin/
+// register.go, the JSON of pkg/device/nvidia ListDeviceScore): one
+// {uuid, score} per card with the score to every other card. scores is
+// the n x n matrix over uuids (row-major), as DecodeScores returns it.
+func EncodeScores(uuids []string, scores []int32) (string, error) {
+	n := len(uuids)
+	if len(scores) != n*n {
+		return "", fmt.Errorf("annotation %s: %d scores for %d cards: want %d", AnnotationHAMiScore, len(scores), n, n*n)
+	}
+	list := make([]deviceScore, n)
+	for i, u := range uuids {
+		list[i] = deviceScore{UUID: u, Score: make(map[string]int64, n-1)}
+		for j, v := range uuids {
+			if j != i {
+				list[i].Score[v] = int64(scores[i*n+j])
+			}
+		}
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return "", fmt.Errorf("annotation %s: %w", AnnotationHAMiScore, err)
+	}
+	return string(b), nil
+}

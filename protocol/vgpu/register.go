@@ -35,20 +35,30 @@ type Card struct {
 func AgentDeleted(handshake string) bool { return strings.HasPrefix(handshake, handshakeDeleted) }
 
 // DecodeRegister reads volcano.sh/node-vgpu-register:
-// "UUID,count,devmem,type,health[,mode]:" per card, as
-// volcano-vgpu-device-plugin's EncodeNodeDevices writes it. An empty value,
-// or one without cards, registers nothing (nil, nil). At most MaxCards
-// cards, each UUID once.
+// "UUID,count,devmem,type,health[,mode[,numa]]:" per card.
+// volcano-vgpu-device-plugin's EncodeNodeDevices writes the first five
+// fields, newer ones the mode; this project's agent adds the card's NUMA
+// node as a seventh, which upstream's readers never look at (Volcano
+// v1.10's decodeNodeDevices reads fields 0 to 4 only, newer ones also 5).
+// The NUMA node is checked as in HAMi's registration: a whole number in
+// [-1, MaxNUMA], -1 meaning unknown; a card without one is on NUMA 0. An
+// empty value, or one without cards, registers nothing (nil, nil). At most
+// MaxCards cards, each UUID once.
 func DecodeRegister(value string) ([]Card, error) {
 	return decodeEntries(value, AnnotationRegister, "card", func(f []string) (Card, error) {
-		if len(f) != 5 && len(f) != 6 {
-			return Card{}, fmt.Errorf("want UUID,count,devmemMiB,type,health,mode")
+		if len(f) < 5 || len(f) > 7 {
+			return Card{}, fmt.Errorf("want UUID,count,devmemMiB,type,health[,mode[,numa]]")
 		}
-		mode := ""
-		if len(f) == 6 {
+		mode, numa := "", ""
+		if len(f) >= 6 {
 			mode = f[5]
 		}
-		return parseCard(f[0], f[1], f[2], "", f[3], "", f[4], mode)
+		if len(f) == 7 {
+			if numa = f[6]; numa == "" {
+				return Card{}, fmt.Errorf("card %s: numa=\"\": want a whole number in [-1, %d]", f[0], MaxNUMA)
+			}
+		}
+		return parseCard(f[0], f[1], f[2], "", f[3], numa, f[4], mode)
 	})
 }
 
@@ -73,8 +83,8 @@ func decodeEntries(value, key, what string, card func(fields []string) (Card, er
 	return checkCards(cards, key)
 }
 
-// EncodeRegister renders cards as volcano.sh/node-vgpu-register (see
-// DecodeRegister). NUMA and Cores are not part of this format.
+// EncodeRegister renders cards as volcano.sh/node-vgpu-register with all
+// seven fields (see DecodeRegister). Cores are not part of this format.
 func EncodeRegister(cards []Card) string {
 	var b strings.Builder
 	for _, c := range cards {
@@ -89,6 +99,8 @@ func EncodeRegister(cards []Card) string {
 		b.WriteString(strconv.FormatBool(c.Healthy))
 		b.WriteByte(',')
 		b.WriteString(c.Mode)
+		b.WriteByte(',')
+		b.WriteString(strconv.Itoa(int(c.NUMA)))
 		b.WriteByte(':')
 	}
 	return b.String()

@@ -197,7 +197,7 @@ func openNVML(o *Options) (nvml.Interface, error) {
 		return nvml.New(), nil
 	}
 	klog.InfoS("Using go-nvml's mock NVML", "machine", machine)
-	return nvmlmock.New(machine)
+	return nvmlmock.New(machine, nvmlmock.WithSeed(o.NodeName))
 }
 
 // configSource returns the device configuration: a file read once, or the

@@ -25,17 +25,22 @@ type GPU struct {
 	MIGCapable bool
 	// MIGEnabled reports whether MIG mode is currently on.
 	MIGEnabled bool
+	// Links are the GPU's links to every GPU, by NVML index (the entry for
+	// itself is zero); nil when not discovered.
+	Links []Link
 }
 
-// Discover enumerates the GPUs. NVML must be initialised. Optional facts a
-// driver may not support (minor number, NUMA node, MIG mode) fall back to
-// "unknown"/false; failing to read the UUID, name or memory is an error.
+// Discover enumerates the GPUs and their topology (topology.go). NVML must
+// be initialised. Optional facts a driver may not support (minor number,
+// NUMA node, MIG mode, links) fall back to "unknown"/false; failing to read
+// the UUID, name or memory is an error.
 func Discover(lib nvml.Interface) ([]GPU, error) {
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("count GPUs: %w", ret)
 	}
 	gpus := make([]GPU, 0, n)
+	devs := make([]nvml.Device, 0, n)
 	for i := 0; i < n; i++ {
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
@@ -46,7 +51,9 @@ func Discover(lib nvml.Interface) ([]GPU, error) {
 			return nil, err
 		}
 		gpus = append(gpus, g)
+		devs = append(devs, dev)
 	}
+	discoverLinks(devs, gpus)
 	return gpus, nil
 }
 
@@ -68,9 +75,7 @@ func describe(dev nvml.Device, index int) (GPU, error) {
 	if minor, ret := dev.GetMinorNumber(); ret == nvml.SUCCESS {
 		g.Minor = minor
 	}
-	if numa, err := numaNode(dev); err == nil {
-		g.NUMANode = numa
-	}
+	g.NUMANode = numaNode(dev)
 	current, _, ret := dev.GetMigMode()
 	switch {
 	case ret == nvml.SUCCESS:
@@ -81,13 +86,4 @@ func describe(dev nvml.Device, index int) (GPU, error) {
 		return g, fmt.Errorf("get MIG mode of GPU %d (%s): %w", index, g.UUID, ret)
 	}
 	return g, nil
-}
-
-// numaNode reads the GPU's NUMA node.
-func numaNode(dev nvml.Device) (int, error) {
-	n, ret := dev.GetNumaNodeId()
-	if ret != nvml.SUCCESS {
-		return -1, ret
-	}
-	return n, nil
 }

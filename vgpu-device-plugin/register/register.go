@@ -25,9 +25,29 @@ func Encode(inv *nvidia.Inventory, healthy func(uuid string) bool) string {
 	cards := make([]vgpu.Card, len(inv.Cards))
 	for i, c := range inv.Cards {
 		cards[i] = vgpu.Card{UUID: c.UUID, Count: c.Count, MemMiB: inv.ToUnit(c.MemoryMiB), Type: c.Type,
-			Healthy: healthy(c.UUID), Mode: c.Mode}
+			Healthy: healthy(c.UUID), Mode: c.Mode, NUMA: int32(c.NUMANode)}
 	}
 	return vgpu.EncodeRegister(cards)
+}
+
+// EncodeScores renders hami.io/node-nvidia-score for the inventory's cards
+// (nvidia.Inventory.Scores, on HAMi's scale); "" when the driver reported
+// no link between them, so that nothing is published.
+func EncodeScores(inv *nvidia.Inventory) string {
+	scores := inv.Scores()
+	if scores == nil {
+		return ""
+	}
+	uuids := make([]string, len(inv.Cards))
+	for i, c := range inv.Cards {
+		uuids[i] = c.UUID
+	}
+	s, err := vgpu.EncodeScores(uuids, scores)
+	if err != nil { // cannot happen: Scores is n x n
+		klog.ErrorS(err, "Cannot encode the cards' link scores")
+		return ""
+	}
+	return s
 }
 
 // Options configure a Registrar.
@@ -75,6 +95,9 @@ func New(opts Options) (*Registrar, error) {
 func desired(opts Options) map[string]string {
 	inv := opts.Inventory()
 	out := map[string]string{vgpu.AnnotationRegister: Encode(inv, opts.Healthy)}
+	if s := EncodeScores(inv); s != "" {
+		out[vgpu.AnnotationHAMiScore] = s
+	}
 	if opts.Geometry == nil {
 		return out
 	}

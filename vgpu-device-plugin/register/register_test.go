@@ -36,7 +36,7 @@ func TestEncode(t *testing.T) {
 	cfg.NVIDIA.DeviceMemoryScaling = 2
 	inv := inventory(t, cfg)
 	got := register.Encode(inv, func(u string) bool { return u != "GPU-1" })
-	want := "GPU-0,10,30720,NVIDIA-Tesla T4,true,hami-core:GPU-1,10,81920,NVIDIA-NVIDIA A100-SXM4-40GB,false,hami-core:"
+	want := "GPU-0,10,30720,NVIDIA-Tesla T4,true,hami-core,0:GPU-1,10,81920,NVIDIA-NVIDIA A100-SXM4-40GB,false,hami-core,0:"
 	if got != want {
 		t.Errorf("Encode =\n%q, want\n%q", got, want)
 	}
@@ -145,7 +145,7 @@ func TestRegistrarWritesOnlyChangesAndAnswersHandshake(t *testing.T) {
 
 	waitFor(t, "the first registration", func() bool { return api.count() == 1 })
 	want := map[string]string{
-		vgpu.AnnotationRegister:    "GPU-0,10,15360,NVIDIA-Tesla T4,true,hami-core:GPU-1,10,40960,NVIDIA-NVIDIA A100-SXM4-40GB,true,mig:",
+		vgpu.AnnotationRegister:    "GPU-0,10,15360,NVIDIA-Tesla T4,true,hami-core,0:GPU-1,10,40960,NVIDIA-NVIDIA A100-SXM4-40GB,true,mig,0:",
 		vgpu.AnnotationMIGGeometry: "GPU-1,group1:",
 		vgpu.AnnotationHandshake:   "Reported_2026.05.01 08:00:00",
 	}

@@ -15,14 +15,45 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxb200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/google/uuid"
 )
 
 // Machines lists the mock machines New accepts.
 func Machines() []string {
-	return []string{"dgxa100", "dgxb200", "dgxh100", "dgxh200"}
+	return []string{"dgxa100", "dgxb200", "dgxh100", "dgxh200", MachinePCIeH100, MachinePCIeA30}
 }
+
+// The mock machines this package builds itself on go-nvml's mock types.
+const (
+	// MachinePCIeH100 is 8 x H100 PCIe on two NUMA nodes with NVLink
+	// bridges between pairs (see pcieH100Topology).
+	MachinePCIeH100 = "pcie-h100x8"
+	// MachinePCIeA30 is 4 x A30 PCIe on two NUMA nodes without NVLink
+	// (see pcieA30Topology).
+	MachinePCIeA30 = "pcie-a30x4"
+)
+
+// h100PCIe is the H100 PCIe card. go-nvml ships no config for it: it is
+// the H100 SXM5 config (same GH100 chip, same MIG profiles) with the PCIe
+// card's product name, PCI device ID 0x2331 and 80 GB of HBM2e.
+func h100PCIe() gpus.Config {
+	c := gpus.H100_SXM5_80GB
+	c.Name = "NVIDIA H100 PCIe"
+	c.PciDeviceId = 0x233110DE
+	return c
+}
+
+// Option configures New.
+type Option func(*newOptions)
+
+type newOptions struct{ seed string }
+
+// WithSeed derives the GPUs' UUIDs from seed (the agent passes its node
+// name) as well as the machine, so that simulated nodes of one machine do
+// not repeat each other's UUIDs, as no real cluster does.
+func WithSeed(seed string) Option { return func(o *newOptions) { o.seed = seed } }
 
 // maxMIGDevices is the most MIG devices one GPU exposes (7 slices).
 const maxMIGDevices = 7
@@ -54,18 +85,30 @@ type eventSet struct {
 	registered map[string]uint64 // device UUID -> event types
 }
 
-// New returns the mock server of the named machine ("dgxa100", ...).
-func New(machine string) (*Server, error) {
+// New returns the mock server of the named machine ("dgxa100", ...), with
+// its PCIe, NUMA and NVLink topology (topology.go).
+func New(machine string, opts ...Option) (*Server, error) {
+	var o newOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var base *server.Server
+	var topo topology
 	switch machine {
 	case "dgxa100":
-		base = dgxa100.New()
+		base, topo = dgxa100.New(), dgxA100Topology()
 	case "dgxh100":
-		base = dgxh100.New()
+		base, topo = dgxh100.New(), dgxHopperTopology()
 	case "dgxh200":
-		base = dgxh200.New()
+		base, topo = dgxh200.New(), dgxHopperTopology()
 	case "dgxb200":
-		base = dgxb200.New()
+		base, topo = dgxb200.New(), dgxHopperTopology()
+	case MachinePCIeH100:
+		base = dgxa100.NewWithGPUs(gpus.Multiple(8, h100PCIe())...)
+		topo = pcieH100Topology()
+	case MachinePCIeA30:
+		base = dgxa100.NewWithGPUs(gpus.Multiple(4, gpus.A30_PCIE_24GB)...)
+		topo = pcieA30Topology()
 	default:
 		return nil, fmt.Errorf("mock machine %q: want one of %s", machine, strings.Join(Machines(), ", "))
 	}
@@ -78,9 +121,14 @@ func New(machine string) (*Server, error) {
 	s.EventSetCreateFunc = s.eventSetCreate
 	for i, d := range base.Devices {
 		dev := d.(*server.Device)
-		dev.UUID = "GPU-" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("%s/%d", machine, i))).String()
+		name := fmt.Sprintf("%s/%d", machine, i)
+		if o.seed != "" {
+			name = fmt.Sprintf("%s/%s/%d", o.seed, machine, i)
+		}
+		dev.UUID = "GPU-" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(name)).String()
 		s.complete(dev)
 	}
+	s.applyTopology(topo)
 	return s, nil
 }
 
@@ -169,7 +217,6 @@ func (s *Server) complete(dev *server.Device) {
 		es.registered[dev.UUID] |= types
 		return nvml.SUCCESS
 	}
-	dev.GetNumaNodeIdFunc = func() (int, nvml.Return) { return dev.Index / 4, nvml.SUCCESS }
 	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
