@@ -15,14 +15,17 @@
 //
 // # Registration (node annotations, written by the agent)
 //
-//   - volcano.sh/node-vgpu-register: "UUID,count,devmem,type,health,mode:"
+//   - volcano.sh/node-vgpu-register: "UUID,count,devmem,type,health,mode,numa:"
 //     per card (count: deviceSplitCount; devmem: memory after
 //     deviceMemoryScaling, in MiB or the agent's gpuMemoryFactor units;
 //     type: "NVIDIA-<product name>"; health: true/false; mode: hami-core,
-//     mig or mps, absent in agents older than MIG support), as
-//     volcano-vgpu-device-plugin's EncodeNodeDevices writes it. Cards are
-//     indexed in order. This format has no NUMA node (all 0) and no devcore
-//     (100).
+//     mig or mps; numa: the card's NUMA node, -1 when unknown). Cards are
+//     indexed in order. volcano-vgpu-device-plugin's EncodeNodeDevices
+//     writes only the first five fields, newer ones the mode; the numa
+//     field is this project's addition, placed last so that upstream's
+//     readers, which read fields 0 to 4 (Volcano v1.10 decodeNodeDevices)
+//     or 0 to 5, ignore it. DecodeRegister takes 5, 6 or 7 fields; without
+//     numa a card is on NUMA 0. The format has no devcore (100).
 //   - volcano.sh/node-vgpu-handshake: the agent writes
 //     "Reported_<2006.01.02 15:04:05>"; Volcano v1.10's scheduler writes
 //     "Requesting_<time>" when it sees a report and "Deleted_<time>" when no
@@ -43,7 +46,9 @@
 //     scheduler reads it only when the node has no
 //     volcano.sh/node-vgpu-register.
 //   - hami.io/node-nvidia-score: pairwise link scores [{uuid, score: {uuid:
-//     n}}] (higher is better, NVLink counts 100 per link).
+//     n}}] (higher is better: 10 cross-socket to 60 same board for the PCIe
+//     path, plus 100 per NVLink; HAMi pkg/device/nvidia calculate_score.go).
+//     This project's agent writes it too (EncodeScores), on HAMi's scale.
 //
 // Both dialects decode to the same Card with the same field checks, and
 // the allocation format is shared; that is why they are one package
