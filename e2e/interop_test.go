@@ -30,6 +30,7 @@ func TestInteropStockSchedulerWithOurAgent(t *testing.T) {
 	ctx := setup(t, ns, 5*time.Minute)
 	useScheduler(ctx, t, framework.SchedulerSpec{Binary: framework.BinStockScheduler})
 	useAgents(ctx, t, framework.AgentSpec{Unsigned: true}) // Volcano's scheduler does not sign
+	checkRegisteredWithNUMA(ctx, t)
 	job := framework.VGPUJob(ns, "stock", framework.VGPUTask{Name: "w", Replicas: 2, VGPUs: 1, MemoryMiB: 3000, Cores: 40})
 	mustRun(ctx, t, job)
 	pods, err := cluster.JobPods(ctx, ns, job.Name)
@@ -42,6 +43,28 @@ func TestInteropStockSchedulerWithOurAgent(t *testing.T) {
 	checkNoOvercommit(ctx, t)
 	if n, err := cluster.SchedulerLogCount("deviceshare"); err != nil || n == 0 {
 		t.Errorf("the stock scheduler's log never mentions deviceshare (%d, %v): was the built-in plugin enabled?", n, err)
+	}
+}
+
+// checkRegisteredWithNUMA wants every agent node's registration in the
+// 7-field form "UUID,count,devmem,type,health,mode,numa:", so that the stock
+// scheduler test proves upstream reads it (Volcano v1.10 reads fields 0-4).
+func checkRegisteredWithNUMA(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for _, n := range cluster.Nodes() {
+		if !n.VGPU() {
+			continue
+		}
+		node, err := cluster.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := node.Annotations[vgpuproto.AnnotationRegister]
+		for _, entry := range strings.Split(strings.TrimSuffix(reg, ":"), ":") {
+			if strings.Count(entry, ",") != 6 {
+				t.Errorf("node %s registers card %q, want UUID,count,devmem,type,health,mode,numa", n.Name, entry)
+			}
+		}
 	}
 }
 
