@@ -115,6 +115,10 @@ type Problem struct {
 	Device string
 	Pod    *v1.Pod
 	Err    error
+	// Degraded says the node's devices work without the part Err names
+	// (api.InventoryWarner); otherwise a node problem makes them
+	// unavailable.
+	Degraded bool
 }
 
 // Sync brings the ledger up to date with a session's snapshot for the given
@@ -187,6 +191,10 @@ func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res
 		res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: err})
 		klog.ErrorS(err, "Node's device inventory is invalid; its devices are unavailable until it is fixed",
 			"node", name, "device", dl.backend.Name())
+	} else if w, ok := devs.(api.InventoryWarner); ok {
+		for _, werr := range w.InventoryWarnings() {
+			res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: werr, Degraded: true})
+		}
 	}
 }
 

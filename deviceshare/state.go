@@ -188,6 +188,10 @@ const (
 	// EventInvalidRegistration is recorded on a node whose device
 	// registration cannot be decoded; its devices are unavailable.
 	EventInvalidRegistration = "InvalidDeviceRegistration"
+	// EventDegradedRegistration is recorded on a node whose device
+	// registration was read with a part left out (api.InventoryWarner);
+	// its devices stay available.
+	EventDegradedRegistration = "DegradedDeviceRegistration"
 	// EventInvalidAllocation is recorded on a pod whose allocation
 	// annotations cannot be accounted; its cards count as free.
 	EventInvalidAllocation = "InvalidDeviceAllocation"
@@ -212,6 +216,11 @@ func (st *State) reportProblems(client kubernetes.Interface, problems []Problem)
 			continue
 		}
 		ref := &v1.ObjectReference{Kind: "Node", Name: p.Node, UID: types.UID(p.Node)}
+		if p.Degraded {
+			rec.Eventf(ref, v1.EventTypeWarning, EventDegradedRegistration,
+				"%s devices are available without part of their registration: %v", p.Device, p.Err)
+			continue
+		}
 		rec.Eventf(ref, v1.EventTypeWarning, EventInvalidRegistration,
 			"%s devices are unavailable: %v", p.Device, p.Err)
 	}

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/e2e/framework"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
 )
 
 // topoNode is a node added for the topology tests: its cards' NUMA nodes
@@ -125,6 +125,13 @@ func (n *topoNode) sameNUMA(cards []int) bool {
 	return true
 }
 
+// The mock machines (vgpu-device-plugin/nvidia/nvmlmock; not imported:
+// go-nvml's cgo symbols do not resolve in the test binary).
+const (
+	machinePCIeH100 = "pcie-h100x8"
+	machinePCIeA30  = "pcie-a30x4"
+)
+
 var (
 	numaBind     = map[string]string{vgpuproto.AnnotationNUMABind: "true"}
 	topoAware    = map[string]string{vgpuproto.AnnotationGPUPolicy: vgpu.PolicyTopologyAware}
@@ -133,51 +140,68 @@ var (
 	bridgedPairs = [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}
 )
 
+// pinned is a one-pod job holding memMiB on each of node n's cards at the
+// indices (volcano.sh/vgpu-use-gpuuuid), running until the test ends.
+func (n *topoNode) pinned(ctx context.Context, t *testing.T, ns, job string, memMiB int64, cards ...int) *batchv1alpha1.Job {
+	t.Helper()
+	var uuids []string
+	for _, c := range cards {
+		uuids = append(uuids, n.uuids[c])
+	}
+	j := framework.VGPUJob(ns, job, topoTask(n.name, int64(len(cards)), memMiB,
+		map[string]string{vgpuproto.AnnotationUseUUID: strings.Join(uuids, ",")}))
+	mustRun(ctx, t, j)
+	return j
+}
+
 // TestTopologyNUMABindOnOurAgent: on a node of our agent with two NUMA
 // nodes (8 x H100 PCIe, GPUs 0-3 on NUMA 0, 4-7 on NUMA 1), a 4-card
-// nvidia.com/numa-bind pod gets four cards of one NUMA node; while a pod
-// holds one card of each NUMA node (six cards free, three per node) it
+// nvidia.com/numa-bind pod gets four cards of one NUMA node although
+// binpack alone would take the partly used cards 3 and 4 first; while a
+// pod holds one more card of each NUMA node (three cards free on each) it
 // waits with a reason naming NUMA, and runs on one NUMA node once the
 // cards are back.
 func TestTopologyNUMABindOnOurAgent(t *testing.T) {
 	const ns = "topo-numa"
 	ctx := setup(t, ns, 8*time.Minute)
-	n := addTopoNode(ctx, t, "topo-pcie-numa", nvmlmock.MachinePCIeH100, true)
-	if diff := []int32{n.numa[n.uuids[0]], n.numa[n.uuids[3]], n.numa[n.uuids[4]], n.numa[n.uuids[7]]}; !slices.Equal(diff, []int32{0, 0, 1, 1}) {
-		t.Fatalf("registered NUMA of GPUs 0,3,4,7 = %v, want 0,0,1,1", diff)
+	n := addTopoNode(ctx, t, "topo-pcie-numa", machinePCIeH100, true)
+	if got := []int32{n.numa[n.uuids[0]], n.numa[n.uuids[3]], n.numa[n.uuids[4]], n.numa[n.uuids[7]]}; !slices.Equal(got, []int32{0, 0, 1, 1}) {
+		t.Fatalf("registered NUMA of GPUs 0,3,4,7 = %v, want 0,0,1,1", got)
 	}
+	n.pinned(ctx, t, ns, "partial", 10000, 3, 4)
 
 	cards := n.runTopo(ctx, t, ns, "bind4", topoTask(n.name, 4, pcieH100Mem, numaBind))
 	if len(cards) != 4 || !n.sameNUMA(cards) {
 		t.Errorf("numa-bind pod got cards %v, want four of one NUMA node", cards)
 	}
 
-	filler := framework.VGPUJob(ns, "filler", topoTask(n.name, 2, pcieH100Mem,
-		map[string]string{vgpuproto.AnnotationUseUUID: n.uuids[0] + "," + n.uuids[4]}))
-	mustRun(ctx, t, filler)
+	blocker := n.pinned(ctx, t, ns, "blocker", pcieH100Mem, 0, 5)
 	waiting := framework.VGPUJob(ns, "bind4-waits", topoTask(n.name, 4, pcieH100Mem, numaBind))
 	waitPendingWithReason(ctx, t, waiting, "NUMA")
-	if err := cluster.DeleteJob(ctx, ns, filler.Name); err != nil {
+	if err := cluster.DeleteJob(ctx, ns, blocker.Name); err != nil {
 		t.Fatal(err)
 	}
 	if err := cluster.WaitJobRunning(ctx, ns, waiting.Name, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if cards := n.cardsOf(ctx, t, ns, waiting.Name); len(cards) != 4 || !n.sameNUMA(cards) {
-		t.Errorf("numa-bind pod got cards %v once the filler left, want four of one NUMA node", cards)
+		t.Errorf("numa-bind pod got cards %v once the blocker left, want four of one NUMA node", cards)
 	}
 }
 
 // TestTopologyAwareOnOurAgent: with hami.io/gpu-scheduler-policy:
 // topology-aware, on the H100 PCIe node (NVLink bridges 0-1, 2-3, 4-5, 6-7;
-// one PCIe switch per socket) a 2-card pod gets a bridged pair and a 4-card
-// pod two bridged pairs on one socket, from the scores our agent published;
+// one PCIe switch per socket) with cards 3 and 4 partly used (binpack alone
+// would take them first: 3,4 and then 0,1), a 2-card pod gets a bridged
+// pair and a 4-card pod two bridged pairs on one socket, from the scores
+// our agent published;
 // on a node without NVLink (4 x A30) the same pods run, the 2-card one on
 // a pair sharing a PCIe switch.
 func TestTopologyAwareOnOurAgent(t *testing.T) {
 	const ns = "topo-aware"
 	ctx := setup(t, ns, 10*time.Minute)
-	n := addTopoNode(ctx, t, "topo-pcie-aware", nvmlmock.MachinePCIeH100, true)
+	n := addTopoNode(ctx, t, "topo-pcie-aware", machinePCIeH100, true)
+	n.pinned(ctx, t, ns, "partial", 10000, 3, 4)
 
 	pair := n.runTopo(ctx, t, ns, "aware2", topoTask(n.name, 2, pcieH100Mem, topoAware))
 	if !slices.ContainsFunc(bridgedPairs, func(p []int) bool { return slices.Equal(p, pair) }) {
@@ -188,7 +212,7 @@ func TestTopologyAwareOnOurAgent(t *testing.T) {
 		t.Errorf("topology-aware 4-card pod got cards %v, want both bridged pairs of one socket", four)
 	}
 
-	a30 := addTopoNode(ctx, t, "topo-a30", nvmlmock.MachinePCIeA30, true)
+	a30 := addTopoNode(ctx, t, "topo-a30", machinePCIeA30, true)
 	pair = a30.runTopo(ctx, t, ns, "a30-aware2", topoTask(a30.name, 2, pcieA30Mem, topoAware))
 	if !slices.Equal(pair, []int{0, 1}) && !slices.Equal(pair, []int{2, 3}) {
 		t.Errorf("topology-aware 2-card pod without NVLink got cards %v, want a pair on one PCIe switch", pair)

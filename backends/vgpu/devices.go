@@ -69,10 +69,11 @@ type holding struct {
 
 // shared is what every copy of one node's Devices shares, immutable.
 type shared struct {
-	b     *Backend
-	node  string
-	info  []cardInfo
-	links []int32
+	b        *Backend
+	node     string
+	info     []cardInfo
+	links    []int32
+	warnings []error
 }
 
 // ledger is a node's per-pod accounting. Embedded in Devices, it supplies
@@ -172,7 +173,7 @@ var (
 )
 
 func newDevices(b *Backend, node string, inv *inventory) *Devices {
-	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links}
+	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.warnings}
 	n := len(inv.cards)
 	var memUnits int64
 	report := make([]cardledger.Card, n)

@@ -11,9 +11,15 @@ import (
 )
 
 var (
-	_ api.CardExplainer = (*Devices)(nil)
-	_ api.CardDescriber = (*Devices)(nil)
+	_ api.CardExplainer   = (*Devices)(nil)
+	_ api.CardDescriber   = (*Devices)(nil)
+	_ api.InventoryWarner = (*Devices)(nil)
 )
+
+// InventoryWarnings returns the parts of the node's registration left out:
+// link scores (hami.io/node-nvidia-score) that cannot be read, which turn
+// topology-aware placement off for the node while its cards stay usable.
+func (d *Devices) InventoryWarnings() []error { return d.warnings }
 
 // ExplainCards tells, card by card, why the first container that does not
 // fit was refused: the same choice and the same checks as FilterNode, so

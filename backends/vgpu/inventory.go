@@ -1,6 +1,8 @@
 package vgpu
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -14,6 +16,9 @@ type inventory struct {
 	// links is the n x n pair score matrix (row-major), nil when the node
 	// publishes none or it cannot be read.
 	links []int32
+	// warnings are the parts of the registration left out (link scores
+	// that cannot be read), for api.InventoryWarner.
+	warnings []error
 }
 
 // decodeInventory reads volcano.sh/node-vgpu-register, or HAMi's
@@ -45,6 +50,7 @@ func (b *Backend) decodeInventory(node *v1.Node) (*inventory, error) {
 		links, err := vgpuproto.DecodeScores(s, uuids)
 		if err != nil {
 			klog.ErrorS(err, "vGPU link scores unreadable; topology-aware placement is off for the node", "node", node.Name)
+			inv.warnings = append(inv.warnings, fmt.Errorf("%w; topology-aware placement is off for the node", err))
 		} else {
 			inv.links = links
 		}
