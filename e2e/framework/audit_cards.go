@@ -72,7 +72,8 @@ const (
 	ViolationFault = "fault-not-handled"
 )
 
-// cardKey names a card: mock machines repeat UUIDs across nodes.
+// cardKey names a card by node and UUID: an agent could register any
+// UUID, and a node-qualified key keeps two nodes' cards apart even then.
 type cardKey struct{ node, uuid string }
 
 func (k cardKey) String() string { return k.node + "/" + k.uuid }
