@@ -7,7 +7,12 @@
 //
 //   - volcano.sh/node-vgpu-register: the cards (count: deviceSplitCount;
 //     devmem: memory after deviceMemoryScaling, in the agent's memory unit;
-//     type: "NVIDIA-<product name>"; health; mode).
+//     type: "NVIDIA-<product name>"; health; mode; numa: the card's NUMA
+//     node, -1 when unknown, a 7th field upstream's readers ignore).
+//   - hami.io/node-nvidia-score (when the driver reports any link between
+//     the cards): the pair scores of nvidia.Inventory.Scores in HAMi's JSON
+//     format and scale, so topology-aware placement works on this agent's
+//     nodes as on HAMi's.
 //   - volcano.sh/node-vgpu-handshake: "Reported_<time>". Volcano v1.10's
 //     scheduler writes "Requesting_<time>" when it sees a report and drops
 //     the node's GPUs ("Deleted_<time>") if no new report comes within 60 s;
