@@ -121,8 +121,10 @@ func dgxA100Topology() topology {
 
 // dgxHopperTopology is the DGX H100/H200 and B200 shape: 8 GPUs each with
 // 18 NVLinks to the NVSwitches (NV18 between every pair), 2 Intel Xeon
-// sockets of one NUMA node each, GPUs 0-3 on NUMA 0 and 4-7 on NUMA 1,
-// each GPU on its own PCIe switch (NODE within a socket, SYS across). The
+// 8480C sockets of 56 cores and one NUMA node each, GPUs 0-3 on NUMA 0
+// (CPUs 0-55,112-167) and 4-7 on NUMA 1 (56-111,168-223), each GPU behind
+// its own PCIe switch (NODE within a socket, SYS across), as published
+// `nvidia-smi topo -m` outputs of DGX H100 and B200 machines show. The
 // switch count (4 on DGX H100, 2 on DGX B200) does not change what NVML
 // reports per GPU pair; 4 switches are modelled.
 func dgxHopperTopology() topology {
