@@ -166,3 +166,15 @@ func TestMockUUIDsPerNode(t *testing.T) {
 		seen[u] = true
 	}
 }
+
+func TestTopologyDGXH100(t *testing.T) {
+	gpus := discover(t, "dgxh100")
+	if diff := cmp.Diff([]int{0, 0, 0, 0, 1, 1, 1, 1}, numaNodes(gpus)); diff != "" {
+		t.Errorf("NUMA nodes (-want +got):\n%s", diff)
+	}
+	m := scoreMatrix(gpus)
+	// NV18 everywhere; NODE (20) within a socket, SYS (10) across.
+	if m[0][3] != 1820 || m[0][4] != 1810 || m[7][4] != 1820 {
+		t.Errorf("scores 0-3, 0-4, 7-4 = %d, %d, %d; want 1820, 1810, 1820", m[0][3], m[0][4], m[7][4])
+	}
+}
