@@ -115,6 +115,9 @@ type Problem struct {
 	Device string
 	Pod    *v1.Pod
 	Err    error
+	// Usable is set for a node setting that was partly ignored (a card
+	// cordon naming no card): the devices are in service.
+	Usable bool
 }
 
 // Sync brings the ledger up to date with a session's snapshot for the given
@@ -187,6 +190,12 @@ func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res
 		res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: err})
 		klog.ErrorS(err, "Node's device inventory is invalid; its devices are unavailable until it is fixed",
 			"node", name, "device", dl.backend.Name())
+		return
+	}
+	if w, ok := devs.(api.InventoryWarner); ok {
+		for _, err := range w.InventoryWarnings() {
+			res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: err, Usable: true})
+		}
 	}
 }
 

@@ -191,6 +191,10 @@ const (
 	// EventInvalidAllocation is recorded on a pod whose allocation
 	// annotations cannot be accounted; its cards count as free.
 	EventInvalidAllocation = "InvalidDeviceAllocation"
+	// EventInvalidDeviceSetting is recorded on a node whose device
+	// settings were partly ignored (a card cordon naming no card); its
+	// devices stay in service.
+	EventInvalidDeviceSetting = "InvalidDeviceSetting"
 )
 
 // reportProblems records a Warning event for each problem a ledger sync
@@ -212,6 +216,10 @@ func (st *State) reportProblems(client kubernetes.Interface, problems []Problem)
 			continue
 		}
 		ref := &v1.ObjectReference{Kind: "Node", Name: p.Node, UID: types.UID(p.Node)}
+		if p.Usable {
+			rec.Eventf(ref, v1.EventTypeWarning, EventInvalidDeviceSetting, "%s: %v", p.Device, p.Err)
+			continue
+		}
 		rec.Eventf(ref, v1.EventTypeWarning, EventInvalidRegistration,
 			"%s devices are unavailable: %v", p.Device, p.Err)
 	}

@@ -117,21 +117,23 @@ func (b *Backend) ValidateRequest(pod *v1.Pod) error {
 }
 
 // InventoryKey returns what NewDevices reads: both registrations, the link
-// scores and whether the handshake says the agent was deleted. The agent
+// scores, the card cordons and whether the handshake says the agent was
+// deleted. The agent
 // rewrites the handshake with a new time every 30 s; only its deleted state
 // is part of the key, so that rewrite does not force a decode.
 func (b *Backend) InventoryKey(node *v1.Node) string {
 	a := node.Annotations
 	reg, hami, score := a[vgpuproto.AnnotationRegister], a[vgpuproto.AnnotationHAMiRegister], a[vgpuproto.AnnotationHAMiScore]
 	deleted := vgpuproto.AgentDeleted(a[vgpuproto.AnnotationHandshake])
-	if hami == "" && score == "" && !deleted {
+	cordon, hamiCordon := a[vgpuproto.AnnotationCordon], a[vgpuproto.AnnotationHAMiCordon]
+	if hami == "" && score == "" && !deleted && cordon == "" && hamiCordon == "" {
 		return reg
 	}
 	flag := "-"
 	if deleted {
 		flag = "D"
 	}
-	return reg + "\x00" + hami + "\x00" + score + "\x00" + flag
+	return reg + "\x00" + hami + "\x00" + score + "\x00" + flag + "\x00" + cordon + "\x00" + hamiCordon
 }
 
 // NewDevices decodes the node's cards. It returns (nil, nil) when the node

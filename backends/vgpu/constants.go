@@ -18,6 +18,7 @@ const PolicyTopologyAware = "topology-aware"
 // fit-error histogram groups them.
 const (
 	ReasonUnhealthy        = "vGPU card unhealthy"
+	ReasonCordoned         = "vGPU card cordoned by node annotation volcano.sh/vgpu-cordon or hami.io/device-cordon"
 	ReasonModeMismatch     = "vGPU card in another mode than volcano.sh/vgpu-mode asks"
 	ReasonTypeMismatch     = "vGPU card type excluded by nvidia.com/use-gputype or nouse-gputype"
 	ReasonUUIDExcluded     = "vGPU card excluded by vgpu-use-gpuuuid or vgpu-nouse-gpuuuid"

@@ -24,7 +24,11 @@ type cardInfo struct {
 	coresTotal          int32
 	numa                int32
 	healthy             bool
-	memMiB              int64
+	// cordoned cards are skipped for new pods (node annotation
+	// volcano.sh/vgpu-cordon or hami.io/device-cordon); pods holding them
+	// keep them.
+	cordoned bool
+	memMiB   int64
 	// mig is the card's MIG layout; nil unless the card is in MIG mode with a
 	// known geometry.
 	mig *migLayout
@@ -73,6 +77,9 @@ type shared struct {
 	node  string
 	info  []cardInfo
 	links []int32
+	// warnings are the node's settings that were partly ignored (cordon
+	// entries naming no card).
+	warnings []error
 }
 
 // ledger is a node's per-pod accounting. Embedded in Devices, it supplies
@@ -172,13 +179,13 @@ var (
 )
 
 func newDevices(b *Backend, node string, inv *inventory) *Devices {
-	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links}
+	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.cordonErrs}
 	n := len(inv.cards)
 	var memUnits int64
 	report := make([]cardledger.Card, n)
 	for i, c := range inv.cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
-			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB}
+			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB, cordoned: inv.cordoned != nil && inv.cordoned[i]}
 		if c.Mode == vgpuproto.ModeMIG {
 			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
@@ -193,7 +200,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		memUnits += c.MemMiB / b.factor
 		s.info[i] = ci
 		report[i] = cardledger.Card{ID: c.UUID, Type: c.Type, Healthy: c.Healthy, MemMiB: c.MemMiB,
-			Cores: c.Cores, MaxPods: c.Count}
+			Cores: c.Cores, MaxPods: c.Count, Cordoned: ci.cordoned}
 	}
 	// Advertised: memory in its resource's unit (MiB / gpuMemoryFactor per
 	// card), memory-percentage and cores 100 per card. Per container
@@ -295,7 +302,7 @@ func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsa
 
 // GetStatus renders every card, "; "-separated, as
 // "i UUID type mode numa N: used/total MiB, cores c/C, pods p/P" with
-// ", unhealthy", ", mig group/positions" and ", gangs [...]" when they apply.
+// ", unhealthy", ", cordoned", ", mig group/positions" and ", gangs [...]" when they apply.
 func (d *Devices) GetStatus() string {
 	var b strings.Builder
 	for i := range d.cards {
@@ -308,6 +315,9 @@ func (d *Devices) GetStatus() string {
 			itoa(int64(ci.coresTotal)) + ", pods " + itoa(int64(c.UsedNum)) + "/" + itoa(int64(ci.count)))
 		if !ci.healthy {
 			b.WriteString(", unhealthy")
+		}
+		if ci.cordoned {
+			b.WriteString(", cordoned")
 		}
 		if c.migGroup >= 0 {
 			b.WriteString(", mig " + ci.mig.groups[c.migGroup].name + "/" + strconv.FormatUint(c.migUsed, 2))

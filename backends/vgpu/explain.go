@@ -81,3 +81,9 @@ func migUse(g *migGroup, used uint64) string {
 	b.WriteString(" of " + strconv.Itoa(total) + " instances")
 	return b.String()
 }
+
+var _ api.InventoryWarner = (*Devices)(nil)
+
+// InventoryWarnings returns the node's card-cordon entries that cordon
+// nothing (malformed, or naming no card of the node).
+func (d *Devices) InventoryWarnings() []error { return d.warnings }

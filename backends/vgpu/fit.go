@@ -11,6 +11,7 @@ type reason uint8
 const (
 	fits reason = iota
 	rUnhealthy
+	rCordoned
 	rMode
 	rType
 	rUUID
@@ -31,6 +32,8 @@ func describe(r reason) (string, bool) {
 	switch r {
 	case rUnhealthy:
 		return ReasonUnhealthy, false
+	case rCordoned:
+		return ReasonCordoned, false
 	case rMode:
 		return ReasonModeMismatch, false
 	case rType:
@@ -81,6 +84,8 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	switch {
 	case !ci.healthy:
 		return rUnhealthy, cand
+	case ci.cordoned:
+		return rCordoned, cand
 	case req.mode != "" && req.mode != ci.mode:
 		return rMode, cand
 	case cardfit.TypeExcluded(req.useType, req.noUseType, ci.typUpper):

@@ -4,6 +4,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
+
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
@@ -14,6 +16,11 @@ type inventory struct {
 	// links is the n x n pair score matrix (row-major), nil when the node
 	// publishes none or it cannot be read.
 	links []int32
+	// cordoned marks, by card index, the cards the node's cordon
+	// annotations take out of scheduling (nil: none); cordonErrs are the
+	// entries that cordon nothing (see cardfit.Cordon).
+	cordoned   []bool
+	cordonErrs []error
 }
 
 // decodeInventory reads volcano.sh/node-vgpu-register, or HAMi's
@@ -37,11 +44,15 @@ func (b *Backend) decodeInventory(node *v1.Node) (*inventory, error) {
 	if err != nil || inv.cards == nil {
 		return nil, err
 	}
+	uuids := make([]string, len(inv.cards))
+	for i := range inv.cards {
+		uuids[i] = inv.cards[i].UUID
+	}
+	inv.cordoned, inv.cordonErrs = cardfit.Cordon(a, uuids, vgpuproto.AnnotationCordon, vgpuproto.AnnotationHAMiCordon)
+	for _, err := range inv.cordonErrs {
+		klog.ErrorS(err, "vGPU card cordon partly ignored", "node", node.Name)
+	}
 	if s, ok := a[vgpuproto.AnnotationHAMiScore]; ok && s != "" {
-		uuids := make([]string, len(inv.cards))
-		for i := range inv.cards {
-			uuids[i] = inv.cards[i].UUID
-		}
 		links, err := vgpuproto.DecodeScores(s, uuids)
 		if err != nil {
 			klog.ErrorS(err, "vGPU link scores unreadable; topology-aware placement is off for the node", "node", node.Name)

@@ -25,4 +25,15 @@ type CardUsage struct {
 	// Pods is the number of allocations sharing the card; MaxPods the most
 	// it may have.
 	Pods, MaxPods int
+	// Cordoned cards are skipped for new pods (an operator's node
+	// annotation); pods holding them keep them.
+	Cordoned bool
+}
+
+// InventoryWarner is implemented by Devices whose node carries settings
+// that were partly ignored, such as a card cordon naming no card of the
+// node. The devices are usable; the warnings name the annotation, its value
+// and what is allowed.
+type InventoryWarner interface {
+	InventoryWarnings() []error
 }
