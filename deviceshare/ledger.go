@@ -360,9 +360,10 @@ func carries(pod *v1.Pod, annotations map[string]string) bool {
 }
 
 // sameAllocation reports whether two versions of a pod would be accounted
-// the same: same annotations and the same terminated-or-not phase.
+// the same: same annotations, same labels (deviceshare.GPUExclusiveRules
+// match pods by label) and the same terminated-or-not phase.
 func sameAllocation(a, b *v1.Pod) bool {
-	return maps.Equal(a.Annotations, b.Annotations) && terminated(a) == terminated(b)
+	return maps.Equal(a.Annotations, b.Annotations) && maps.Equal(a.Labels, b.Labels) && terminated(a) == terminated(b)
 }
 
 func terminated(p *v1.Pod) bool {

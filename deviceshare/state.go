@@ -244,8 +244,8 @@ func Register() *State {
 // rebuilding them only when the arguments that shape them or the
 // configuration's generation change.
 func (st *State) backendsFor(args Args, cfg *config.Config, generation uint64) ([]api.Backend, error) {
-	key := fmt.Sprintf("%t/%t/%t/%t/%t/%d", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
-		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation)
+	key := fmt.Sprintf("%t/%t/%t/%t/%t/%d/%s", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
+		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation, exclusiveKey(args.ExclusiveRules))
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if key == st.backendsKey && st.backends != nil {

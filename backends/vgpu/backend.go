@@ -21,6 +21,10 @@ type Options struct {
 	Config *config.NVIDIAConfig
 	// Clock stamps volcano.sh/vgpu-time and bind-time. Nil means the real clock.
 	Clock clock.PassiveClock
+	// ExclusiveRules are deviceshare.GPUExclusiveRules, validated (at most
+	// 64, none empty): pods matching a same rule do not share a card (see
+	// exclusive.go). The slice is not modified.
+	ExclusiveRules []api.ExclusiveRule
 }
 
 // Backend is the HAMi vGPU device type. It is immutable after New and safe
@@ -35,6 +39,8 @@ type Backend struct {
 	defaultGPUNum                             int32
 	migCatalogue                              []config.AllowedMIGGeometries
 	ignored                                   []string
+	// rules are Options.ExclusiveRules.
+	rules []api.ExclusiveRule
 	// frag is the workload mix the fragment policy learns (its own lock).
 	frag *workload
 	// last is parse's last result (see parse).
@@ -64,6 +70,10 @@ func New(opts Options) (*Backend, error) {
 		defaultGPUNum: cfg.DefaultGPUNum,
 		migCatalogue:  (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
 		frag:          newWorkload(),
+		rules:         opts.ExclusiveRules,
+	}
+	if len(b.rules) > 64 {
+		return nil, fmt.Errorf("vgpu options: %d exclusive rules: want at most 64", len(b.rules))
 	}
 	if b.factor <= 0 {
 		b.factor = 1

@@ -45,6 +45,9 @@ type cardState struct {
 	migUsed  uint64
 	// gangs counts the cards' holders per PodGroup, sorted by key.
 	gangs []gangCount
+	// excl counts the card's holders per exclusive rule, by rule index
+	// (nil: none); copied on write like gangs.
+	excl []int32
 }
 
 type gangCount struct {
@@ -68,7 +71,9 @@ type use struct {
 // copies of Devices share it.
 type holding struct {
 	gang string
-	uses []use
+	// rules are the exclusive rules the pod matched when accounted.
+	rules uint64
+	uses  []use
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
@@ -239,6 +244,9 @@ func (d *Devices) apply(h *holding, sign int32) {
 		if h.gang != "" {
 			c.gangs = addGang(c.gangs, h.gang, sign)
 		}
+		if h.rules != 0 {
+			c.excl = addRules(c.excl, h.rules, sign)
+		}
 	}
 }
 
@@ -284,7 +292,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 		if err == nil {
 			err = d.checkMIG(uses)
 		}
-		return &holding{gang: podGang(pod), uses: uses}, err
+		return &holding{gang: podGang(pod), rules: d.b.ruleMask(pod), uses: uses}, err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
 		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[vgpuproto.AnnotationIDs])
@@ -331,6 +339,9 @@ func (d *Devices) GetStatus() string {
 				b.WriteString(g.key + "x" + itoa(int64(g.n)))
 			}
 			b.WriteString("]")
+		}
+		if len(c.excl) > 0 {
+			b.WriteString(rulesStatus(c.excl))
 		}
 	}
 	return b.String()

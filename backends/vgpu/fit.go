@@ -18,6 +18,7 @@ const (
 	rTooSmall
 	rNoMIG
 	rGang
+	rExclRule
 	rShareCount
 	rExclusive
 	rCoresFull
@@ -46,6 +47,8 @@ func describe(r reason) (string, bool) {
 		return ReasonNoMIGInstance, false
 	case rGang:
 		return ReasonGangOnCard, false
+	case rExclRule:
+		return ReasonExclusiveRule, true
 	case rShareCount:
 		return ReasonShareCountFull, true
 	case rExclusive:
@@ -101,6 +104,8 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	switch {
 	case req.gang != "" && c.hasGang(req.gang):
 		return rGang, cand
+	case req.rules != 0 && ci.exclusiveApplies() && c.holdsRule(req.rules):
+		return rExclRule, cand
 	case c.UsedNum >= ci.count:
 		return rShareCount, cand
 	case cr.cores >= fullCores && c.UsedNum > 0:
