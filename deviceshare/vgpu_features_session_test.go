@@ -113,3 +113,26 @@ func TestVGPUCardCordonSession(t *testing.T) {
 		t.Errorf("fit error %q does not name the cordon", msg)
 	}
 }
+
+// TestVGPUExclusiveRulesFollowLabels: a running pod whose rule label is
+// taken off no longer keeps rule-matching pods off its card, as upstream,
+// which matches labels every session.
+func TestVGPUExclusiveRulesFollowLabels(t *testing.T) {
+	c := newCluster(t, schedulerConf(vgpuExclusiveArgs), []*v1.Node{vgpuNode("n1", vcard{"GPU-0", "", 16000})}, nil)
+	old := runningWith(withLabels(vgpuPod("old", "old", 1, 2000, 10), "exclusive-test", "yes"), "n1", "GPU-0,NVIDIA,2000,10:")
+	c.addJob(podGroup("old", 1), old)
+	fresh := withLabels(vgpuPod("fresh", "pg1", 1, 2000, 10), "exclusive-test", "yes")
+	c.addJob(podGroup("pg1", 1), fresh)
+	if msg := sessionFitMessages(c, fresh); !strings.Contains(msg, vgpu.ReasonExclusiveRule) {
+		t.Fatalf("fit error %q does not name the exclusive rule", msg)
+	}
+	c.expectNoBind()
+	relabelled := old.DeepCopy()
+	relabelled.Labels["exclusive-test"] = "no"
+	relabelled.ResourceVersion = "3"
+	c.cache.UpdatePod(old, relabelled)
+	c.session(nil)
+	if got := vgpuCards(c.waitBinds(1))["fresh"]; got != "n1/GPU-0" {
+		t.Errorf("after the label change the pod got %q, want n1/GPU-0", got)
+	}
+}
