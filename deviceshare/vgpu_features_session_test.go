@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
@@ -134,5 +135,29 @@ func TestVGPUExclusiveRulesFollowLabels(t *testing.T) {
 	c.session(nil)
 	if got := vgpuCards(c.waitBinds(1))["fresh"]; got != "n1/GPU-0" {
 		t.Errorf("after the label change the pod got %q, want n1/GPU-0", got)
+	}
+}
+
+// TestLedgerReportsCordonWarnings: a cordon naming no card is a usable
+// problem of the Sync that decodes it (one node event), and not again
+// until the annotation changes.
+func TestLedgerReportsCordonWarnings(t *testing.T) {
+	backends, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger(testingclock.NewFakeClock(testTime))
+	node := vgpuNode("n1", vcard{"GPU-0", "", 16000})
+	node.Annotations[vgpuproto.AnnotationCordon] = "GPU-0,GPU-x"
+	res := l.Sync(nodeInfo(t, node), backends)
+	if len(res.Problems) != 1 || !res.Problems[0].Usable || !strings.Contains(res.Problems[0].Err.Error(), `"GPU-x"`) {
+		t.Fatalf("problems %+v, want one usable problem naming GPU-x", res.Problems)
+	}
+	if res = l.Sync(nodeInfo(t, node), backends); len(res.Problems) != 0 {
+		t.Errorf("second Sync reported %+v again", res.Problems)
+	}
+	view, _, _ := l.view()
+	if v := view["n1"][vgpu.Name]; v.devices == nil || v.invErr != nil {
+		t.Errorf("the node's cards are unavailable after a bad cordon: %+v", v)
 	}
 }
