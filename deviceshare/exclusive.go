@@ -50,7 +50,7 @@ func parseExclusiveRules(raw interface{}) ([]api.ExclusiveRule, field.ErrorList)
 			rules = append(rules, api.ExclusiveRule{Labels: labels})
 		}
 	}
-	if len(errs) > 0 {
+	if len(errs) > 0 || len(rules) == 0 {
 		return nil, errs
 	}
 	return rules, nil
