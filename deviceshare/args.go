@@ -62,6 +62,8 @@ type Args struct {
 	// ConfigMapName and ConfigMapNamespace locate the device ConfigMap.
 	ConfigMapName      string
 	ConfigMapNamespace string
+	// ExclusiveRules is deviceshare.GPUExclusiveRules (see exclusive.go).
+	ExclusiveRules []api.ExclusiveRule
 }
 
 // AnyEnabled reports whether any device type is enabled.
@@ -143,6 +145,11 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 			a.NodeLockExpiry = d
 		}
 	}
+	if raw, ok := in[ArgGPUExclusiveRules]; ok {
+		rules, ruleErrs := parseExclusiveRules(raw)
+		a.ExclusiveRules = rules
+		errs = append(errs, ruleErrs...)
+	}
 	errs = append(errs, parseName(in, ArgKnownGeometriesCMName, &a.ConfigMapName, validation.IsDNS1123Subdomain)...)
 	errs = append(errs, parseName(in, ArgKnownGeometriesCMNamespace, &a.ConfigMapNamespace, validation.IsDNS1123Label)...)
 
@@ -165,7 +172,7 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 func UnknownKeys(in framework.Arguments) []string {
 	known := map[string]bool{
 		ArgSchedulePolicy: true, ArgScheduleWeight: true, ArgNodeLockExpiry: true,
-		ArgKnownGeometriesCMName: true, ArgKnownGeometriesCMNamespace: true,
+		ArgKnownGeometriesCMName: true, ArgKnownGeometriesCMNamespace: true, ArgGPUExclusiveRules: true,
 	}
 	for _, k := range boolArgs {
 		known[k] = true

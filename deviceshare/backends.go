@@ -54,7 +54,7 @@ func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock, opts
 		if cfg != nil {
 			nvidia = &cfg.NVIDIA
 		}
-		b, err := vgpu.New(vgpu.Options{Config: nvidia, Clock: clk})
+		b, err := vgpu.New(vgpu.Options{Config: nvidia, Clock: clk, ExclusiveRules: args.ExclusiveRules})
 		if err != nil {
 			return nil, fmt.Errorf("HAMi vGPU backend: %w", err)
 		}

@@ -2,6 +2,7 @@ package deviceshare
 
 import (
 	"errors"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -46,14 +47,14 @@ func FuzzParseArgs(f *testing.F) {
 	} {
 		f.Add([]byte(doc))
 	}
-	keys := append([]string{ArgSchedulePolicy, ArgScheduleWeight, ArgKnownGeometriesCMName, ArgKnownGeometriesCMNamespace}, boolArgs...)
+	keys := append([]string{ArgSchedulePolicy, ArgScheduleWeight, ArgKnownGeometriesCMName, ArgKnownGeometriesCMNamespace, ArgGPUExclusiveRules}, boolArgs...)
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		var in framework.Arguments
 		if err := yaml.Unmarshal(doc, &in); err != nil {
 			return
 		}
 		a, err := ParseArgs(in)
-		if again, err2 := ParseArgs(in); !sameError(err, err2) || (err == nil && again != a) {
+		if again, err2 := ParseArgs(in); !sameError(err, err2) || (err == nil && !reflect.DeepEqual(again, a)) {
 			t.Fatalf("ParseArgs is not deterministic: %+v, %v then %+v, %v", a, err, again, err2)
 		}
 		checkUnknownKeys(t, in)

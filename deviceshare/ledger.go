@@ -115,10 +115,11 @@ type Problem struct {
 	Device string
 	Pod    *v1.Pod
 	Err    error
-	// Degraded says the node's devices work without the part Err names
-	// (api.InventoryWarner); otherwise a node problem makes them
+	// Usable says the node's devices stay in service without the part Err
+	// names (api.InventoryWarner: link scores that cannot be read, a card
+	// cordon naming no card); otherwise a node problem makes them
 	// unavailable.
-	Degraded bool
+	Usable bool
 }
 
 // Sync brings the ledger up to date with a session's snapshot for the given
@@ -193,7 +194,7 @@ func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res
 			"node", name, "device", dl.backend.Name())
 	} else if w, ok := devs.(api.InventoryWarner); ok {
 		for _, werr := range w.InventoryWarnings() {
-			res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: werr, Degraded: true})
+			res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: werr, Usable: true})
 		}
 	}
 }
@@ -359,9 +360,10 @@ func carries(pod *v1.Pod, annotations map[string]string) bool {
 }
 
 // sameAllocation reports whether two versions of a pod would be accounted
-// the same: same annotations and the same terminated-or-not phase.
+// the same: same annotations, same labels (deviceshare.GPUExclusiveRules
+// match pods by label) and the same terminated-or-not phase.
 func sameAllocation(a, b *v1.Pod) bool {
-	return maps.Equal(a.Annotations, b.Annotations) && terminated(a) == terminated(b)
+	return maps.Equal(a.Annotations, b.Annotations) && maps.Equal(a.Labels, b.Labels) && terminated(a) == terminated(b)
 }
 
 func terminated(p *v1.Pod) bool {

@@ -2,6 +2,7 @@ package deviceshare
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -195,6 +196,10 @@ const (
 	// EventInvalidAllocation is recorded on a pod whose allocation
 	// annotations cannot be accounted; its cards count as free.
 	EventInvalidAllocation = "InvalidDeviceAllocation"
+	// EventInvalidDeviceSetting is recorded on a node whose device
+	// settings were partly ignored (a card cordon naming no card); its
+	// devices stay in service.
+	EventInvalidDeviceSetting = "InvalidDeviceSetting"
 )
 
 // reportProblems records a Warning event for each problem a ledger sync
@@ -216,9 +221,14 @@ func (st *State) reportProblems(client kubernetes.Interface, problems []Problem)
 			continue
 		}
 		ref := &v1.ObjectReference{Kind: "Node", Name: p.Node, UID: types.UID(p.Node)}
-		if p.Degraded {
-			rec.Eventf(ref, v1.EventTypeWarning, EventDegradedRegistration,
-				"%s devices are available without part of their registration: %v", p.Device, p.Err)
+		if p.Usable {
+			var setting api.IgnoredSetting
+			if errors.As(p.Err, &setting) {
+				rec.Eventf(ref, v1.EventTypeWarning, EventInvalidDeviceSetting, "%s: %v", p.Device, p.Err)
+			} else {
+				rec.Eventf(ref, v1.EventTypeWarning, EventDegradedRegistration,
+					"%s devices are available without part of their registration: %v", p.Device, p.Err)
+			}
 			continue
 		}
 		rec.Eventf(ref, v1.EventTypeWarning, EventInvalidRegistration,
@@ -245,8 +255,8 @@ func Register() *State {
 // rebuilding them only when the arguments that shape them or the
 // configuration's generation change.
 func (st *State) backendsFor(args Args, cfg *config.Config, generation uint64) ([]api.Backend, error) {
-	key := fmt.Sprintf("%t/%t/%t/%t/%t/%d", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
-		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation)
+	key := fmt.Sprintf("%t/%t/%t/%t/%t/%d/%s", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
+		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation, exclusiveKey(args.ExclusiveRules))
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if key == st.backendsKey && st.backends != nil {

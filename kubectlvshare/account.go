@@ -34,6 +34,8 @@ type deviceState struct {
 	holdings []podHolding
 	// problems are the pods whose allocation could not be accounted.
 	problems []podProblem
+	// warnings are the node's settings that were partly ignored.
+	warnings []error
 }
 
 // podHolding is what one pod holds of one device type on a node.
@@ -79,6 +81,9 @@ func accountNode(kinds []*kind, node *v1.Node, pods []*v1.Pod) *nodeState {
 			continue
 		}
 		ds := &deviceState{kind: k, devices: d, empty: d.DeepCopy()}
+		if w, ok := d.(api.InventoryWarner); ok {
+			ds.warnings = w.InventoryWarnings()
+		}
 		for _, pod := range sorted {
 			if pod.Spec.NodeName != node.Name || !k.backend.HasDeviceRequest(pod) {
 				continue

@@ -50,13 +50,16 @@ func nodeCards(ns *nodeState) NodeCards {
 			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: ds.err.Error()})
 			continue
 		}
+		for _, w := range ds.warnings {
+			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: w.Error(), Setting: true})
+		}
 		for _, pp := range ds.problems {
 			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Pod: podKey(pp.pod), Message: pp.err.Error()})
 		}
 		t := Totals{Device: name}
 		pods := map[string]bool{}
 		for pos, u := range ds.cards {
-			c := Card{Device: name, Index: u.Index, ID: u.ID, Model: u.Type, Healthy: u.Healthy,
+			c := Card{Device: name, Index: u.Index, ID: u.ID, Model: u.Type, Healthy: u.Healthy, Cordoned: u.Cordoned,
 				MemoryUsedMiB: u.MemoryUsedMiB, MemoryTotalMiB: u.MemoryTotalMiB, CoresUsed: u.CoresUsed, CoresTotal: u.CoresTotal,
 				Shares: u.Pods, MaxShares: u.MaxPods, Layout: ds.layouts[pos], Pods: []CardHolder{}}
 			for _, h := range ds.holders(pos) {

@@ -50,7 +50,11 @@ type Card struct {
 	ID    string `json:"id"`
 	Model string `json:"model"`
 	// Healthy is false for cards the scheduler never chooses.
-	Healthy        bool  `json:"healthy"`
+	Healthy bool `json:"healthy"`
+	// Cordoned is true for a card a node annotation takes out of
+	// scheduling (volcano.sh/vgpu-cordon, hami.io/device-cordon): new pods
+	// skip it, pods holding it keep it.
+	Cordoned       bool  `json:"cordoned,omitempty"`
 	MemoryUsedMiB  int64 `json:"memoryUsedMiB"`
 	MemoryTotalMiB int64 `json:"memoryTotalMiB"`
 	// CoresUsed and CoresTotal are percent of the card's SMs (vGPU, Ascend
@@ -96,7 +100,10 @@ type Problem struct {
 	Node   string `json:"node"`
 	Device string `json:"device"`
 	// Pod is "namespace/name", empty for the node's registration.
-	Pod     string `json:"pod,omitempty"`
+	Pod string `json:"pod,omitempty"`
+	// Setting is true for a node setting that was partly ignored (a card
+	// cordon naming no card of the node); the node's cards are listed.
+	Setting bool   `json:"setting,omitempty"`
 	Message string `json:"message"`
 }
 

@@ -50,15 +50,22 @@ func (r *CardReport) table(w io.Writer, wide bool) error {
 		for _, c := range foldIdle(nc.Cards, !wide) {
 			cells(nc.Name, c.first.Device, c.label(), cardID(c), c.first.Model, ratio(c.first.MemoryUsedMiB, c.first.MemoryTotalMiB),
 				ratio(c.first.CoresUsed, c.first.CoresTotal), fmt.Sprintf("%d/%d", c.first.Shares, c.first.MaxShares),
-				health(c.first.Healthy), cordon, dash(c.first.Layout), cardPods(c, wide))
+				health(c.first.Healthy), cardCordon(nc.Cordoned, c.first.Cordoned), dash(c.first.Layout), cardPods(c, wide))
 		}
 		for _, p := range nc.Errors {
 			what := "registration"
-			if p.Pod != "" {
+			switch {
+			case p.Pod != "":
 				what = p.Pod
+			case p.Setting:
+				what = "cordon"
 			}
 			what += " " + n.ref(p.Message)
-			cells(nc.Name, p.Device, "-", "-", "-", "-", "-", "-", "error", cordon, "-", what)
+			state := "error"
+			if p.Setting {
+				state = "warning"
+			}
+			cells(nc.Name, p.Device, "-", "-", "-", "-", "-", "-", state, cordon, "-", what)
 		}
 		for _, t := range nc.Totals {
 			cells(nc.Name, t.Device, "total", "-", totalsLabel(t, len(nc.Totals) > 1 && !wide), ratio(t.MemoryUsedMiB, t.MemoryTotalMiB),
@@ -86,6 +93,19 @@ func totalsLabel(t Totals, withDevice bool) string {
 		s += " " + t.Device
 	}
 	return s + ", " + itoa(t.IdleCards) + " idle"
+}
+
+// cardCordon is a card row's CORDON cell: "yes" when the node is
+// cordoned, "card" when only the card is (a node annotation), else "-".
+func cardCordon(node, card bool) string {
+	switch {
+	case node:
+		return "yes"
+	case card:
+		return "card"
+	default:
+		return "-"
+	}
 }
 
 func health(ok bool) string {
@@ -165,7 +185,7 @@ func foldIdle(cards []Card, on bool) []cardRun {
 
 // alike reports whether two cards are idle and healthy twins.
 func alike(a, b Card) bool {
-	return idle(a) && idle(b) && a.Healthy && b.Healthy && a.Device == b.Device && a.Model == b.Model &&
+	return idle(a) && idle(b) && a.Healthy && b.Healthy && a.Cordoned == b.Cordoned && a.Device == b.Device && a.Model == b.Model &&
 		a.MemoryTotalMiB == b.MemoryTotalMiB && a.CoresTotal == b.CoresTotal && a.MaxShares == b.MaxShares && a.Layout == b.Layout
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/deviceshare/api"
 	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
@@ -143,7 +144,8 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 	if ascendproto.AgentDeleted(a[b.keys.Handshake]) {
 		flag = "D"
 	}
-	return a[b.keys.Register] + "\x00" + a[ascendproto.AnnotationNodeHAMiCore] + "\x00" + flag
+	return a[b.keys.Register] + "\x00" + a[ascendproto.AnnotationNodeHAMiCore] + "\x00" + flag + "\x00" +
+		a[ascendproto.AnnotationDeviceCordon]
 }
 
 // NewDevices decodes the node's cards of this chip type. It returns (nil,
@@ -172,7 +174,19 @@ func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
 	if v, ok := a[ascendproto.AnnotationNodeHAMiCore]; ok {
 		soft = v == "true"
 	}
+	ids := make([]string, len(cards))
+	for i := range cards {
+		ids[i] = cards[i].id
+	}
+	cordoned, warnings := cardfit.Cordon(a, ids, ascendproto.AnnotationDeviceCordon)
+	for i := range cordoned {
+		cards[i].cordoned = cordoned[i]
+	}
 	d := newDevices(b, node.Name, cards, soft)
+	for _, err := range warnings {
+		klog.ErrorS(err, "NPU card cordon partly ignored", "node", node.Name, "chip", b.name)
+		d.warnings = append(d.warnings, api.IgnoredSetting{Err: err})
+	}
 	klog.V(4).InfoS("Decoded Ascend inventory", "node", node.Name, "chip", b.name, "cards", len(cards), "hamiCore", soft)
 	return d, nil
 }

@@ -6,6 +6,7 @@ import ascendproto "github.com/vgpushare/vshare/protocol/ascend"
 // histogram groups them. The chip type is not part of them.
 const (
 	ReasonUnhealthy      = "NPU card unhealthy"
+	ReasonCordoned       = "NPU card cordoned by node annotation hami.io/device-cordon"
 	ReasonTypeMismatch   = "NPU card of another chip type"
 	ReasonUUIDExcluded   = "NPU card excluded by use-<chip>-uuid or no-use-<chip>-uuid"
 	ReasonModeMismatch   = "NPU node slices by templates; huawei.com/vnpu-mode hami-core or a core request needs a hami-vnpu-core node"

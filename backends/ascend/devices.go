@@ -55,6 +55,8 @@ type shared struct {
 	// network is true when every card carries a NetworkID on an
 	// Ascend910 chip type.
 	network bool
+	// warnings are the cordon entries that cordon nothing.
+	warnings []error
 }
 
 // ledger is a node's per-pod accounting. Embedded in Devices, it supplies
@@ -92,7 +94,7 @@ func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
 		mem += c.memMiB / b.factor
 		// Cores are percent in hami-core mode, AI cores in template mode.
 		report[i] = cardledger.Card{ID: c.id, Type: c.typ, Healthy: c.healthy, MemMiB: c.memMiB,
-			Cores: ci.coresCap, MaxPods: c.count}
+			Cores: ci.coresCap, MaxPods: c.count, Cordoned: c.cordoned}
 	}
 	// Advertised: the cards' memory in the memory resource's unit, and the
 	// core resource 100 per card.
@@ -213,6 +215,9 @@ func (d *Devices) GetStatus() string {
 			c.UsedMiB, ci.memMiB, c.UsedCores, ci.coresCap, c.slice.Used.AICPU, d.b.chip.Total.AICPU, c.UsedNum, ci.count)
 		if !ci.healthy {
 			b.WriteString(", unhealthy")
+		}
+		if ci.cordoned {
+			b.WriteString(", cordoned")
 		}
 		if ci.hasNetwork {
 			b.WriteString(", network " + strconv.FormatInt(ci.network, 10))

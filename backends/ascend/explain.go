@@ -72,3 +72,9 @@ func (d *Devices) CardLayouts() []string {
 	}
 	return out
 }
+
+var _ api.InventoryWarner = (*Devices)(nil)
+
+// InventoryWarnings returns the node's hami.io/device-cordon entries that
+// cordon nothing (malformed, or naming no card of this chip type).
+func (d *Devices) InventoryWarnings() []error { return d.warnings }

@@ -18,6 +18,7 @@ type reason uint8
 const (
 	fits reason = iota
 	rUnhealthy
+	rCordoned
 	rType
 	rUUID
 	rMode
@@ -37,6 +38,8 @@ func describe(r reason) (string, bool) {
 	switch r {
 	case rUnhealthy:
 		return ReasonUnhealthy, false
+	case rCordoned:
+		return ReasonCordoned, false
 	case rType:
 		return ReasonTypeMismatch, false
 	case rUUID:
@@ -78,6 +81,8 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	switch {
 	case !ci.healthy:
 		return rUnhealthy, cand
+	case ci.cordoned:
+		return rCordoned, cand
 	case !ci.typeOK:
 		return rType, cand
 	case cardfit.Excluded(req.useUUID, req.noUseUUID, ci.id):

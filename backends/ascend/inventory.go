@@ -19,6 +19,8 @@ type cardSpec struct {
 	// chips); hasNetwork is false when the card has none.
 	network    int64
 	hasNetwork bool
+	// cordoned cards are skipped for new pods (hami.io/device-cordon).
+	cordoned bool
 }
 
 // decodeRegister reads hami.io/node-register-<commonWord>. An empty value

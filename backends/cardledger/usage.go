@@ -36,6 +36,8 @@ type Card struct {
 	Cores  int32
 	// MaxPods is the most holders the card takes (0: not modelled).
 	MaxPods int32
+	// Cordoned cards are skipped for new pods (a node annotation).
+	Cordoned bool
 }
 
 // Report returns n cards' usage for api.CardReporter; card(i) describes
@@ -47,7 +49,7 @@ func Report(n int, card func(i int) (Card, Usage)) []api.CardUsage {
 		out[i] = api.CardUsage{ID: c.ID, Index: i, Type: c.Type, Healthy: c.Healthy,
 			MemoryUsedMiB: u.UsedMiB, MemoryTotalMiB: c.MemMiB,
 			CoresUsed: int64(u.UsedCores), CoresTotal: int64(c.Cores),
-			Pods: int(u.UsedNum), MaxPods: int(c.MaxPods)}
+			Pods: int(u.UsedNum), MaxPods: int(c.MaxPods), Cordoned: c.Cordoned}
 	}
 	return out
 }

@@ -40,7 +40,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 		}
 		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: %s", Name, pod.Namespace, pod.Name, d.node, st.Message())
 	}
-	h := &holding{gang: podGang(pod), uses: make([]use, len(picks))}
+	h := &holding{gang: podGang(pod), rules: req.rules, uses: make([]use, len(picks))}
 	for i, p := range picks {
 		h.uses[i] = use{card: p.card, cores: p.cores, mem: p.mem, recMem: p.recMem, migGroup: p.migGroup, migPos: p.migPos}
 	}

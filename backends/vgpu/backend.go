@@ -21,6 +21,10 @@ type Options struct {
 	Config *config.NVIDIAConfig
 	// Clock stamps volcano.sh/vgpu-time and bind-time. Nil means the real clock.
 	Clock clock.PassiveClock
+	// ExclusiveRules are deviceshare.GPUExclusiveRules, validated (at most
+	// 64, none empty): pods matching a same rule do not share a card (see
+	// exclusive.go). The slice is not modified.
+	ExclusiveRules []api.ExclusiveRule
 }
 
 // Backend is the HAMi vGPU device type. It is immutable after New and safe
@@ -35,6 +39,8 @@ type Backend struct {
 	defaultGPUNum                             int32
 	migCatalogue                              []config.AllowedMIGGeometries
 	ignored                                   []string
+	// rules are Options.ExclusiveRules.
+	rules []api.ExclusiveRule
 	// frag is the workload mix the fragment policy learns (its own lock).
 	frag *workload
 	// last is parse's last result (see parse).
@@ -64,6 +70,10 @@ func New(opts Options) (*Backend, error) {
 		defaultGPUNum: cfg.DefaultGPUNum,
 		migCatalogue:  (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
 		frag:          newWorkload(),
+		rules:         opts.ExclusiveRules,
+	}
+	if len(b.rules) > 64 {
+		return nil, fmt.Errorf("vgpu options: %d exclusive rules: want at most 64", len(b.rules))
 	}
 	if b.factor <= 0 {
 		b.factor = 1
@@ -117,21 +127,23 @@ func (b *Backend) ValidateRequest(pod *v1.Pod) error {
 }
 
 // InventoryKey returns what NewDevices reads: both registrations, the link
-// scores and whether the handshake says the agent was deleted. The agent
+// scores, the card cordons and whether the handshake says the agent was
+// deleted. The agent
 // rewrites the handshake with a new time every 30 s; only its deleted state
 // is part of the key, so that rewrite does not force a decode.
 func (b *Backend) InventoryKey(node *v1.Node) string {
 	a := node.Annotations
 	reg, hami, score := a[vgpuproto.AnnotationRegister], a[vgpuproto.AnnotationHAMiRegister], a[vgpuproto.AnnotationHAMiScore]
 	deleted := vgpuproto.AgentDeleted(a[vgpuproto.AnnotationHandshake])
-	if hami == "" && score == "" && !deleted {
+	cordon, hamiCordon := a[vgpuproto.AnnotationCordon], a[vgpuproto.AnnotationHAMiCordon]
+	if hami == "" && score == "" && !deleted && cordon == "" && hamiCordon == "" {
 		return reg
 	}
 	flag := "-"
 	if deleted {
 		flag = "D"
 	}
-	return reg + "\x00" + hami + "\x00" + score + "\x00" + flag
+	return reg + "\x00" + hami + "\x00" + score + "\x00" + flag + "\x00" + cordon + "\x00" + hamiCordon
 }
 
 // NewDevices decodes the node's cards. It returns (nil, nil) when the node

@@ -18,6 +18,7 @@ const PolicyTopologyAware = "topology-aware"
 // fit-error histogram groups them.
 const (
 	ReasonUnhealthy        = "vGPU card unhealthy"
+	ReasonCordoned         = "vGPU card cordoned by node annotation volcano.sh/vgpu-cordon or hami.io/device-cordon"
 	ReasonModeMismatch     = "vGPU card in another mode than volcano.sh/vgpu-mode asks"
 	ReasonTypeMismatch     = "vGPU card type excluded by nvidia.com/use-gputype or nouse-gputype"
 	ReasonUUIDExcluded     = "vGPU card excluded by vgpu-use-gpuuuid or vgpu-nouse-gpuuuid"
@@ -27,6 +28,7 @@ const (
 	ReasonInsufficientCore = "insufficient vGPU cores on card"
 	ReasonExclusiveBusy    = "vGPU card in use; vgpu-cores=100 needs an unused card"
 	ReasonCardCoresFull    = "vGPU card fully allocated by cores; a cores=0 request cannot share it"
+	ReasonExclusiveRule    = "vGPU card holds a pod of the same deviceshare.GPUExclusiveRules rule"
 	ReasonGangOnCard       = "vGPU card already holds a member of the pod's PodGroup (podgroup-policy spread)"
 	ReasonNoMIGInstance    = "no MIG instance of the card's geometries is large enough"
 	ReasonMIGBusy          = "no free MIG instance fits in the card's current geometry"

@@ -24,7 +24,11 @@ type cardInfo struct {
 	coresTotal          int32
 	numa                int32
 	healthy             bool
-	memMiB              int64
+	// cordoned cards are skipped for new pods (node annotation
+	// volcano.sh/vgpu-cordon or hami.io/device-cordon); pods holding them
+	// keep them.
+	cordoned bool
+	memMiB   int64
 	// mig is the card's MIG layout; nil unless the card is in MIG mode with a
 	// known geometry.
 	mig *migLayout
@@ -41,6 +45,9 @@ type cardState struct {
 	migUsed  uint64
 	// gangs counts the cards' holders per PodGroup, sorted by key.
 	gangs []gangCount
+	// excl counts the card's holders per exclusive rule, by rule index
+	// (nil: none); copied on write like gangs.
+	excl []int32
 }
 
 type gangCount struct {
@@ -64,15 +71,19 @@ type use struct {
 // copies of Devices share it.
 type holding struct {
 	gang string
-	uses []use
+	// rules are the exclusive rules the pod matched when accounted.
+	rules uint64
+	uses  []use
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
 type shared struct {
-	b        *Backend
-	node     string
-	info     []cardInfo
-	links    []int32
+	b     *Backend
+	node  string
+	info  []cardInfo
+	links []int32
+	// warnings are the parts of the node's registration and settings that
+	// were left out (unreadable link scores, cordon entries naming no card).
 	warnings []error
 }
 
@@ -179,7 +190,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	report := make([]cardledger.Card, n)
 	for i, c := range inv.cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
-			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB}
+			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB, cordoned: inv.cordoned != nil && inv.cordoned[i]}
 		if c.Mode == vgpuproto.ModeMIG {
 			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
@@ -194,7 +205,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		memUnits += c.MemMiB / b.factor
 		s.info[i] = ci
 		report[i] = cardledger.Card{ID: c.UUID, Type: c.Type, Healthy: c.Healthy, MemMiB: c.MemMiB,
-			Cores: c.Cores, MaxPods: c.Count}
+			Cores: c.Cores, MaxPods: c.Count, Cordoned: ci.cordoned}
 	}
 	// Advertised: memory in its resource's unit (MiB / gpuMemoryFactor per
 	// card), memory-percentage and cores 100 per card. Per container
@@ -232,6 +243,9 @@ func (d *Devices) apply(h *holding, sign int32) {
 		}
 		if h.gang != "" {
 			c.gangs = addGang(c.gangs, h.gang, sign)
+		}
+		if h.rules != 0 {
+			c.excl = addRules(c.excl, h.rules, sign)
 		}
 	}
 }
@@ -278,7 +292,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 		if err == nil {
 			err = d.checkMIG(uses)
 		}
-		return &holding{gang: podGang(pod), uses: uses}, err
+		return &holding{gang: podGang(pod), rules: d.b.ruleMask(pod), uses: uses}, err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
 		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[vgpuproto.AnnotationIDs])
@@ -296,7 +310,7 @@ func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsa
 
 // GetStatus renders every card, "; "-separated, as
 // "i UUID type mode numa N: used/total MiB, cores c/C, pods p/P" with
-// ", unhealthy", ", mig group/positions" and ", gangs [...]" when they apply.
+// ", unhealthy", ", cordoned", ", mig group/positions" and ", gangs [...]" when they apply.
 func (d *Devices) GetStatus() string {
 	var b strings.Builder
 	for i := range d.cards {
@@ -310,6 +324,9 @@ func (d *Devices) GetStatus() string {
 		if !ci.healthy {
 			b.WriteString(", unhealthy")
 		}
+		if ci.cordoned {
+			b.WriteString(", cordoned")
+		}
 		if c.migGroup >= 0 {
 			b.WriteString(", mig " + ci.mig.groups[c.migGroup].name + "/" + strconv.FormatUint(c.migUsed, 2))
 		}
@@ -322,6 +339,9 @@ func (d *Devices) GetStatus() string {
 				b.WriteString(g.key + "x" + itoa(int64(g.n)))
 			}
 			b.WriteString("]")
+		}
+		if len(c.excl) > 0 {
+			b.WriteString(rulesStatus(c.excl))
 		}
 	}
 	return b.String()

@@ -113,6 +113,20 @@
 // allocation annotations travel on the binding instead of a synchronous
 // patch; the choice is deterministic (upstream walks a map).
 //
+// # Exclusive rules and card cordon
+//
+// Options.ExclusiveRules (the argument deviceshare.GPUExclusiveRules,
+// upstream Volcano pull request #5213) keep pods matching a same label rule
+// off each other's hami-core cards: the rules a pod matches are part of its
+// holding, counted per card, so restarts and in-flight binds count as the
+// cards do (exclusive.go). The node annotations volcano.sh/vgpu-cordon and
+// hami.io/device-cordon (HAMi pull request #2298) cordon cards by UUID: a
+// cordoned card fails the static checks for new pods, right after health,
+// while pods holding it stay accounted; entries naming no card are
+// InventoryWarnings, not errors, so one typo never takes the node's cards
+// away. The cordon is part of InventoryKey, so a change decodes the node
+// again.
+//
 // # State
 //
 // Per-card data that never changes (UUID, type, capacity, MIG layout, link

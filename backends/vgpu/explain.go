@@ -16,9 +16,12 @@ var (
 	_ api.InventoryWarner = (*Devices)(nil)
 )
 
-// InventoryWarnings returns the parts of the node's registration left out:
-// link scores (hami.io/node-nvidia-score) that cannot be read, which turn
-// topology-aware placement off for the node while its cards stay usable.
+// InventoryWarnings returns the parts of the node's registration and
+// settings left out while its cards stay usable: link scores
+// (hami.io/node-nvidia-score) that cannot be read, which turn
+// topology-aware placement off for the node, and card-cordon entries that
+// cordon nothing (malformed, or naming no card of the node), marked
+// api.IgnoredSetting.
 func (d *Devices) InventoryWarnings() []error { return d.warnings }
 
 // ExplainCards tells, card by card, why the first container that does not

@@ -11,12 +11,14 @@ type reason uint8
 const (
 	fits reason = iota
 	rUnhealthy
+	rCordoned
 	rMode
 	rType
 	rUUID
 	rTooSmall
 	rNoMIG
 	rGang
+	rExclRule
 	rShareCount
 	rExclusive
 	rCoresFull
@@ -31,6 +33,8 @@ func describe(r reason) (string, bool) {
 	switch r {
 	case rUnhealthy:
 		return ReasonUnhealthy, false
+	case rCordoned:
+		return ReasonCordoned, false
 	case rMode:
 		return ReasonModeMismatch, false
 	case rType:
@@ -43,6 +47,8 @@ func describe(r reason) (string, bool) {
 		return ReasonNoMIGInstance, false
 	case rGang:
 		return ReasonGangOnCard, false
+	case rExclRule:
+		return ReasonExclusiveRule, true
 	case rShareCount:
 		return ReasonShareCountFull, true
 	case rExclusive:
@@ -81,6 +87,8 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	switch {
 	case !ci.healthy:
 		return rUnhealthy, cand
+	case ci.cordoned:
+		return rCordoned, cand
 	case req.mode != "" && req.mode != ci.mode:
 		return rMode, cand
 	case cardfit.TypeExcluded(req.useType, req.noUseType, ci.typUpper):
@@ -96,6 +104,8 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 	switch {
 	case req.gang != "" && c.hasGang(req.gang):
 		return rGang, cand
+	case req.rules != 0 && ci.exclusiveApplies() && c.holdsRule(req.rules):
+		return rExclRule, cand
 	case c.UsedNum >= ci.count:
 		return rShareCount, cand
 	case cr.cores >= fullCores && c.UsedNum > 0:

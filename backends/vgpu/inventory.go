@@ -6,6 +6,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/deviceshare/api"
+
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
@@ -16,8 +19,12 @@ type inventory struct {
 	// links is the n x n pair score matrix (row-major), nil when the node
 	// publishes none or it cannot be read.
 	links []int32
-	// warnings are the parts of the registration left out (link scores
-	// that cannot be read), for api.InventoryWarner.
+	// cordoned marks, by card index, the cards the node's cordon
+	// annotations take out of scheduling (nil: none).
+	cordoned []bool
+	// warnings are what was left out, for api.InventoryWarner: link scores
+	// that cannot be read, and cordon entries that cordon nothing (see
+	// cardfit.Cordon), the latter marked api.IgnoredSetting.
 	warnings []error
 }
 
@@ -42,11 +49,17 @@ func (b *Backend) decodeInventory(node *v1.Node) (*inventory, error) {
 	if err != nil || inv.cards == nil {
 		return nil, err
 	}
+	uuids := make([]string, len(inv.cards))
+	for i := range inv.cards {
+		uuids[i] = inv.cards[i].UUID
+	}
+	var cordonErrs []error
+	inv.cordoned, cordonErrs = cardfit.Cordon(a, uuids, vgpuproto.AnnotationCordon, vgpuproto.AnnotationHAMiCordon)
+	for _, err := range cordonErrs {
+		klog.ErrorS(err, "vGPU card cordon partly ignored", "node", node.Name)
+		inv.warnings = append(inv.warnings, api.IgnoredSetting{Err: err})
+	}
 	if s, ok := a[vgpuproto.AnnotationHAMiScore]; ok && s != "" {
-		uuids := make([]string, len(inv.cards))
-		for i := range inv.cards {
-			uuids[i] = inv.cards[i].UUID
-		}
 		links, err := vgpuproto.DecodeScores(s, uuids)
 		if err != nil {
 			klog.ErrorS(err, "vGPU link scores unreadable; topology-aware placement is off for the node", "node", node.Name)

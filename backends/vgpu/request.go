@@ -56,6 +56,8 @@ type podRequest struct {
 	numaBind               bool
 	// gang is "namespace/podgroup" when the pod asks for PodGroup spread.
 	gang string
+	// rules are the exclusive rules the pod's labels match (a bit each).
+	rules uint64
 	// key encodes every field above: two requests with one key fit the
 	// same cards the same way (see Devices.memo); hash is its FNV-1a.
 	key  string
@@ -81,6 +83,7 @@ func (r *podRequest) fingerprint() {
 		b = append(b, ';')
 	}
 	b = strconv.AppendInt(b, int64(r.containers), 10)
+	b = strconv.AppendUint(append(b, 0), r.rules, 16)
 	b = strconv.AppendBool(append(b, 0), r.numaBind)
 	for _, f := range [...]string{r.mode, r.useType, r.noUseType, r.useUUID, r.noUseUUID, r.cardPolicy, r.nodePolicy, r.gang} {
 		b = append(append(b, 0), f...)
@@ -180,6 +183,7 @@ func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error
 	if err := parseAnnotations(pod, policy, r); err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	r.rules = b.ruleMask(pod)
 	r.fingerprint()
 	return nil
 }

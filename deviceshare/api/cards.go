@@ -25,4 +25,7 @@ type CardUsage struct {
 	// Pods is the number of allocations sharing the card; MaxPods the most
 	// it may have.
 	Pods, MaxPods int
+	// Cordoned cards are skipped for new pods (an operator's node
+	// annotation); pods holding them keep them.
+	Cordoned bool
 }

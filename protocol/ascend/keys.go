@@ -110,3 +110,9 @@ const (
 	// EnvVNPUSpecs names the template the runtime slices (template mode).
 	EnvVNPUSpecs = "ASCEND_VNPU_SPECS"
 )
+
+// AnnotationDeviceCordon is HAMi's per-card cordon (Project-HAMi/HAMi pull
+// request #2298, pkg/device DeviceCordonAnnotation, read by every vendor's
+// Fit): a node annotation listing card IDs, comma-separated, that new pods
+// must not get; pods holding them keep them.
+const AnnotationDeviceCordon = "hami.io/device-cordon"
