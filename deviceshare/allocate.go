@@ -2,6 +2,7 @@ package deviceshare
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -53,6 +54,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod, pipelined: pipelined}
 	merged := &api.Reservation{Annotations: map[string]string{}}
+	var agentLocks []string
 	for _, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {
@@ -75,6 +77,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			return
 		}
 		alloc.parts = append(alloc.parts, allocPart{devices: d, reservation: r})
+		agentLocks = append(agentLocks, r.NodeLocks...)
 		for k, v := range r.Annotations {
 			merged.Annotations[k] = v
 		}
@@ -106,8 +109,8 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	sn.inSession++
 	var locks *nodeLocks
-	if s.args.NodeLockEnable {
-		locks = &nodeLocks{keys: lockNames(s.backends, req.backends), ttl: s.args.NodeLockExpiry}
+	if keys := lockKeys(s.args.NodeLockEnable, s.backends, req.backends, agentLocks); len(keys) > 0 {
+		locks = &nodeLocks{keys: keys, ttl: s.args.NodeLockExpiry}
 	}
 	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends))
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)
@@ -199,6 +202,22 @@ func (p *plugin) rollback(alloc *sessionAlloc) {
 		}
 	}
 	alloc.parts = nil
+}
+
+// lockKeys returns the node locks a bind takes: the backends' locks when
+// deviceshare.NodeLockEnable is set, and always those the reservations
+// asked for (agent), each once.
+func lockKeys(enabled bool, backends []api.Backend, idx []int, agent []string) []string {
+	var keys []string
+	if enabled {
+		keys = lockNames(backends, idx)
+	}
+	for _, k := range agent {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 func lockNames(backends []api.Backend, idx []int) []string {
