@@ -54,7 +54,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod, pipelined: pipelined}
 	merged := &api.Reservation{Annotations: map[string]string{}}
-	var agentLocks []string
+	var lockKeys []string
 	for _, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {
@@ -77,7 +77,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			return
 		}
 		alloc.parts = append(alloc.parts, allocPart{devices: d, reservation: r})
-		agentLocks = append(agentLocks, r.NodeLocks...)
+		lockKeys = appendLocks(lockKeys, s.args.NodeLockEnable, s.backends[i], r)
 		for k, v := range r.Annotations {
 			merged.Annotations[k] = v
 		}
@@ -109,8 +109,8 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	sn.inSession++
 	var locks *nodeLocks
-	if keys := lockKeys(s.args.NodeLockEnable, s.backends, req.backends, agentLocks); len(keys) > 0 {
-		locks = &nodeLocks{keys: keys, ttl: s.args.NodeLockExpiry}
+	if len(lockKeys) > 0 {
+		locks = &nodeLocks{keys: lockKeys, ttl: s.args.NodeLockExpiry}
 	}
 	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends))
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)
@@ -204,28 +204,21 @@ func (p *plugin) rollback(alloc *sessionAlloc) {
 	alloc.parts = nil
 }
 
-// lockKeys returns the node locks a bind takes: the backends' locks when
-// deviceshare.NodeLockEnable is set, and always those the reservations
-// asked for (agent), each once.
-func lockKeys(enabled bool, backends []api.Backend, idx []int, agent []string) []string {
-	var keys []string
-	if enabled {
-		keys = lockNames(backends, idx)
+// appendLocks adds the node locks a bind takes for one backend's part of
+// an allocation: those the reservation names (its node's agent expects
+// them whatever deviceshare.NodeLockEnable says, and releases only those),
+// else the backend's lock when NodeLockEnable is set; each key once.
+func appendLocks(keys []string, enabled bool, b api.Backend, r *api.Reservation) []string {
+	add := r.NodeLocks
+	if add == nil && enabled {
+		if l, ok := b.(api.NodeLocker); ok && l.LockName() != "" {
+			add = []string{l.LockName()}
+		}
 	}
-	for _, k := range agent {
+	for _, k := range add {
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}
 	return keys
-}
-
-func lockNames(backends []api.Backend, idx []int) []string {
-	var out []string
-	for _, i := range idx {
-		if l, ok := backends[i].(api.NodeLocker); ok && l.LockName() != "" {
-			out = append(out, l.LockName())
-		}
-	}
-	return out
 }

@@ -54,7 +54,8 @@ type Reservation struct {
 	// allocation whatever deviceshare.NodeLockEnable says (HAMi's NVIDIA
 	// plugin finds the pod it serves by hami.io/mutex.lock and removes it).
 	// The binder takes them, with the pod named in the value, right before
-	// the bind.
+	// the bind, instead of the backend's NodeLocker lock, which that agent
+	// would never release.
 	NodeLocks []string
 }
 
