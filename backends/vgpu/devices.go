@@ -183,7 +183,13 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	for i, c := range inv.cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
 			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB}
-		if c.Mode == vgpuproto.ModeMIG {
+		if c.Mode == vgpuproto.ModeMIG && s.hami {
+			// HAMi's MIG allocation format is not written (hami.go): never
+			// hand such a card out rather than hand it out wrongly.
+			ci.healthy = false
+			klog.InfoS("vGPU card registered by HAMi's plugin in mig mode; HAMi's MIG allocations are not supported, the card is not scheduled",
+				"node", node, "card", c.UUID)
+		} else if c.Mode == vgpuproto.ModeMIG {
 			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
 				ci.mode = vgpuproto.ModeHAMiCore

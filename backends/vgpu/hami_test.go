@@ -186,3 +186,12 @@ func TestAgentPendingFollowsTheNodesAgent(t *testing.T) {
 		})
 	}
 }
+
+func TestHAMiMIGCardsAreNotScheduled(t *testing.T) {
+	reg := `[{"id":"GPU-m","count":7,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","mode":"mig","health":true}]`
+	d := devicesOf(t, newBackend(t), testkit.Node("node-a", vgpuproto.AnnotationHAMiRegister, reg))
+	st := d.FilterNode(one("p", 1, 1000, 0, vgpuproto.AnnotationMode, vgpuproto.ModeMIG), api.PolicyBinpack)
+	if st == nil || st.Code == api.Success || !strings.Contains(st.Message(), ReasonUnhealthy) {
+		t.Errorf("FilterNode = %v, want the HAMi MIG card refused", st)
+	}
+}
