@@ -137,7 +137,9 @@ func placeLikeHAMi(ctx context.Context, t *testing.T, ns, node string, card hami
 	if _, err := cluster.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.Kube.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cluster.Kube.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+	})
 }
 
 // checkServedByHAMi checks every pod of the job end to end against the HAMi
