@@ -54,7 +54,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod, pipelined: pipelined}
 	merged := &api.Reservation{Annotations: map[string]string{}}
-	var lockKeys []string
+	var lockKeys, agentLocks []string
 	for _, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {
@@ -78,6 +78,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		}
 		alloc.parts = append(alloc.parts, allocPart{devices: d, reservation: r})
 		lockKeys = appendLocks(lockKeys, s.args.NodeLockEnable, s.backends[i], r)
+		agentLocks = append(agentLocks, r.NodeLocks...)
 		for k, v := range r.Annotations {
 			merged.Annotations[k] = v
 		}
@@ -110,7 +111,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	sn.inSession++
 	var locks *nodeLocks
 	if len(lockKeys) > 0 {
-		locks = &nodeLocks{keys: lockKeys, ttl: s.args.NodeLockExpiry}
+		locks = &nodeLocks{keys: lockKeys, agent: agentLocks, ttl: s.args.NodeLockExpiry}
 	}
 	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends))
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,7 +70,11 @@ type bindNote struct {
 // found on the node holds (deviceshare.NodeLockExpiry).
 type nodeLocks struct {
 	keys []string
-	ttl  time.Duration
+	// agent are the keys reservations asked for (api.Reservation.NodeLocks):
+	// a live one whose holder pod is gone or terminated is taken over, as
+	// HAMi's scheduler does, since that agent would never release it.
+	agent []string
+	ttl   time.Duration
 }
 
 func newBinder(st *State) *Binder {
@@ -212,7 +217,11 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	var held []string
 	if n != nil && n.locks != nil {
 		for _, key := range n.locks.keys {
-			if err := nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl); err != nil {
+			acquire := nodelock.Acquire
+			if slices.Contains(n.locks.agent, key) {
+				acquire = nodelock.AcquireOrTakeOver
+			}
+			if err := acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl); err != nil {
 				b.release(ctx, client, task.NodeName, held, podName)
 				if errors.Is(err, nodelock.ErrHeld) {
 					b.st.metrics.nodeLockBusy()

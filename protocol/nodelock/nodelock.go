@@ -80,12 +80,31 @@ func Held(node *v1.Node, key string, now time.Time, ttl time.Duration) bool {
 // writes the lock with the read resourceVersion, so a concurrent writer makes
 // it fail with a conflict instead of both succeeding.
 func Acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration) error {
+	return acquire(ctx, client, nodeName, key, pod, now, ttl, false)
+}
+
+// AcquireOrTakeOver is Acquire that also takes over a live lock whose
+// holder will never be served: the lock names a pod (HAMi's
+// "<time>,<ns>,<pod>") that is gone or has terminated, as HAMi's scheduler
+// does with a dangling lock (Project-HAMi/HAMi pkg/util/nodelock LockNode).
+// It reads the holder pod only when the lock is held by another pod.
+func AcquireOrTakeOver(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration) error {
+	return acquire(ctx, client, nodeName, key, pod, now, ttl, true)
+}
+
+func acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration, takeOver bool) error {
 	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get node %s to lock %s: %w", nodeName, key, err)
 	}
 	if Held(node, key, now, ttl) {
-		return fmt.Errorf("lock %s on node %s: %w (%s)", key, nodeName, ErrHeld, node.Annotations[key])
+		dangling, err := holderGone(ctx, client, node.Annotations[key], pod, takeOver)
+		if err != nil {
+			return fmt.Errorf("lock %s on node %s (%s): read its holder: %w", key, nodeName, node.Annotations[key], err)
+		}
+		if !dangling {
+			return fmt.Errorf("lock %s on node %s: %w (%s)", key, nodeName, ErrHeld, node.Annotations[key])
+		}
 	}
 	updated := node.DeepCopy()
 	if updated.Annotations == nil {
@@ -99,6 +118,27 @@ func Acquire(ctx context.Context, client kubernetes.Interface, nodeName, key str
 		return fmt.Errorf("lock %s on node %s: %w", key, nodeName, err)
 	}
 	return nil
+}
+
+// holderGone reports, when takeOver is set, whether the lock value names a
+// pod other than pod that no longer exists or has terminated.
+func holderGone(ctx context.Context, client kubernetes.Interface, value string, pod types.NamespacedName, takeOver bool) (bool, error) {
+	if !takeOver {
+		return false, nil
+	}
+	l, err := Parse(value)
+	if err != nil || l.Pod == "" || l.Pod == pod.String() {
+		return false, nil
+	}
+	ns, name, _ := strings.Cut(l.Pod, "/")
+	holder, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return holder.Status.Phase == v1.PodSucceeded || holder.Status.Phase == v1.PodFailed, nil
 }
 
 // Release removes the lock if it is still the one taken for pod (or, for a
