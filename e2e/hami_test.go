@@ -24,8 +24,9 @@ import (
 // finds the pending pod by scanning the node's pods, and HAMi's since PR
 // #451, which first takes the pod hami.io/mutex.lock names.
 //
-// A pod HAMi's own scheduler placed (only hami.io/vgpu-devices-allocated,
-// holding card 0 whole) is counted: our Jobs' pods all land on card 1,
+// A lock left on the node by a deleted pod is taken over. A pod HAMi's own
+// scheduler placed (only hami.io/vgpu-devices-allocated, holding card 0
+// whole) is counted: our Jobs' pods all land on card 1,
 // where binpack would otherwise have chosen card 0. A one-pod Job, then a
 // two-pod gang on the same node: each pod is Running, the plugin served it
 // from hami.io/vgpu-devices-to-allocate (the limits and card in its
@@ -45,6 +46,12 @@ func TestHAMiAgentServesOurAllocations(t *testing.T) {
 			cards := []hamiCard{{uuid: "GPU-" + node + "-0", memMiB: 24576}, {uuid: "GPU-" + node + "-1", memMiB: 24576}}
 			kubelet, agent := addHAMiNode(ctx, t, node, cards, flavour.lockFirst)
 			placeLikeHAMi(ctx, t, ns, node, cards[0])
+			// A lock whose pod was deleted before HAMi's plugin served it:
+			// taken over at once, as HAMi's scheduler does.
+			dangling := time.Now().UTC().Format(time.RFC3339) + "," + ns + ",deleted-before-allocate"
+			if err := agent.patchNode(ctx, map[string]any{hamiNodeLock: dangling}); err != nil {
+				t.Fatal(err)
+			}
 
 			sel := map[string]string{"hami-agent": node}
 			one := framework.VGPUJob(ns, node+"-one", framework.VGPUTask{Name: "w", Replicas: 1, VGPUs: 1, MemoryMiB: 7000, Cores: 30, NodeSelector: sel})
