@@ -80,25 +80,28 @@ func Held(node *v1.Node, key string, now time.Time, ttl time.Duration) bool {
 // writes the lock with the read resourceVersion, so a concurrent writer makes
 // it fail with a conflict instead of both succeeding.
 func Acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration) error {
-	return acquire(ctx, client, nodeName, key, pod, now, ttl, false)
+	return acquire(ctx, client, nodeName, key, pod, now, ttl, nil)
 }
 
-// AcquireOrTakeOver is Acquire that also takes over a live lock whose
-// holder will never be served: the lock names a pod (HAMi's
-// "<time>,<ns>,<pod>") that is gone or has terminated, as HAMi's scheduler
-// does with a dangling lock (Project-HAMi/HAMi pkg/util/nodelock LockNode).
-// It reads the holder pod only when the lock is held by another pod.
-func AcquireOrTakeOver(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration) error {
-	return acquire(ctx, client, nodeName, key, pod, now, ttl, true)
+// HolderGone reports whether the pod a lock names will never be served
+// (deleted, terminated), so its lock may be taken over.
+type HolderGone func(ctx context.Context, holder types.NamespacedName) (bool, error)
+
+// AcquireOrTakeOver is Acquire that also takes over a live lock naming
+// another pod (HAMi's "<time>,<ns>,<pod>") that gone says will never be
+// served, as HAMi's scheduler does with a dangling lock
+// (Project-HAMi/HAMi pkg/util/nodelock LockNode). gone is asked only then.
+func AcquireOrTakeOver(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration, gone HolderGone) error {
+	return acquire(ctx, client, nodeName, key, pod, now, ttl, gone)
 }
 
-func acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration, takeOver bool) error {
+func acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration, gone HolderGone) error {
 	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get node %s to lock %s: %w", nodeName, key, err)
 	}
 	if Held(node, key, now, ttl) {
-		dangling, err := holderGone(ctx, client, node.Annotations[key], pod, takeOver)
+		dangling, err := danglingLock(ctx, node.Annotations[key], pod, gone)
 		if err != nil {
 			return fmt.Errorf("lock %s on node %s (%s): read its holder: %w", key, nodeName, node.Annotations[key], err)
 		}
@@ -120,10 +123,10 @@ func acquire(ctx context.Context, client kubernetes.Interface, nodeName, key str
 	return nil
 }
 
-// holderGone reports, when takeOver is set, whether the lock value names a
-// pod other than pod that no longer exists or has terminated.
-func holderGone(ctx context.Context, client kubernetes.Interface, value string, pod types.NamespacedName, takeOver bool) (bool, error) {
-	if !takeOver {
+// danglingLock reports, when gone is set, whether the lock value names a
+// pod other than pod that gone says will never be served.
+func danglingLock(ctx context.Context, value string, pod types.NamespacedName, gone HolderGone) (bool, error) {
+	if gone == nil {
 		return false, nil
 	}
 	l, err := Parse(value)
@@ -131,14 +134,7 @@ func holderGone(ctx context.Context, client kubernetes.Interface, value string, 
 		return false, nil
 	}
 	ns, name, _ := strings.Cut(l.Pod, "/")
-	holder, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
-		return false, err
-	}
-	return holder.Status.Phase == v1.PodSucceeded || holder.Status.Phase == v1.PodFailed, nil
+	return gone(ctx, types.NamespacedName{Namespace: ns, Name: name})
 }
 
 // Release removes the lock if it is still the one taken for pod (or, for a

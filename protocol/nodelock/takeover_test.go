@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,11 +45,12 @@ func TestAcquireOrTakeOver(t *testing.T) {
 					objs = append(objs, tc.holder)
 				}
 				client := fake.NewSimpleClientset(objs...)
-				acquire := Acquire
+				var err error
 				if takeOver {
-					acquire = AcquireOrTakeOver
+					err = AcquireOrTakeOver(context.Background(), client, "n1", "hami.io/mutex.lock", me, now, 0, podGone(client))
+				} else {
+					err = Acquire(context.Background(), client, "n1", "hami.io/mutex.lock", me, now, 0)
 				}
-				err := acquire(context.Background(), client, "n1", "hami.io/mutex.lock", me, now, 0)
 				want := tc.wantTake && (takeOver || tc.name == "expired")
 				if got := err == nil; got != want {
 					t.Fatalf("takeOver=%v: error %v, want taken %v", takeOver, err, want)
@@ -62,5 +64,19 @@ func TestAcquireOrTakeOver(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// podGone is the binder's rule: the pod is deleted or has terminated.
+func podGone(client *fake.Clientset) HolderGone {
+	return func(ctx context.Context, holder types.NamespacedName) (bool, error) {
+		p, err := client.CoreV1().Pods(holder.Namespace).Get(ctx, holder.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed, nil
 	}
 }
