@@ -18,9 +18,9 @@ import (
 // volcano.sh/vgpu-node, volcano.sh/vgpu-time, volcano.sh/bind-phase
 // (allocating) and volcano.sh/bind-time; on a HAMi-registered node the
 // hami.io/* ones HAMi's plugin reads instead of the volcano.sh ones nothing
-// there reads, and the node lock it releases (hami.go). It succeeds whenever FilterNode
-// does. A pod without a request gets a nil reservation; a pod already
-// accounted here is an error.
+// there reads, and the node lock it releases (hami.go). It succeeds
+// whenever FilterNode does. A pod without a request gets a nil
+// reservation; a pod already accounted here is an error.
 func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)

@@ -187,8 +187,8 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 			// HAMi's MIG allocation format is not written (hami.go): never
 			// hand such a card out rather than hand it out wrongly.
 			ci.healthy = false
-			klog.InfoS("vGPU card registered by HAMi's plugin in mig mode; HAMi's MIG allocations are not supported, the card is not scheduled",
-				"node", node, "card", c.UUID)
+			klog.InfoS("vGPU card registered by HAMi's plugin in mig mode; HAMi's MIG allocations are not supported, "+
+				"the card is not scheduled", "node", node, "card", c.UUID)
 		} else if c.Mode == vgpuproto.ModeMIG {
 			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
@@ -277,8 +277,8 @@ func (c *cardState) hasGang(key string) bool {
 
 // AddResource accounts the allocation recorded in the pod's
 // volcano.sh/vgpu-ids-new or, for a bound pod only HAMi's scheduler placed,
-// its hami.io/vgpu-devices-allocated (its NVIDIA cards). Pods in phase Succeeded or Failed and pods
-// without the annotation are ignored. A pod already accounted is a no-op
+// its hami.io/vgpu-devices-allocated (its NVIDIA cards). Pods in phase
+// Succeeded or Failed and pods without the annotation are ignored. A pod already accounted is a no-op
 // when the record is the same and an error otherwise. A malformed record
 // (unknown card, bad numbers, a MIG position taken) is an error naming the
 // annotation and the value; the state is then unchanged.
