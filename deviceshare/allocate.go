@@ -2,6 +2,7 @@ package deviceshare
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -53,6 +54,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod, pipelined: pipelined}
 	merged := &api.Reservation{Annotations: map[string]string{}}
+	var lockKeys, agentLocks []string
 	for _, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {
@@ -75,6 +77,8 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			return
 		}
 		alloc.parts = append(alloc.parts, allocPart{devices: d, reservation: r})
+		lockKeys = appendLocks(lockKeys, s.args.NodeLockEnable, s.backends[i], r)
+		agentLocks = append(agentLocks, r.NodeLocks...)
 		for k, v := range r.Annotations {
 			merged.Annotations[k] = v
 		}
@@ -106,8 +110,8 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	sn.inSession++
 	var locks *nodeLocks
-	if s.args.NodeLockEnable {
-		locks = &nodeLocks{keys: lockNames(s.backends, req.backends), ttl: s.args.NodeLockExpiry}
+	if len(lockKeys) > 0 {
+		locks = &nodeLocks{keys: lockKeys, agent: agentLocks, ttl: s.args.NodeLockExpiry}
 	}
 	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends))
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)
@@ -201,12 +205,21 @@ func (p *plugin) rollback(alloc *sessionAlloc) {
 	alloc.parts = nil
 }
 
-func lockNames(backends []api.Backend, idx []int) []string {
-	var out []string
-	for _, i := range idx {
-		if l, ok := backends[i].(api.NodeLocker); ok && l.LockName() != "" {
-			out = append(out, l.LockName())
+// appendLocks adds the node locks a bind takes for one backend's part of
+// an allocation: those the reservation names (its node's agent expects
+// them whatever deviceshare.NodeLockEnable says, and releases only those),
+// else the backend's lock when NodeLockEnable is set; each key once.
+func appendLocks(keys []string, enabled bool, b api.Backend, r *api.Reservation) []string {
+	add := r.NodeLocks
+	if add == nil && enabled {
+		if l, ok := b.(api.NodeLocker); ok && l.LockName() != "" {
+			add = []string{l.LockName()}
 		}
 	}
-	return out
+	for _, k := range add {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -69,7 +71,11 @@ type bindNote struct {
 // found on the node holds (deviceshare.NodeLockExpiry).
 type nodeLocks struct {
 	keys []string
-	ttl  time.Duration
+	// agent are the keys reservations asked for (api.Reservation.NodeLocks):
+	// a live one whose holder pod is gone or terminated is taken over, as
+	// HAMi's scheduler does, since that agent would never release it.
+	agent []string
+	ttl   time.Duration
 }
 
 func newBinder(st *State) *Binder {
@@ -212,7 +218,13 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	var held []string
 	if n != nil && n.locks != nil {
 		for _, key := range n.locks.keys {
-			if err := nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl); err != nil {
+			var err error
+			if slices.Contains(n.locks.agent, key) {
+				err = nodelock.AcquireOrTakeOver(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl, podGone(client))
+			} else {
+				err = nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl)
+			}
+			if err != nil {
 				b.release(ctx, client, task.NodeName, held, podName)
 				if errors.Is(err, nodelock.ErrHeld) {
 					b.st.metrics.nodeLockBusy()
@@ -263,5 +275,20 @@ func (b *Binder) release(ctx context.Context, client kubernetes.Interface, node 
 			klog.ErrorS(err, "Failed to release node lock after a failed bind; it expires on its own",
 				"node", node, "lock", key, "pod", pod)
 		}
+	}
+}
+
+// podGone says a lock's holder will never be served when the pod is
+// deleted or has terminated (HAMi's scheduler checks for a deleted one).
+func podGone(client kubernetes.Interface) nodelock.HolderGone {
+	return func(ctx context.Context, holder types.NamespacedName) (bool, error) {
+		p, err := client.CoreV1().Pods(holder.Namespace).Get(ctx, holder.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed, nil
 	}
 }

@@ -56,6 +56,8 @@ func TestMain(m *testing.M) {
 type boundPod struct {
 	Node        string
 	Annotations map[string]string
+	// Locks are the node locks the binder would take first.
+	Locks []string
 }
 
 // recordingBinder stands in for the API server's side of a bind: it
@@ -78,11 +80,15 @@ func (b *recordingBinder) Bind(_ kubernetes.Interface, tasks []*vcapi.TaskInfo) 
 		}
 		key := t.Namespace + "/" + t.Name
 		ann := t.Pod.Annotations
+		var locks []string
 		if n != nil && n.node == t.NodeName {
 			ann = bindingAnnotations(t.Pod, n.annotations)
+			if n.locks != nil {
+				locks = n.locks.keys
+			}
 		}
 		b.mu.Lock()
-		b.binds[key] = boundPod{Node: t.NodeName, Annotations: ann}
+		b.binds[key] = boundPod{Node: t.NodeName, Annotations: ann, Locks: locks}
 		b.mu.Unlock()
 		b.ch <- key
 	}

@@ -349,7 +349,7 @@ func TestDefaultBackendsBuildsVGPU(t *testing.T) {
 	if _, mem, _, _ := backends[0].(*vgpu.Backend).Resources(); mem != "example.com/gpumem" {
 		t.Errorf("memory resource = %s, want the configured name", mem)
 	}
-	if diff := cmp.Diff([]string{"hamivgpu"}, lockNames(backends, []int{0})); diff != "" {
+	if diff := cmp.Diff([]string{"hamivgpu"}, appendLocks(nil, true, backends[0], &api.Reservation{})); diff != "" {
 		t.Errorf("node lock names (-want +got):\n%s", diff)
 	}
 	if _, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil); err != nil {

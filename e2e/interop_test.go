@@ -142,23 +142,38 @@ func TestInteropUpstreamRegisteredNodes(t *testing.T) {
 
 // playAgent does what a node agent does with the vGPU protocol's bind-phase:
 // each pod bound to node with bind-phase allocating is moved to success, as
-// the agent's Allocate would. Two such pods at once on the node is an error.
+// the agent's Allocate would (volcano.sh/bind-phase, or hami.io/bind-phase
+// on the HAMi-registered node, whose lock HAMi's plugin then removes; the
+// plugin itself is played in hami_test.go). Two such pods at once on the
+// node is an error.
 func playAgent(ctx context.Context, t *testing.T, ns, node string) {
 	for ctx.Err() == nil {
 		pods, err := cluster.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err == nil {
 			var pending []string
+			keys := map[string]string{}
 			for _, p := range pods.Items {
-				if p.Annotations[vgpuproto.AnnotationBindPhase] == "allocating" {
-					pending = append(pending, p.Name)
+				for _, k := range []string{vgpuproto.AnnotationBindPhase, vgpuproto.AnnotationHAMiBindPhase} {
+					if p.Annotations[k] == "allocating" {
+						pending = append(pending, p.Name)
+						keys[p.Name] = k
+					}
 				}
 			}
 			if len(pending) > 1 {
 				t.Errorf("node %s: %d pods wait for the node agent at once %v: it could serve the wrong one", node, len(pending), pending)
 			}
 			for _, name := range pending {
-				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"success"}}}`, vgpuproto.AnnotationBindPhase)
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"success"}}}`, keys[name])
 				_, _ = cluster.Kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				if keys[name] != vgpuproto.AnnotationHAMiBindPhase {
+					continue
+				}
+				if n, err := cluster.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil &&
+					strings.HasSuffix(n.Annotations[vgpuproto.HAMiNodeLock], ","+ns+","+name) {
+					patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, vgpuproto.HAMiNodeLock)
+					_, _ = cluster.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				}
 			}
 		}
 		select {

@@ -23,9 +23,11 @@ import (
 // own, and what only the plugin needs to know of it.
 type kind struct {
 	backend api.Backend
-	// bindPhase is the pod annotation the device type's node agent moves
-	// from "allocating" to "success" or "failed"; "" when it has none.
-	bindPhase string
+	// bindPhases are the pod annotations the device type's node agents move
+	// from "allocating" to "success" or "failed", the first present read
+	// (vGPU: volcano.sh/bind-phase, or hami.io/bind-phase on nodes HAMi's
+	// plugin serves); none when it has none.
+	bindPhases []string
 	// shape builds a pod of the shape for `fit`; nil when `fit` does not
 	// serve the device type.
 	shape func(Shape) *v1.Pod
@@ -49,7 +51,7 @@ func newKinds(cfg *config.Config) ([]*kind, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device configuration: %w", err)
 	}
-	out := []*kind{{backend: vb, bindPhase: vgpuproto.AnnotationBindPhase, shape: vgpuShape(vb), matches: func(string) bool { return true }}}
+	out := []*kind{{backend: vb, bindPhases: []string{vgpuproto.AnnotationBindPhase, vgpuproto.AnnotationHAMiBindPhase}, shape: vgpuShape(vb), matches: func(string) bool { return true }}}
 	hamiCore := cfg.VNPUs.Mode() == config.VNPUModeHAMiCore
 	var ascends []*kind
 	for _, chip := range cfg.VNPUs.Configs {
@@ -58,7 +60,7 @@ func newKinds(cfg *config.Config) ([]*kind, error) {
 			return nil, fmt.Errorf("device configuration: %w", err)
 		}
 		chipName := chip.ChipName
-		ascends = append(ascends, &kind{backend: ab, bindPhase: ascendproto.AnnotationBindPhase, shape: ascendShape(ab),
+		ascends = append(ascends, &kind{backend: ab, bindPhases: []string{ascendproto.AnnotationBindPhase}, shape: ascendShape(ab),
 			matches: func(typ string) bool {
 				return strings.EqualFold(typ, ab.Name()) || (chipName != "" && strings.EqualFold(typ, chipName))
 			}})

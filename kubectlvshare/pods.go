@@ -89,8 +89,10 @@ func podCards(pod *v1.Pod, asked []*kind, ns *nodeState) PodCards {
 		Devices: []string{}, Cards: []HeldCard{}}
 	for _, k := range asked {
 		pc.Devices = append(pc.Devices, k.name())
-		if v, ok := pod.Annotations[k.bindPhase]; ok && k.bindPhase != "" && pc.BindPhase == "" {
-			pc.BindPhase = v
+		for _, key := range k.bindPhases {
+			if v, ok := pod.Annotations[key]; ok && pc.BindPhase == "" {
+				pc.BindPhase = v
+			}
 		}
 	}
 	if pod.Spec.NodeName == "" {

@@ -111,10 +111,17 @@ func Clone[H Holding](l Ledger[H]) Ledger[H] { return Ledger[H]{pods: l.pods.Clo
 // annotation and the value; the state is then unchanged. added reports
 // whether a holding was added.
 func Account[H Holding](l Ledger[H], pod *v1.Pod, decode func(value string) (H, error), apply func(H, int32)) (added bool, err error) {
+	return AccountFrom(l, pod, l.node.spec.Annotation, decode, apply)
+}
+
+// AccountFrom is Account reading the allocation from the annotation key
+// instead of the Spec's (a record another scheduler wrote). The holding is
+// released like any other (Drop); Release only knows the Spec's key.
+func AccountFrom[H Holding](l Ledger[H], pod *v1.Pod, key string, decode func(value string) (H, error), apply func(H, int32)) (added bool, err error) {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return false, nil
 	}
-	key, node := l.node.spec.Annotation, l.node.name
+	node := l.node.name
 	value, found := pod.Annotations[key]
 	if !found {
 		return false, nil

@@ -10,10 +10,14 @@ import (
 var _ api.OrderedAgent = (*Backend)(nil)
 
 // AgentPending reports whether the node agent has yet to serve the pod's
-// allocation: bind-phase is still allocating. The agent takes the oldest
-// allocating pod on its node for each Allocate call, so only one may be
-// pending per node (api.OrderedAgent).
+// allocation: bind-phase is still allocating (hami.io/bind-phase for a pod
+// allocated on a HAMi-registered node, whose agent moves only that one).
+// The agent takes the oldest allocating pod on its node for each Allocate
+// call, so only one may be pending per node (api.OrderedAgent).
 func (b *Backend) AgentPending(pod *v1.Pod) bool {
+	if phase, ok := pod.Annotations[vgpuproto.AnnotationHAMiBindPhase]; ok {
+		return phase == vgpuproto.BindPhaseAllocating
+	}
 	return pod.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseAllocating
 }
 

@@ -16,9 +16,11 @@ import (
 // accounts them and returns the annotations recording them:
 // volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate (the cards),
 // volcano.sh/vgpu-node, volcano.sh/vgpu-time, volcano.sh/bind-phase
-// (allocating) and volcano.sh/bind-time. It succeeds whenever FilterNode
-// does. A pod without a request gets a nil reservation; a pod already
-// accounted here is an error.
+// (allocating) and volcano.sh/bind-time; on a HAMi-registered node the
+// hami.io/* ones HAMi's plugin reads instead of the volcano.sh ones nothing
+// there reads, and the node lock it releases (hami.go). It succeeds
+// whenever FilterNode does. A pod without a request gets a nil
+// reservation; a pod already accounted here is an error.
 func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)
@@ -50,6 +52,12 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	if v := klog.V(4); v.Enabled() {
 		v.InfoS("Allocated vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cardPolicy", req.cardPolicy,
 			"nodePolicy", req.nodePolicy, "cards", value)
+	}
+	if d.hami {
+		return &api.Reservation{
+			Annotations: d.hamiAnnotations(value, d.containerDevices(picks, req.containers), len(pod.Spec.InitContainers), now),
+			NodeLocks:   []string{vgpuproto.HAMiNodeLock},
+		}, nil
 	}
 	return &api.Reservation{Annotations: map[string]string{
 		vgpuproto.AnnotationIDs:        value,

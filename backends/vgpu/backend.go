@@ -116,8 +116,9 @@ func (b *Backend) Resources() (count, memory, percentage, cores v1.ResourceName)
 
 // HasDeviceRequest reports whether a container of the pod names one of the
 // four vGPU resources with a non-zero quantity (invalid values included, so
-// that ValidateRequest can refuse them).
-func (b *Backend) HasDeviceRequest(pod *v1.Pod) bool { return b.asks(pod) }
+// that ValidateRequest can refuse them), or the pod is bound with cards
+// only HAMi's scheduler recorded (it may ask for HAMi's resource names).
+func (b *Backend) HasDeviceRequest(pod *v1.Pod) bool { return b.asks(pod) || placedByHAMi(pod) }
 
 // ValidateRequest refuses requests no node could satisfy, naming the
 // container, the resource or annotation, the value and what is allowed.

@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,7 +13,7 @@ import (
 // cores, and a MIG instance must exist in the card's geometries.
 func (d *Devices) decodeUses(value string, ncontainers int) ([]use, error) {
 	if n := strings.Count(value, ";") + 1; n > max(ncontainers, 1) {
-		return nil, fmt.Errorf("%d container entries for a pod with %d containers", n, ncontainers)
+		return nil, errEntries(n, ncontainers)
 	}
 	entries, err := vgpuproto.DecodeAllocation(value)
 	if err != nil {
@@ -23,15 +24,26 @@ func (d *Devices) decodeUses(value string, ncontainers int) ([]use, error) {
 		for _, dev := range devs {
 			u, err := d.decodeUse(dev)
 			if err != nil {
-				return nil, fmt.Errorf("container entry %d card %s: %w", ctr, dev.UUID, err)
+				return nil, errCard(ctr, dev.UUID, err)
 			}
 			uses = append(uses, u)
 		}
 	}
 	if len(uses) == 0 {
-		return nil, fmt.Errorf("no card recorded")
+		return nil, errNoCard
 	}
 	return uses, nil
+}
+
+// errNoCard refuses an allocation record without a card of ours.
+var errNoCard = errors.New("no card recorded")
+
+func errEntries(n, ncontainers int) error {
+	return fmt.Errorf("%d container entries for a pod with %d containers", n, ncontainers)
+}
+
+func errCard(ctr int, uuid string, err error) error {
+	return fmt.Errorf("container entry %d card %s: %w", ctr, uuid, err)
 }
 
 // decodeUse maps one decoded card to its card index on the node and checks
@@ -104,14 +116,27 @@ func (d *Devices) encodeAllocation(picks []pick, ncontainers int) string {
 			buf = append(buf, ';')
 		}
 		for ; p < len(picks) && int(picks[p].ctr) == ctr; p++ {
-			pk := &picks[p]
-			ci := &d.info[pk.card]
-			dev := vgpuproto.Device{UUID: ci.uuid, MIGPos: -1, Type: vgpuproto.DeviceTypeNVIDIA, Mem: pk.recMem, Cores: pk.cores}
-			if pk.migPos >= 0 {
-				dev.MIGGroup, dev.MIGPos = ci.mig.groups[pk.migGroup].name, int(pk.migPos)
-			}
-			buf = vgpuproto.AppendDevice(buf, dev)
+			buf = vgpuproto.AppendDevice(buf, d.device(&picks[p]))
 		}
 	}
 	return string(buf)
+}
+
+// device is the allocation entry of one pick.
+func (d *Devices) device(pk *pick) vgpuproto.Device {
+	ci := &d.info[pk.card]
+	dev := vgpuproto.Device{UUID: ci.uuid, MIGPos: -1, Type: vgpuproto.DeviceTypeNVIDIA, Mem: pk.recMem, Cores: pk.cores}
+	if pk.migPos >= 0 {
+		dev.MIGGroup, dev.MIGPos = ci.mig.groups[pk.migGroup].name, int(pk.migPos)
+	}
+	return dev
+}
+
+// containerDevices groups picks by regular container, ncontainers entries.
+func (d *Devices) containerDevices(picks []pick, ncontainers int) [][]vgpuproto.Device {
+	out := make([][]vgpuproto.Device, ncontainers)
+	for i := range picks {
+		out[picks[i].ctr] = append(out[picks[i].ctr], d.device(&picks[i]))
+	}
+	return out
 }

@@ -85,6 +85,9 @@ type shared struct {
 	// warnings are the parts of the node's registration and settings that
 	// were left out (unreadable link scores, cordon entries naming no card).
 	warnings []error
+	// hami is set when the node is registered only in HAMi's format: its
+	// agent is HAMi's plugin, which reads the hami.io/* allocation (hami.go).
+	hami bool
 }
 
 // ledger is a node's per-pod accounting. Embedded in Devices, it supplies
@@ -184,14 +187,21 @@ var (
 )
 
 func newDevices(b *Backend, node string, inv *inventory) *Devices {
-	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.warnings}
+	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.warnings,
+		hami: inv.source == vgpuproto.AnnotationHAMiRegister}
 	n := len(inv.cards)
 	var memUnits int64
 	report := make([]cardledger.Card, n)
 	for i, c := range inv.cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
 			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB, cordoned: inv.cordoned != nil && inv.cordoned[i]}
-		if c.Mode == vgpuproto.ModeMIG {
+		if c.Mode == vgpuproto.ModeMIG && s.hami {
+			// HAMi's MIG allocation format is not written (hami.go): never
+			// hand such a card out rather than hand it out wrongly.
+			ci.healthy = false
+			klog.InfoS("vGPU card registered by HAMi's plugin in mig mode; HAMi's MIG allocations are not supported, "+
+				"the card is not scheduled", "node", node, "card", c.UUID)
+		} else if c.Mode == vgpuproto.ModeMIG {
 			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
 				ci.mode = vgpuproto.ModeHAMiCore
@@ -216,7 +226,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
 	}
 	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
-		Cores: b.resCores, Factor: b.factor, Asks: b.asks, Ignored: b.ignored}
+		Cores: b.resCores, Factor: b.factor, Asks: b.HasDeviceRequest, Ignored: b.ignored}
 	d := &Devices{shared: s, cards: make([]cardState, n), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
@@ -281,21 +291,28 @@ func (c *cardState) hasGang(key string) bool {
 }
 
 // AddResource accounts the allocation recorded in the pod's
-// volcano.sh/vgpu-ids-new. Pods in phase Succeeded or Failed and pods
-// without the annotation are ignored. A pod already accounted is a no-op
+// volcano.sh/vgpu-ids-new or, for a bound pod only HAMi's scheduler placed,
+// its hami.io/vgpu-devices-allocated (its NVIDIA cards). Pods in phase
+// Succeeded or Failed and pods without the annotation are ignored. A pod already accounted is a no-op
 // when the record is the same and an error otherwise. A malformed record
 // (unknown card, bad numbers, a MIG position taken) is an error naming the
 // annotation and the value; the state is then unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
-	added, err := cardledger.Account(d.ledger, pod, func(value string) (*holding, error) {
-		uses, err := d.decodeUses(value, len(pod.Spec.Containers))
+	key, decode := vgpuproto.AnnotationIDs, d.decodeUses
+	ncontainers := len(pod.Spec.Containers)
+	if placedByHAMi(pod) {
+		key, decode = vgpuproto.AnnotationHAMiAllocated, d.decodeHAMiUses
+		ncontainers += len(pod.Spec.InitContainers)
+	}
+	added, err := cardledger.AccountFrom(d.ledger, pod, key, func(value string) (*holding, error) {
+		uses, err := decode(value, ncontainers)
 		if err == nil {
 			err = d.checkMIG(uses)
 		}
 		return &holding{gang: podGang(pod), rules: d.b.ruleMask(pod), uses: uses}, err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
-		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[vgpuproto.AnnotationIDs])
+		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[key])
 	}
 	return err
 }

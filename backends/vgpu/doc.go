@@ -79,6 +79,19 @@
 // "hamivgpu", which volcano-vgpu-device-plugin releases once it served the
 // pod.
 //
+// On a node registered only in HAMi's format the agent is HAMi's NVIDIA
+// device plugin, which reads hami.io/* only (hami.go): Allocate writes
+// hami.io/vgpu-devices-to-allocate and -allocated (init containers' empty
+// entries first, ";" after every entry), hami.io/vgpu-node, -time,
+// bind-time and bind-phase: allocating, keeps volcano.sh/vgpu-ids-new,
+// vgpu-node and the times as the record, leaves out
+// volcano.sh/devices-to-allocate and bind-phase, and asks the binder for
+// HAMi's lock hami.io/mutex.lock (api.Reservation.NodeLocks), always and
+// instead of "hamivgpu". AgentPending reads hami.io/bind-phase there. Pods
+// HAMi's own scheduler placed (bound, only hami.io/vgpu-devices-allocated)
+// are accounted from that annotation, whatever resources they ask for
+// (HasDeviceRequest). Cards HAMi registers in mig mode are never chosen.
+//
 // # Placement
 //
 // Per container and card, the checks are: health, mode, type selectors,

@@ -87,7 +87,7 @@ func TestNewDevicesRejectsMalformed(t *testing.T) {
 		{name: "empty UUID", key: vgpuproto.AnnotationRegister, value: ",10,1,T4,true,:", want: `UUID ""`},
 		{name: "HAMi JSON broken", key: vgpuproto.AnnotationHAMiRegister, value: `[{"id":`, want: "JSON list"},
 		{name: "HAMi JSON missing devmem", key: vgpuproto.AnnotationHAMiRegister, value: `[{"id":"GPU-a","count":1,"health":true}]`,
-			want: "devmem and health are required"},
+			want: "count and devmem are required"},
 		{name: "HAMi legacy wrong arity", key: vgpuproto.AnnotationHAMiRegister, value: "GPU-a,1,2:", want: "want id,count,devmem"},
 	}
 	for _, tc := range tests {

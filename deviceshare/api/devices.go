@@ -50,6 +50,13 @@ type Reservation struct {
 	// Annotations record the allocation on the pod. They travel on the
 	// v1.Binding and are read back by AddResource.
 	Annotations map[string]string
+	// NodeLocks are node lock annotations the node's agent expects for this
+	// allocation whatever deviceshare.NodeLockEnable says (HAMi's NVIDIA
+	// plugin finds the pod it serves by hami.io/mutex.lock and removes it).
+	// The binder takes them, with the pod named in the value, right before
+	// the bind, instead of the backend's NodeLocker lock, which that agent
+	// would never release.
+	NodeLocks []string
 }
 
 // MaxScore is the highest score ScoreNode returns.

@@ -80,12 +80,34 @@ func Held(node *v1.Node, key string, now time.Time, ttl time.Duration) bool {
 // writes the lock with the read resourceVersion, so a concurrent writer makes
 // it fail with a conflict instead of both succeeding.
 func Acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration) error {
+	return acquire(ctx, client, nodeName, key, pod, now, ttl, nil)
+}
+
+// HolderGone reports whether the pod a lock names will never be served
+// (deleted, terminated), so its lock may be taken over.
+type HolderGone func(ctx context.Context, holder types.NamespacedName) (bool, error)
+
+// AcquireOrTakeOver is Acquire that also takes over a live lock naming
+// another pod (HAMi's "<time>,<ns>,<pod>") that gone says will never be
+// served, as HAMi's scheduler does with a dangling lock
+// (Project-HAMi/HAMi pkg/util/nodelock LockNode). gone is asked only then.
+func AcquireOrTakeOver(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration, gone HolderGone) error {
+	return acquire(ctx, client, nodeName, key, pod, now, ttl, gone)
+}
+
+func acquire(ctx context.Context, client kubernetes.Interface, nodeName, key string, pod types.NamespacedName, now time.Time, ttl time.Duration, gone HolderGone) error {
 	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get node %s to lock %s: %w", nodeName, key, err)
 	}
 	if Held(node, key, now, ttl) {
-		return fmt.Errorf("lock %s on node %s: %w (%s)", key, nodeName, ErrHeld, node.Annotations[key])
+		dangling, err := danglingLock(ctx, node.Annotations[key], pod, gone)
+		if err != nil {
+			return fmt.Errorf("lock %s on node %s (%s): read its holder: %w", key, nodeName, node.Annotations[key], err)
+		}
+		if !dangling {
+			return fmt.Errorf("lock %s on node %s: %w (%s)", key, nodeName, ErrHeld, node.Annotations[key])
+		}
 	}
 	updated := node.DeepCopy()
 	if updated.Annotations == nil {
@@ -99,6 +121,20 @@ func Acquire(ctx context.Context, client kubernetes.Interface, nodeName, key str
 		return fmt.Errorf("lock %s on node %s: %w", key, nodeName, err)
 	}
 	return nil
+}
+
+// danglingLock reports, when gone is set, whether the lock value names a
+// pod other than pod that gone says will never be served.
+func danglingLock(ctx context.Context, value string, pod types.NamespacedName, gone HolderGone) (bool, error) {
+	if gone == nil {
+		return false, nil
+	}
+	l, err := Parse(value)
+	if err != nil || l.Pod == "" || l.Pod == pod.String() {
+		return false, nil
+	}
+	ns, name, _ := strings.Cut(l.Pod, "/")
+	return gone(ctx, types.NamespacedName{Namespace: ns, Name: name})
 }
 
 // Release removes the lock if it is still the one taken for pod (or, for a

@@ -74,6 +74,17 @@
 // when none is left, or failed when it refuses the allocation;
 // vgpu-ids-new stays as the durable record accounting reads.
 //
+// # HAMi's allocation (hamialloc.go)
+//
+// For nodes HAMi's NVIDIA device plugin serves: hami.io/vgpu-devices-to-
+// allocate and hami.io/vgpu-devices-allocated, the same card entries with
+// ";" after every container entry and, as HAMi v2.9 indexes them, the init
+// containers' (empty) entries first; hami.io/vgpu-node, hami.io/vgpu-time,
+// hami.io/bind-time and hami.io/bind-phase; the node lock
+// hami.io/mutex.lock ("<RFC 3339>,<ns>,<pod>", protocol/nodelock). The
+// plugin empties devices-to-allocate entry by entry and sets bind-phase
+// success once no NVIDIA card is left.
+//
 // # Pod annotations users set
 //
 // volcano.sh/vgpu-mode (hami-core | mig | mps), nvidia.com/use-gputype and

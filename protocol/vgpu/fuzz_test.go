@@ -252,9 +252,9 @@ func reencode(cards []Card, hami bool) ([]Card, error) {
 	}
 	devs := make([]hamiDevice, 0, len(cards))
 	for _, c := range cards {
-		count, mem, healthy := int64(c.Count), c.MemMiB, c.Healthy
+		count, mem := int64(c.Count), c.MemMiB
 		devs = append(devs, hamiDevice{ID: c.UUID, Count: &count, Devmem: &mem, Devcore: int64(c.Cores),
-			Type: c.Type, Numa: int64(c.NUMA), Mode: c.Mode, Health: &healthy})
+			Type: c.Type, Numa: int64(c.NUMA), Mode: c.Mode, Health: c.Healthy})
 	}
 	raw, err := json.Marshal(devs)
 	if err != nil {

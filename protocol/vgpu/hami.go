@@ -17,12 +17,15 @@ type hamiDevice struct {
 	Type    string `json:"type"`
 	Numa    int64  `json:"numa"`
 	Mode    string `json:"mode"`
-	Health  *bool  `json:"health"`
+	// Health is false when absent: HAMi marshals DeviceInfo with
+	// "health,omitempty", so an unhealthy card has no health field.
+	Health bool `json:"health"`
 }
 
 // DecodeHAMiRegister reads hami.io/node-nvidia-register: HAMi's JSON list
-// {id, index, count, devmem, devcore, type, numa, mode, health} (id, count,
-// devmem and health required), or its older
+// {id, index, count, devmem, devcore, type, numa, mode, health} (id, count
+// and devmem required; a card without health is unhealthy, as HAMi omits
+// false), or its older
 // "id,count,devmem,devcore,type,numa,health[,index,mode]:" form. The index
 // is not read: cards are indexed in order. The limits and the empty
 // registration are as for DecodeRegister.
@@ -49,12 +52,12 @@ func decodeHAMiJSON(value string) ([]Card, error) {
 	}
 	cards := make([]Card, 0, len(devs))
 	for i, d := range devs {
-		if d.Count == nil || d.Devmem == nil || d.Health == nil {
-			return nil, fmt.Errorf("annotation %s device %d (%q): id, count, devmem and health are required",
+		if d.Count == nil || d.Devmem == nil {
+			return nil, fmt.Errorf("annotation %s device %d (%q): id, count and devmem are required",
 				AnnotationHAMiRegister, i, d.ID)
 		}
 		c, err := parseCard(d.ID, strconv.FormatInt(*d.Count, 10), strconv.FormatInt(*d.Devmem, 10),
-			strconv.FormatInt(d.Devcore, 10), d.Type, strconv.FormatInt(d.Numa, 10), strconv.FormatBool(*d.Health), d.Mode)
+			strconv.FormatInt(d.Devcore, 10), d.Type, strconv.FormatInt(d.Numa, 10), strconv.FormatBool(d.Health), d.Mode)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s device %d: %w", AnnotationHAMiRegister, i, err)
 		}
