@@ -262,6 +262,8 @@ func TestDeployChartRejectsBadValues(t *testing.T) {
 		// values.schema.json
 		{"misspelt argument", "deviceshare: {VGPUEnabled: true}", "VGPUEnabled"},
 		{"argument out of range", "deviceshare: {ScheduleWeight: 101}", "ScheduleWeight"},
+		{"exclusive rule with an unquoted boolean", "deviceshare: {GPUExclusiveRules: [{gpu-exclusive: true}]}", "GPUExclusiveRules/0/gpu-exclusive"},
+		{"empty exclusive rule", "deviceshare: {GPUExclusiveRules: [{}]}", "GPUExclusiveRules/0"},
 		{"unknown agent flag", "devicePlugin: {flags: {no-such-flag: 1}}", "no-such-flag"},
 		{"relative host path", "devicePlugin: {hostPaths: {cacheDir: vgpu}}", "cacheDir"},
 		{"MIG node without privilege", "deviceConfig:\n  config:\n    nodeconfig:\n    - {name: gpu-1, operatingmode: mig}\n",
