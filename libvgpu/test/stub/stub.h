@@ -10,6 +10,9 @@
  *   VGPU_STUB_MEM       bytes per device (default 16 GiB)
  *   VGPU_STUB_SM        SMs per device (default 16)
  *   VGPU_STUB_WAVE_NS   time one full wave of blocks occupies a device (default 250 us)
+ *   VGPU_STUB_TIMESLICE =1: the kernels of all processes on a device run one after
+ *       another on one device timeline, as a GPU without MPS time-slices contexts
+ *       (default: each process has a timeline of its own); with VGPU_STUB_STATE
  *   VGPU_STUB_CTX_MEM   device memory a context takes (default 64 MiB)
  *   VGPU_STUB_OBSERVER  file of the observer below (default: none)
  *   VGPU_STUB_OBSERVER_LIMIT  bytes; live bytes above it count as violations
@@ -49,13 +52,14 @@ struct stub_dev {
 	int32_t sm;
 	int32_t pad;
 	char uuid[64];
+	uint64_t busy_until_ns;     /* end of all queued work (VGPU_STUB_TIMESLICE) */
 	struct stub_proc procs[STUB_MAX_PROC];
 };
 
 struct stub_shared {
 	uint64_t magic;
 	int32_t ndev;
-	int32_t pad;
+	int32_t timeslice;          /* VGPU_STUB_TIMESLICE=1 at creation */
 	uint64_t wave_ns;
 	uint64_t max_queue_ns;
 	uint64_t ctx_mem;
