@@ -44,6 +44,8 @@ type Switcher struct {
 type regionRef struct {
 	path string
 	uuid []string
+	// Task priority stamps per device index (priority.go).
+	high, peer []uint64
 }
 
 // Sync sets every region's switches once and returns how many words it
@@ -85,8 +87,11 @@ func (s *Switcher) Sync() int {
 }
 
 // regions lists the readable regions of pods on the node.
-func (s *Switcher) regions() []regionRef {
-	root := filepath.Join(s.CacheDir, allocate.ContainersDir)
+func (s *Switcher) regions() []regionRef { return listRegions(s.CacheDir, s.Pods) }
+
+// listRegions lists the readable regions of pods on the node under cacheDir.
+func listRegions(cacheDir string, pods PodByUID) []regionRef {
+	root := filepath.Join(cacheDir, allocate.ContainersDir)
 	dirs, err := os.ReadDir(root)
 	if err != nil {
 		return nil
@@ -97,7 +102,7 @@ func (s *Switcher) regions() []regionRef {
 		if !d.IsDir() || !ok {
 			continue
 		}
-		if _, found := s.Pods.ByUID(uid); !found {
+		if _, found := pods.ByUID(uid); !found {
 			continue
 		}
 		files, _ := filepath.Glob(filepath.Join(root, d.Name(), "*.cache"))
@@ -106,7 +111,7 @@ func (s *Switcher) regions() []regionRef {
 			if err != nil {
 				continue
 			}
-			out = append(out, regionRef{path: f, uuid: r.UUID})
+			out = append(out, regionRef{path: f, uuid: r.UUID, high: r.HighLaunch, peer: r.PeerHigh})
 		}
 	}
 	return out
