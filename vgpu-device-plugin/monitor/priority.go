@@ -11,6 +11,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// Task priorities (CUDA_TASK_PRIORITY, the region header's priority).
+const (
+	PriorityHigh = 0
+	PriorityLow  = 1
+)
+
 // DefaultPriorityInterval is how often the Prioritizer relays stamps. It
 // must stay well under libvgpu's 200 ms priority window
 // (libvgpu/src/priority.c), or a low-priority container would run between

@@ -101,6 +101,7 @@ type regionFile struct {
 	smUtil   []uint32
 	smMode   []uint32
 	hostMiB  []uint32
+	highPrio bool     // header priority 0 (high); else 1 (low, libvgpu's default)
 	high     []uint64 // prio_launch_ns[0]
 	peer     []uint64 // peer_high_ns
 }
@@ -121,6 +122,11 @@ func (r regionFile) write(t testing.TB, path string) {
 	le.PutUint32(buf[offMaxDevices:], MaxDevices)
 	le.PutUint32(buf[offDeviceCount:], uint32(len(r.uuids)))
 	le.PutUint64(buf[offTotalSize:], RegionSize)
+	prio := uint32(PriorityLow)
+	if r.highPrio {
+		prio = PriorityHigh
+	}
+	le.PutUint32(buf[offPriority:], prio)
 	for i, u := range r.uuids {
 		copy(buf[offUUID+UUIDBytes*i:], u)
 		le.PutUint64(buf[offMemLimit+8*i:], r.memLimit[i])
@@ -158,7 +164,7 @@ func TestReadRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Region{Version: 1, DeviceCount: 2, UUID: []string{"GPU-a", "GPU-b"}, MemLimit: []uint64{1 << 30, 2 << 30},
+	want := &Region{Version: 1, DeviceCount: 2, Priority: PriorityLow, UUID: []string{"GPU-a", "GPU-b"}, MemLimit: []uint64{1 << 30, 2 << 30},
 		MemUsed: []uint64{5, 6}, SMLimit: []uint32{30, 30}, SMUtil: []uint32{12, 0}, SMMode: []uint32{1, 3},
 		HostMiB: []uint32{0, 300}, HighLaunch: []uint64{0, 77}, PeerHigh: []uint64{88, 0}}
 	if diff := cmp.Diff(want, r); diff != "" {

@@ -44,21 +44,34 @@ type Switcher struct {
 type regionRef struct {
 	path string
 	uuid []string
-	// Task priority stamps per device index (priority.go).
+	// Task priority: the region's CUDA_TASK_PRIORITY and its stamps per
+	// device index (priority.go).
+	priority   int32
 	high, peer []uint64
 }
 
 // Sync sets every region's switches once and returns how many words it
 // changed.
+//
+// With task priority (priority.go) a high-priority container (the region's
+// priority 0) counts only the high-priority holders of its card: its
+// low-priority neighbours hold their launches while it is launching, so
+// its SM share would only leave the card idle, as HAMi lifts the limit of a
+// task no higher or equal priority competes with (cmd/vGPUmonitor/
+// feedback.go, CheckPriority). A low-priority container counts everyone.
 func (s *Switcher) Sync() int {
 	regions := s.regions()
 	holders := make(map[string]int)
+	highs := make(map[string]int)
 	for _, r := range regions {
 		seen := make(map[string]bool, len(r.uuid))
 		for _, u := range r.uuid {
 			if u != "" && !seen[u] {
 				seen[u] = true
 				holders[u]++
+				if r.priority == PriorityHigh {
+					highs[u]++
+				}
 			}
 		}
 	}
@@ -69,7 +82,7 @@ func (s *Switcher) Sync() int {
 				continue
 			}
 			want := UtilSwitchEnforce
-			if holders[u] == 1 {
+			if holders[u] == 1 || (r.priority == PriorityHigh && highs[u] == 1) {
 				want = UtilSwitchFree
 			}
 			ok, err := setSwitch(r.path, i, want)
@@ -111,7 +124,7 @@ func listRegions(cacheDir string, pods PodByUID) []regionRef {
 			if err != nil {
 				continue
 			}
-			out = append(out, regionRef{path: f, uuid: r.UUID, high: r.HighLaunch, peer: r.PeerHigh})
+			out = append(out, regionRef{path: f, uuid: r.UUID, priority: r.Priority, high: r.HighLaunch, peer: r.PeerHigh})
 		}
 	}
 	return out
