@@ -82,22 +82,24 @@ void vgpu_prio_gate(void)
 		return;
 	struct vgpu_region_header *h = &r->hdr;
 	int prio = vgpu_cfg.priority;
+	uint64_t now = 0;
 	if (prio != VGPU_PRIO_HIGH && vgpu_cfg.policy != VGPU_POLICY_DISABLE) {
 		static int said;
-		bool held = false;
-		for (;;) {
+		for (bool held = false;; held = true) {
 			uint64_t high = newest_high(h, idx);
+			if (high == 0)
+				break;      /* no high-priority task ever launched here */
 			/* Read the clock after the stamp: a fresh stamp is never "from the future". */
-			if (!holds(high, vgpu_now_ns()))
+			now = vgpu_now_ns();
+			if (!holds(high, now))
 				break;
 			if (!held && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
 				VGPU_LOG(VGPU_LOG_INFO,
 					 "device %d: low priority: kernel launches wait while a "
 					 "high-priority task on the card is launching", idx);
-			held = true;
 			struct timespec pause = {0, VGPU_PRIO_POLL_NS};
 			nanosleep(&pause, NULL);
 		}
 	}
-	stamp(&h->prio_launch_ns[prio][idx], vgpu_now_ns());
+	stamp(&h->prio_launch_ns[prio][idx], now != 0 ? now : vgpu_now_ns());
 }

@@ -94,8 +94,8 @@ stress_kill_pidns|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 
 sm_policy_disable|sm_unlimited|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=disable|novg
 sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
 sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force|region novg tsan
-prio_yield|prio_yield|VGPU_STUB_TIMESLICE=1 VGPU_STUB_CTX_MEM=0|region shared tsan
-prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_CTX_MEM=0|region shared tsan
+prio_yield|prio_yield|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
+prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
 prio_invalid|prio_invalid||region
 '
 

@@ -5,9 +5,11 @@
  * The stub runs with VGPU_STUB_TIMESLICE=1 and a shared state: kernels of all
  * processes on device 0 queue on one timeline, as on a GPU without MPS, so a
  * neighbour that keeps launching really takes device time. Each worker
- * process launches 1 ms kernels in a loop (8 ms under valgrind and
- * ThreadSanitizer, whose slowdown must stay small next to the kernel) and
- * counts completed launches in a shared file. Throughput is launches per
+ * process launches 8 ms kernels in a loop and counts completed launches in a
+ * shared file. A launch blocks only once 64 ms of work are queued
+ * (VGPU_STUB_MAX_QUEUE_NS), so a worker stays device-bound, not CPU-bound,
+ * on a loaded 2-core machine and under valgrind and ThreadSanitizer: the
+ * rates measure the device time each one gets. Throughput is launches per
  * second measured by the parent, and every verdict is a ratio of two such
  * rates measured in this run:
  *
@@ -28,6 +30,13 @@
  * the node agent: every 20 ms it copies H's region's high-priority stamp into
  * L's peer_high_ns (vgpu-device-plugin/monitor/priority.go does this on a
  * node).
+ *
+ * On a loaded machine a worker may not run for longer than its queue lasts;
+ * then the rates measure the machine, not priority. The stub records how
+ * long each process had nothing queued (vgpuStubDryNs); a window in which a
+ * worker that should be busy ran dry for over 5 % of it is void, and the
+ * scenario is measured again, up to 3 times. The held worker is never
+ * required to be busy, so a gate that holds too long still fails.
  */
 #include "test.h"
 
@@ -92,7 +101,7 @@ static int child_prio_worker(void)
 	t_ctx(0);
 	int sm = 0;
 	CU(cuDeviceGetAttribute)(&sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
-	unsigned grid = (slow_mode() ? 32u : 4u) * (unsigned)sm;   /* waves of 250 us */
+	unsigned grid = 32u * (unsigned)sm;     /* 32 waves of 250 us: 8 ms */
 	__typeof__(&cuLaunchKernel) lk = CU(cuLaunchKernel);
 	t_ready();      /* before the first launch, which may be held */
 	while (!__atomic_load_n(&b->stop[i], __ATOMIC_ACQUIRE)) {
@@ -139,20 +148,47 @@ static int stop_worker(struct run *r, int i)
 	return rc;
 }
 
-/* Launch rates (per second) of workers a and b over one measuring window. */
-static void measure(struct run *r, int a, int b, double *ra, double *rb)
+/* The stub's dry time of worker i (its queue was empty before a launch). */
+static uint64_t dry(const struct run *r, int i)
+{
+	return r->pid[i] > 0 ? STUB(vgpuStubDryNs)(0, r->pid[i]) : 0;
+}
+
+/*
+ * Launch rates (per second) of workers a and b (b < 0: none) over one
+ * measuring window. The window is valid only if every worker in `busy` kept
+ * work queued throughout (dry for at most 5 % of it): a worker the loaded
+ * machine did not run for longer than its 64 ms queue measures the machine,
+ * not priority. Says why and returns false otherwise.
+ */
+static bool measure(struct run *r, int a, int b, double *ra, double *rb, unsigned busy)
 {
 	sleep_ms(r->settle_ms);
+	uint64_t d0[WORKERS];
+	for (int i = 0; i < WORKERS; i++)
+		d0[i] = dry(r, i);
 	uint64_t a0 = __atomic_load_n(&r->b->launches[a], __ATOMIC_ACQUIRE);
 	uint64_t b0 = b >= 0 ? __atomic_load_n(&r->b->launches[b], __ATOMIC_ACQUIRE) : 0;
 	uint64_t t0 = mono_ns();
 	sleep_ms(r->measure_ms);
 	uint64_t a1 = __atomic_load_n(&r->b->launches[a], __ATOMIC_ACQUIRE);
 	uint64_t b1 = b >= 0 ? __atomic_load_n(&r->b->launches[b], __ATOMIC_ACQUIRE) : 0;
-	double secs = (double)(mono_ns() - t0) / 1e9;
+	uint64_t span = mono_ns() - t0;
+	double secs = (double)span / 1e9;
 	*ra = (double)(a1 - a0) / secs;
 	if (rb != NULL)
 		*rb = (double)(b1 - b0) / secs;
+	bool valid = true;
+	for (int i = 0; i < WORKERS; i++) {
+		uint64_t d = dry(r, i) - d0[i];
+		if ((busy & (1u << i)) && d > span / 20) {
+			printf("prio: worker %d had nothing queued for %.0f ms of the %.0f ms window "
+			       "(the machine did not run it): the window is void\n",
+			       i, (double)d / 1e6, (double)span / 1e6);
+			valid = false;
+		}
+	}
+	return valid;
 }
 
 static struct vgpu_region *map_region(const char *path)
@@ -204,60 +240,100 @@ static void *relay_main(void *arg)
 }
 
 enum { L = 0, H = 1, H2 = 2, C = 3 };
+#define BIT(i) (1u << (i))
+
+struct rates {
+	double l_alone, h_with_l, l_with_h, l_after, h_alone, h_with_c, c_with_h;
+};
+
+static void stop_all(struct run *r)
+{
+	for (int i = 0; i < WORKERS; i++)
+		if (r->pid[i] > 0) {
+			kill(r->pid[i], SIGKILL);
+			t_wait(r->pid[i]);
+			r->pid[i] = 0;
+		}
+}
+
+/* One run of the five phases; false if a window was void. */
+static bool scenario(struct run *r, struct rates *x)
+{
+	bool ok = true;
+	spawn_worker(r, L, 1);
+	ok = ok && measure(r, L, -1, &x->l_alone, NULL, BIT(L));
+	spawn_worker(r, H, 0);
+	ok = ok && measure(r, H, L, &x->h_with_l, &x->l_with_h, BIT(H));
+	kill(r->pid[H], SIGKILL);
+	CHECK_EQ(t_wait(r->pid[H]), 128 + SIGKILL);
+	r->pid[H] = 0;
+	ok = ok && measure(r, L, -1, &x->l_after, NULL, BIT(L));
+	CHECK_EQ(stop_worker(r, L), 0);
+	spawn_worker(r, H2, 0);
+	ok = ok && measure(r, H2, -1, &x->h_alone, NULL, BIT(H2));
+	spawn_worker(r, C, 0);
+	ok = ok && measure(r, H2, C, &x->h_with_c, &x->c_with_h, BIT(H2) | BIT(C));
+	if (ok) {
+		CHECK_EQ(stop_worker(r, C), 0);
+		CHECK_EQ(stop_worker(r, H2), 0);
+	}
+	stop_all(r);
+	return ok;
+}
+
+/* Attempts at a scenario whose windows are all valid (see measure). */
+#define ATTEMPTS 3
 
 static int prio_run(bool peer)
 {
-	t_watchdog(220);
+	t_watchdog(230);
 	struct run r = {.b = map_board(), .peer = peer};
 	if (r.b == NULL) {
 		CHECK(r.b != NULL, "cannot map the board");
 		return 1;
 	}
-	bool slow = slow_mode();
-	r.settle_ms = slow ? 1500 : 400;    /* > the 200 ms priority window */
-	r.measure_ms = slow ? 3000 : 1000;
+	/* Settling covers the 200 ms priority window and 64 ms of queued work. */
+	r.settle_ms = slow_mode() ? 1500 : 500;
+	r.measure_ms = slow_mode() ? 3000 : 2000;
 	if (peer)
 		pthread_create(&r.relay, NULL, relay_main, &r);
-
-	double l_alone, h_with_l, l_with_h, l_after, h_alone, h_with_c, c_with_h;
-	spawn_worker(&r, L, 1);
-	measure(&r, L, -1, &l_alone, NULL);
-	spawn_worker(&r, H, 0);
-	measure(&r, H, L, &h_with_l, &l_with_h);
-	kill(r.pid[H], SIGKILL);
-	CHECK_EQ(t_wait(r.pid[H]), 128 + SIGKILL);
-	measure(&r, L, -1, &l_after, NULL);
-	CHECK_EQ(stop_worker(&r, L), 0);
-	spawn_worker(&r, H2, 0);
-	measure(&r, H2, -1, &h_alone, NULL);
-	spawn_worker(&r, C, 0);
-	measure(&r, H2, C, &h_with_c, &c_with_h);
-	CHECK_EQ(stop_worker(&r, C), 0);
-	CHECK_EQ(stop_worker(&r, H2), 0);
+	struct rates x = {0};
+	bool valid = false;
+	for (int attempt = 1; attempt <= ATTEMPTS && !valid; attempt++) {
+		valid = scenario(&r, &x);
+		if (!valid)
+			printf("prio: attempt %d void, measuring again\n", attempt);
+	}
 	if (peer) {
 		__atomic_store_n(&r.relay_stop, 1, __ATOMIC_RELEASE);
 		pthread_join(r.relay, NULL);
 	}
+	munmap(r.b, sizeof(*r.b));
+	CHECK(valid, "in %d attempts a worker that should have been busy ran dry (lines above): "
+	      "the machine did not run it, or priority held it when nothing should", ATTEMPTS);
+	if (!valid)
+		return 0;
 
 	printf("prio: launches/s: L alone %.1f; H %.1f with L %.1f; L after H died %.1f; "
 	       "H alone %.1f; H %.1f with C %.1f\n",
-	       l_alone, h_with_l, l_with_h, l_after, h_alone, h_with_c, c_with_h);
+	       x.l_alone, x.h_with_l, x.l_with_h, x.l_after, x.h_alone, x.h_with_c, x.c_with_h);
 	printf("prio: ratios: H with L / H alone %.3f; L with H / L alone %.3f; "
 	       "L after / L alone %.3f; H with C / H alone %.3f\n",
-	       h_with_l / h_alone, l_with_h / l_alone, l_after / l_alone, h_with_c / h_alone);
-	CHECK(l_alone > 0 && h_alone > 0, "no launches: L %.1f/s, H %.1f/s", l_alone, h_alone);
-	CHECK(h_with_l >= 0.9 * h_alone && h_with_l <= 1.1 * h_alone,
-	      "high priority next to low: %.1f/s, alone %.1f/s (want within 10 %%)", h_with_l,
-	      h_alone);
-	CHECK(l_with_h < 0.25 * l_alone, "low priority next to high: %.1f/s, alone %.1f/s", l_with_h,
-	      l_alone);
-	CHECK(l_after >= 0.9 * l_alone, "low priority after the high one died: %.1f/s, alone %.1f/s",
-	      l_after, l_alone);
-	CHECK(h_with_c < 0.7 * h_alone, "control: two equal priorities did not share the device: "
-	      "%.1f/s, alone %.1f/s", h_with_c, h_alone);
-	CHECK(c_with_h > 0.3 * h_alone, "control: an equal priority starved: %.1f/s, alone %.1f/s",
-	      c_with_h, h_alone);
-	munmap(r.b, sizeof(*r.b));
+	       x.h_with_l / x.h_alone, x.l_with_h / x.l_alone, x.l_after / x.l_alone,
+	       x.h_with_c / x.h_alone);
+	CHECK(x.l_alone > 0 && x.h_alone > 0, "no launches: L %.1f/s, H %.1f/s", x.l_alone, x.h_alone);
+	CHECK(x.h_with_l >= 0.9 * x.h_alone && x.h_with_l <= 1.1 * x.h_alone,
+	      "high priority next to low: %.1f/s, alone %.1f/s (want within 10 %%)", x.h_with_l,
+	      x.h_alone);
+	CHECK(x.l_with_h < 0.25 * x.l_alone, "low priority next to high: %.1f/s, alone %.1f/s",
+	      x.l_with_h, x.l_alone);
+	CHECK(x.l_after >= 0.9 * x.l_alone,
+	      "low priority after the high one died: %.1f/s, alone %.1f/s", x.l_after, x.l_alone);
+	CHECK(x.h_with_c < 0.7 * x.h_alone,
+	      "control: two equal priorities did not share the device: %.1f/s, alone %.1f/s",
+	      x.h_with_c, x.h_alone);
+	CHECK(x.c_with_h > 0.3 * x.h_alone, "control: an equal priority starved: %.1f/s, alone %.1f/s",
+	      x.c_with_h, x.h_alone);
 	return 0;
 }
 

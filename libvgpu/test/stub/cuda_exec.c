@@ -35,6 +35,12 @@ uint64_t vgpuStubBusyNs(int phys, int pid)
 	return p ? completed(p, vgpuStubNowNs()) : 0;
 }
 
+uint64_t vgpuStubDryNs(int phys, int pid)
+{
+	struct stub_proc *p = stub_remote() ? NULL : stub_proc_rec(phys, pid, 0);
+	return p ? __atomic_load_n(&p->dry_ns, __ATOMIC_RELAXED) : 0;
+}
+
 static void sleep_ns(uint64_t ns)
 {
 	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
@@ -56,6 +62,9 @@ static CUresult launch_timesliced(struct stub_dev *d, struct stub_proc *p, uint6
 	} while (!__atomic_compare_exchange_n(&d->busy_until_ns, &cur, until, 0, __ATOMIC_ACQ_REL,
 					      __ATOMIC_ACQUIRE));
 	pthread_mutex_lock(&mu);
+	uint64_t prev = p->busy_until_ns;
+	if (prev != 0 && prev < now)
+		__atomic_fetch_add(&p->dry_ns, now - prev, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->enq_ns, p->enq_ns + dur, __ATOMIC_RELEASE);
 	__atomic_store_n(&p->busy_until_ns, until, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&mu);
