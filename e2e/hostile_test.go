@@ -18,11 +18,12 @@ import (
 
 // TestImpossibleRequestsStayPendingWithAReason: requests that can never fit
 // or are not valid (a card larger than any, more cores than a card has, a
-// million cards, a memory percentage above 100, a mode or card selector that
-// names nothing) are refused with a reason naming the request, stay Pending
-// unbound, do not stop a valid Job from running next to them, and are not
-// retried in a hot loop: over a quiet window the scheduler keeps running
-// (same process, no panic) and the events about them do not pile up.
+// million cards, a memory percentage above 100, a task priority outside
+// 0..1, a mode or card selector that names nothing) are refused with a
+// reason naming the request, stay Pending unbound, do not stop a valid Job
+// from running next to them, and are not retried in a hot loop: over a quiet
+// window the scheduler keeps running (same process, no panic) and the events
+// about them do not pile up.
 func TestImpossibleRequestsStayPendingWithAReason(t *testing.T) {
 	const ns = "impossible"
 	ctx := setup(t, ns, 5*time.Minute)
@@ -38,6 +39,8 @@ func TestImpossibleRequestsStayPendingWithAReason(t *testing.T) {
 		{name: "million-cards", task: framework.VGPUTask{VGPUs: 1000000, MemoryMiB: 1000}, want: "volcano.sh/vgpu-number=1M"},
 		{name: "percentage-above-100", task: framework.VGPUTask{VGPUs: 1, Limits: v1.ResourceList{"volcano.sh/vgpu-memory-percentage": q(500)}},
 			want: "volcano.sh/vgpu-memory-percentage=500"},
+		{name: "priority-2", task: framework.VGPUTask{VGPUs: 1, MemoryMiB: 1000, Limits: v1.ResourceList{"volcano.sh/vgpu-priority": q(2)}},
+			want: "volcano.sh/vgpu-priority=2: want 0 (high priority) or 1 (low priority)"},
 		{name: "nine-cards", task: framework.VGPUTask{VGPUs: 9, MemoryMiB: 1000}, want: "node has fewer vGPU cards than requested"},
 		{name: "unknown-mode", task: framework.VGPUTask{VGPUs: 1, MemoryMiB: 1000, Annotations: map[string]string{"volcano.sh/vgpu-mode": "turbo"}},
 			want: `volcano.sh/vgpu-mode="turbo"`},

@@ -211,13 +211,13 @@ func TestStatusAdvertisedAndIgnored(t *testing.T) {
 	}
 	adv := d.Advertised()
 	for res, want := range map[v1.ResourceName]int64{"volcano.sh/vgpu-memory": 98304, "volcano.sh/vgpu-memory-percentage": 200,
-		"volcano.sh/vgpu-cores": 200} {
+		"volcano.sh/vgpu-cores": 200, "volcano.sh/vgpu-priority": 20} {
 		if q := adv[res]; q.Value() != want {
 			t.Errorf("Advertised()[%s] = %v, want %d", res, q.String(), want)
 		}
 	}
-	if diff := cmp.Diff([]string{"volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores"},
-		d.GetIgnoredDevices()); diff != "" {
+	if diff := cmp.Diff([]string{"volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores",
+		"volcano.sh/vgpu-priority"}, d.GetIgnoredDevices()); diff != "" {
 		t.Errorf("GetIgnoredDevices (-want +got):\n%s", diff)
 	}
 	if _, pods := d.CardUsage(); pods != 1 {

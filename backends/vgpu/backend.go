@@ -33,6 +33,7 @@ type Backend struct {
 	clock clock.PassiveClock
 
 	resCount, resMemory, resPercent, resCores v1.ResourceName
+	resPriority                               v1.ResourceName // task priority (priority.go)
 	factor                                    int64
 	defaultMemMiB                             int64
 	defaultCores                              int32
@@ -64,6 +65,7 @@ func New(opts Options) (*Backend, error) {
 		resMemory:     resourceOr(cfg.ResourceMemoryName, config.DefaultResourceMemoryName),
 		resPercent:    resourceOr(cfg.ResourceMemoryPercentageName, config.DefaultResourceMemoryPercentageName),
 		resCores:      resourceOr(cfg.ResourceCoreName, config.DefaultResourceCoreName),
+		resPriority:   resourceOr(cfg.ResourcePriorityName, config.DefaultResourcePriorityName),
 		factor:        int64(cfg.GPUMemoryFactor),
 		defaultMemMiB: int64(cfg.DefaultMemory),
 		defaultCores:  cfg.DefaultCores,
@@ -89,7 +91,7 @@ func New(opts Options) (*Backend, error) {
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
 	}
-	b.ignored = []string{string(b.resMemory), string(b.resPercent), string(b.resCores)}
+	b.ignored = []string{string(b.resMemory), string(b.resPercent), string(b.resCores), string(b.resPriority)}
 	return b, nil
 }
 

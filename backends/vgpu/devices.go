@@ -190,7 +190,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.warnings,
 		hami: inv.source == vgpuproto.AnnotationHAMiRegister}
 	n := len(inv.cards)
-	var memUnits int64
+	var memUnits, slots int64
 	report := make([]cardledger.Card, n)
 	for i, c := range inv.cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
@@ -213,6 +213,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 			ci.linkSum += int64(s.links[i*n+j])
 		}
 		memUnits += c.MemMiB / b.factor
+		slots += int64(c.Count)
 		s.info[i] = ci
 		report[i] = cardledger.Card{ID: c.UUID, Type: c.Type, Healthy: c.Healthy, MemMiB: c.MemMiB,
 			Cores: c.Cores, MaxPods: c.Count, Cordoned: ci.cordoned}
@@ -224,6 +225,9 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 		b.resMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
 		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
 		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
+		// Task priority (priority.go): one per container the cards can
+		// hold, so a priority of 1 never fails a resource fit.
+		b.resPriority: *resource.NewQuantity(slots, resource.DecimalSI),
 	}
 	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
 		Cores: b.resCores, Factor: b.factor, Asks: b.HasDeviceRequest, Ignored: b.ignored}

@@ -200,6 +200,9 @@ func (b *Backend) parseContainer(c *v1.Container) (ctrRequest, bool, error) {
 	if err := r.Err(); err != nil {
 		return out, false, err
 	}
+	if err := b.parsePriority(c); err != nil {
+		return out, false, err
+	}
 	shaped := (hasMem && mem > 0) || (hasPct && pct > 0) || (hasCores && cores > 0)
 	switch {
 	case !hasN && !shaped:

@@ -74,6 +74,11 @@
 #define VGPU_SM_MODE_DEVICE 2u      /* device-wide utilisation: never above the share, may be below */
 #define VGPU_SM_MODE_OFF 3u         /* a limit is set but NVML reports no utilisation (MIG): not enforced */
 
+/* CUDA_TASK_PRIORITY values (HAMi's nvidia.com/priority): 0 high, 1 low (the default). */
+#define VGPU_PRIO_HIGH 0
+#define VGPU_PRIO_LOW 1
+#define VGPU_PRIO_LEVELS 2
+
 /* vgpu_region_header.util_switch[] (written by the exporter). */
 #define VGPU_UTIL_SWITCH_LIMIT 0u   /* enforce CUDA_DEVICE_SM_LIMIT (initial value) */
 #define VGPU_UTIL_SWITCH_FREE 1u    /* container is alone on the GPU: do not throttle */
@@ -116,7 +121,18 @@ struct vgpu_region_header {
 	char uuid[VGPU_MAX_DEVICES][VGPU_UUID_BYTES]; /* 768  NVML UUID per device, "" if unknown */
 	uint32_t sm_mode[VGPU_MAX_DEVICES];    /* 1792 VGPU_SM_MODE_* */
 	uint32_t host_mib[VGPU_MAX_DEVICES];   /* 1856 MiB served from host memory (oversubscription) */
-	uint8_t reserved[VGPU_HEADER_SIZE - 1920];    /* 1920 zero */
+	/*
+	 * Task priority (CUDA_TASK_PRIORITY, priority.c): CLOCK_MONOTONIC ns of
+	 * the latest kernel launch on device d by a process of this container at
+	 * priority p (0 high, 1 low), 0 = none yet.
+	 */
+	uint64_t prio_launch_ns[VGPU_PRIO_LEVELS][VGPU_MAX_DEVICES]; /* 1920 */
+	/*
+	 * Written by the node agent: the latest prio_launch_ns[0] of any other
+	 * container on the same card (CLOCK_MONOTONIC is node-wide), 0 = none.
+	 */
+	uint64_t peer_high_ns[VGPU_MAX_DEVICES];      /* 2176 */
+	uint8_t reserved[VGPU_HEADER_SIZE - 2304];    /* 2304 zero */
 };
 
 struct vgpu_proc_slot {
@@ -159,6 +175,8 @@ _Static_assert(offsetof(struct vgpu_region_header, mem_used_check) == 640, "head
 _Static_assert(offsetof(struct vgpu_region_header, uuid) == 768, "header.uuid");
 _Static_assert(offsetof(struct vgpu_region_header, sm_mode) == 1792, "header.sm_mode");
 _Static_assert(offsetof(struct vgpu_region_header, host_mib) == 1856, "header.host_mib");
+_Static_assert(offsetof(struct vgpu_region_header, prio_launch_ns) == 1920, "header.prio_launch_ns");
+_Static_assert(offsetof(struct vgpu_region_header, peer_high_ns) == 2176, "header.peer_high_ns");
 _Static_assert(sizeof(struct vgpu_region_header) == VGPU_HEADER_SIZE, "header size");
 _Static_assert(offsetof(struct vgpu_proc_slot, status) == 64, "slot.status");
 _Static_assert(offsetof(struct vgpu_proc_slot, hostpid) == 72, "slot.hostpid");

@@ -181,20 +181,27 @@ static void parse_oversubscribe(struct vgpu_config *cfg)
 		VGPU_LOG(VGPU_LOG_WARN, "CUDA_OVERSUBSCRIBE=\"%s\" ignored: want true or false", v);
 }
 
+/*
+ * CUDA_TASK_PRIORITY, HAMi's nvidia.com/priority: 0 high, 1 low. Unset means
+ * low, as in HAMi-core (the region's priority starts at 1 there). The agent
+ * validates the request, so any other value here is a fault: it fails
+ * closed, to low, so a bad value can never win a card from a high-priority
+ * neighbour (priority.c).
+ */
 static void parse_priority(struct vgpu_config *cfg)
 {
+	cfg->priority = VGPU_PRIO_LOW;
 	const char *v = getenv("CUDA_TASK_PRIORITY");
 	if (v == NULL || v[0] == '\0')
 		return;
-	char *end = NULL;
-	errno = 0;
-	long p = strtol(v, &end, 10);
-	if (end == v || *end != '\0' || errno != 0 || p < -1000 || p > 1000) {
-		VGPU_LOG(VGPU_LOG_WARN, "CUDA_TASK_PRIORITY=\"%s\" ignored: want an integer -1000..1000",
-			 v);
+	if (strcmp(v, "0") == 0) {
+		cfg->priority = VGPU_PRIO_HIGH;
 		return;
 	}
-	cfg->priority = (int32_t)p;
+	if (strcmp(v, "1") != 0)
+		VGPU_LOG(VGPU_LOG_WARN,
+			 "CUDA_TASK_PRIORITY=\"%s\" invalid: want 0 (high) or 1 (low); running as 1 (low)",
+			 v);
 }
 
 /* Keeps CUDA_VISIBLE_DEVICES entries as text; device.c resolves them. */

@@ -132,6 +132,7 @@ static void do_init(void)
 	if (vgpu_cfg.accounting || vgpu_cfg.any_sm_limit)
 		vgpu_region_attach();
 	vgpu_limiter_setup();
+	vgpu_prio_setup();
 	pthread_atfork(NULL, NULL, fork_child);
 	VGPU_LOG(VGPU_LOG_DEBUG, "initialised: accounting=%d sm_limit=%d region=%s",
 		 vgpu_cfg.accounting, vgpu_cfg.any_sm_limit,

@@ -186,6 +186,11 @@ void vgpu_limiter_gate(uint64_t blocks);
 void vgpu_limiter_tick(void);
 void vgpu_limiter_after_fork(void);
 
+/* priority.c: CUDA_TASK_PRIORITY, a low-priority launch yields to a high one. */
+extern int vgpu_prio_enabled;       /* read on every launch */
+void vgpu_prio_setup(void);
+void vgpu_prio_gate(void);
+
 /* Monotonic and wall clocks in nanoseconds. */
 uint64_t vgpu_now_ns(void);
 uint64_t vgpu_wall_ns(void);

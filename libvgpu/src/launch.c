@@ -1,13 +1,16 @@
 /*
- * launch.c - kernel launch hooks. Each launch passes the SM limiter's gate
- * (limiter.c) when a limit is active; otherwise the only cost over the real
- * call is one predictable branch on a global flag.
+ * launch.c - kernel launch hooks. Each launch passes the task-priority gate
+ * (priority.c) when the container has a shared region, then the SM
+ * limiter's gate (limiter.c) when a limit is active; otherwise the only cost
+ * over the real call is two predictable branches on global flags.
  */
 #define _GNU_SOURCE
 #include "hooks.h"
 
 static inline void gate(uint64_t blocks)
 {
+	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_prio_enabled, __ATOMIC_RELAXED)))
+		vgpu_prio_gate();
 	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED)))
 		vgpu_limiter_gate(blocks == 0 ? 1 : blocks);
 }
@@ -77,6 +80,8 @@ VGPU_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int g
 /* A graph's kernels are not visible here; it is charged as one full wave. */
 static inline void gate_graph(void)
 {
+	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_prio_enabled, __ATOMIC_RELAXED)))
+		vgpu_prio_gate();
 	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED)))
 		vgpu_limiter_gate(0);
 }

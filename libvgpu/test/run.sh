@@ -94,6 +94,9 @@ stress_kill_pidns|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 
 sm_policy_disable|sm_unlimited|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=disable|novg
 sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
 sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force|region novg tsan
+prio_yield|prio_yield|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
+prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
+prio_invalid|prio_invalid||region
 '
 
 report() { # mode label rc seconds logfile
@@ -207,7 +210,7 @@ run_mode() {
 		fi
 		report "$mode" "$label" "$rc" $(( $(date +%s) - start )) "$dir/log"
 		# Stress cases print one line of figures (README: Stress and fault tests).
-		grep -h '^\(stress_[a-z]*\|corrupt_live\): ' "$dir/log" | sed "s/^/      $mode /"
+		grep -h '^\(stress_[a-z]*\|corrupt_live\|prio\): ' "$dir/log" | sed "s/^/      $mode /"
 		echo "$rc" >>"$B/.results"
 		rm -rf "$dir"
 	done

@@ -171,9 +171,11 @@ func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.T
 }
 
 // startMonitor runs the metrics exporter (unless --metrics-address is
-// empty), and the cleaner and utilisation switch: deleted pods' regions are
-// removed, and containers alone on their card run unthrottled (libvgpu's
-// utilisation switch), with or without the exporter.
+// empty), and the cleaner, utilisation switch and task-priority relay:
+// deleted pods' regions are removed, containers alone on their card run
+// unthrottled (libvgpu's utilisation switch), and low-priority containers
+// learn when a high-priority one on their card is launching, with or
+// without the exporter.
 func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *state, lookup allocate.IndexerLookup) {
 	ctx := s.Context()
 	if o.MetricsAddress != "" {
@@ -185,6 +187,8 @@ func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *stat
 	s.Go("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
 	switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
 	s.Go("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
+	prio := &monitor.Prioritizer{CacheDir: o.CacheDir, Pods: lookup}
+	s.Go("task priority", func() error { prio.Run(ctx, nil, monitor.DefaultPriorityInterval); return nil })
 }
 
 // openNVML returns the NVML implementation --nvml selects.

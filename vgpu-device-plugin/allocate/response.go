@@ -86,8 +86,12 @@ func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candid
 	}
 	region := a.opts.NewID() + ".cache"
 	resp.Envs[EnvSharedCache] = ContainerCacheDir + "/" + region
-	if p, ok := limit(c.ctr, nv.ResourcePriorityName); ok {
-		resp.Envs[EnvTaskPriority] = strconv.FormatInt(p, 10)
+	p, ok, err := taskPriority(c.ctr, nv.ResourcePriorityName)
+	if err != nil {
+		return fmt.Errorf("pod %s %w", c.pod.Name, err)
+	}
+	if ok {
+		resp.Envs[EnvTaskPriority] = p
 	}
 	if s.LibCudaLogLevel != "" {
 		resp.Envs[EnvLogLevel] = string(s.LibCudaLogLevel)

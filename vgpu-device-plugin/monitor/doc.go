@@ -40,4 +40,12 @@
 // a card to itself among the node's pods runs unthrottled (its SM share
 // would only leave the card idle); as soon as another container's region on
 // the same card appears, the limit is enforced again.
+//
+// # Task priority
+//
+// The Prioritizer relays, every 50 ms, the newest high-priority launch
+// stamp (prio_launch_ns[0], CUDA_TASK_PRIORITY=0) of the other containers on
+// each card into every region on that card (peer_high_ns), so libvgpu in a
+// low-priority container holds its kernel launches while a high-priority
+// neighbour is launching (libvgpu/src/priority.c).
 package monitor

@@ -46,6 +46,8 @@ const (
 	offUUID        = 768
 	offSMMode      = 1792
 	offHostMiB     = 1856
+	offPrioLaunch  = 1920 // u64[2][MaxDevices]: [priority][device]
+	offPeerHigh    = 2176 // u64[MaxDevices], written by the Prioritizer
 )
 
 // How a device's SM limit is enforced (the header's sm_mode, VGPU_SM_MODE_*).
@@ -81,6 +83,12 @@ type Region struct {
 	SMUtil   []uint32 // percent
 	SMMode   []uint32 // SMMode* constants
 	HostMiB  []uint32 // of MemUsed, MiB served from host memory (oversubscription)
+	// HighLaunch is the CLOCK_MONOTONIC ns of the container's latest
+	// kernel launch at high priority (CUDA_TASK_PRIORITY=0), 0: none.
+	HighLaunch []uint64
+	// PeerHigh is what the Prioritizer last wrote: the newest HighLaunch
+	// of the other containers on the card.
+	PeerHigh []uint64
 }
 
 // ReadRegion reads a shared region's header.
@@ -120,7 +128,7 @@ func parseRegion(path string, buf []byte) (*Region, error) {
 		LiveProcs: le.Uint32(buf[offLiveProcs:]), Priority: int32(le.Uint32(buf[offPriority:])),
 		UUID: make([]string, n), MemLimit: make([]uint64, n), MemUsed: make([]uint64, n),
 		SMLimit: make([]uint32, n), SMUtil: make([]uint32, n), SMMode: make([]uint32, n),
-		HostMiB: make([]uint32, n),
+		HostMiB: make([]uint32, n), HighLaunch: make([]uint64, n), PeerHigh: make([]uint64, n),
 	}
 	for i := 0; i < n; i++ {
 		r.MemLimit[i] = le.Uint64(buf[offMemLimit+8*i:])
@@ -129,6 +137,8 @@ func parseRegion(path string, buf []byte) (*Region, error) {
 		r.SMUtil[i] = le.Uint32(buf[offSMUtil+4*i:])
 		r.SMMode[i] = le.Uint32(buf[offSMMode+4*i:])
 		r.HostMiB[i] = le.Uint32(buf[offHostMiB+4*i:])
+		r.HighLaunch[i] = le.Uint64(buf[offPrioLaunch+8*i:])
+		r.PeerHigh[i] = le.Uint64(buf[offPeerHigh+8*i:])
 		raw := buf[offUUID+UUIDBytes*i : offUUID+UUIDBytes*(i+1)]
 		if end := bytes.IndexByte(raw, 0); end >= 0 {
 			raw = raw[:end]

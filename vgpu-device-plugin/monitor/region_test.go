@@ -34,7 +34,8 @@ int main(void) {
 	OFF(max_devices); OFF(device_count); OFF(total_size); OFF(created_unix_ns);
 	OFF(boot_id); OFF(slot_hwm); OFF(live_procs); OFF(generation); OFF(priority);
 	OFF(lock); OFF(mem_limit); OFF(mem_used); OFF(sm_limit); OFF(util_switch);
-	OFF(sm_util); OFF(uuid); OFF(sm_mode); OFF(host_mib);
+	OFF(sm_util); OFF(uuid); OFF(sm_mode); OFF(host_mib); OFF(prio_launch_ns); OFF(peer_high_ns);
+	printf("prio_levels=%d\n", VGPU_PRIO_LEVELS);
 	printf("sm_mode_values=%u%u%u%u\n", VGPU_SM_MODE_NONE, VGPU_SM_MODE_PROCESS, VGPU_SM_MODE_DEVICE,
 	       VGPU_SM_MODE_OFF);
 	return 0;
@@ -82,6 +83,7 @@ func TestRegionLayoutMatchesHeader(t *testing.T) {
 		"off_mem_limit": offMemLimit, "off_mem_used": offMemUsed, "off_sm_limit": offSMLimit,
 		"off_util_switch": offUtilSwitch, "off_sm_util": offSMUtil, "off_uuid": offUUID,
 		"off_sm_mode": offSMMode, "off_host_mib": offHostMiB,
+		"off_prio_launch_ns": offPrioLaunch, "off_peer_high_ns": offPeerHigh, "prio_levels": 2,
 		"sm_mode_values": SMModeNone*1000 + SMModeProcess*100 + SMModeDevice*10 + SMModeOff,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -99,6 +101,9 @@ type regionFile struct {
 	smUtil   []uint32
 	smMode   []uint32
 	hostMiB  []uint32
+	highPrio bool     // header priority 0 (high); else 1 (low, libvgpu's default)
+	high     []uint64 // prio_launch_ns[0]
+	peer     []uint64 // peer_high_ns
 }
 
 func (r regionFile) write(t testing.TB, path string) {
@@ -117,6 +122,11 @@ func (r regionFile) write(t testing.TB, path string) {
 	le.PutUint32(buf[offMaxDevices:], MaxDevices)
 	le.PutUint32(buf[offDeviceCount:], uint32(len(r.uuids)))
 	le.PutUint64(buf[offTotalSize:], RegionSize)
+	prio := uint32(PriorityLow)
+	if r.highPrio {
+		prio = PriorityHigh
+	}
+	le.PutUint32(buf[offPriority:], prio)
 	for i, u := range r.uuids {
 		copy(buf[offUUID+UUIDBytes*i:], u)
 		le.PutUint64(buf[offMemLimit+8*i:], r.memLimit[i])
@@ -128,6 +138,12 @@ func (r regionFile) write(t testing.TB, path string) {
 		}
 		if i < len(r.hostMiB) {
 			le.PutUint32(buf[offHostMiB+4*i:], r.hostMiB[i])
+		}
+		if i < len(r.high) {
+			le.PutUint64(buf[offPrioLaunch+8*i:], r.high[i])
+		}
+		if i < len(r.peer) {
+			le.PutUint64(buf[offPeerHigh+8*i:], r.peer[i])
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -143,14 +159,14 @@ func TestReadRegion(t *testing.T) {
 	good := filepath.Join(dir, "good.cache")
 	regionFile{uuids: []string{"GPU-a", "GPU-b"}, memLimit: []uint64{1 << 30, 2 << 30}, memUsed: []uint64{5, 6},
 		smLimit: []uint32{30, 30}, smUtil: []uint32{12, 0}, smMode: []uint32{SMModeProcess, SMModeOff},
-		hostMiB: []uint32{0, 300}}.write(t, good)
+		hostMiB: []uint32{0, 300}, high: []uint64{0, 77}, peer: []uint64{88, 0}}.write(t, good)
 	r, err := ReadRegion(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Region{Version: 1, DeviceCount: 2, UUID: []string{"GPU-a", "GPU-b"}, MemLimit: []uint64{1 << 30, 2 << 30},
+	want := &Region{Version: 1, DeviceCount: 2, Priority: PriorityLow, UUID: []string{"GPU-a", "GPU-b"}, MemLimit: []uint64{1 << 30, 2 << 30},
 		MemUsed: []uint64{5, 6}, SMLimit: []uint32{30, 30}, SMUtil: []uint32{12, 0}, SMMode: []uint32{1, 3},
-		HostMiB: []uint32{0, 300}}
+		HostMiB: []uint32{0, 300}, HighLaunch: []uint64{0, 77}, PeerHigh: []uint64{88, 0}}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("region (-want +got):\n%s", diff)
 	}

@@ -44,19 +44,34 @@ type Switcher struct {
 type regionRef struct {
 	path string
 	uuid []string
+	// Task priority: the region's CUDA_TASK_PRIORITY and its stamps per
+	// device index (priority.go).
+	priority   int32
+	high, peer []uint64
 }
 
 // Sync sets every region's switches once and returns how many words it
 // changed.
+//
+// With task priority (priority.go) a high-priority container (the region's
+// priority 0) counts only the high-priority holders of its card: its
+// low-priority neighbours hold their launches while it is launching, so
+// its SM share would only leave the card idle, as HAMi lifts the limit of a
+// task no higher or equal priority competes with (cmd/vGPUmonitor/
+// feedback.go, CheckPriority). A low-priority container counts everyone.
 func (s *Switcher) Sync() int {
 	regions := s.regions()
 	holders := make(map[string]int)
+	highs := make(map[string]int)
 	for _, r := range regions {
 		seen := make(map[string]bool, len(r.uuid))
 		for _, u := range r.uuid {
 			if u != "" && !seen[u] {
 				seen[u] = true
 				holders[u]++
+				if r.priority == PriorityHigh {
+					highs[u]++
+				}
 			}
 		}
 	}
@@ -67,7 +82,7 @@ func (s *Switcher) Sync() int {
 				continue
 			}
 			want := UtilSwitchEnforce
-			if holders[u] == 1 {
+			if holders[u] == 1 || (r.priority == PriorityHigh && highs[u] == 1) {
 				want = UtilSwitchFree
 			}
 			ok, err := setSwitch(r.path, i, want)
@@ -85,8 +100,11 @@ func (s *Switcher) Sync() int {
 }
 
 // regions lists the readable regions of pods on the node.
-func (s *Switcher) regions() []regionRef {
-	root := filepath.Join(s.CacheDir, allocate.ContainersDir)
+func (s *Switcher) regions() []regionRef { return listRegions(s.CacheDir, s.Pods) }
+
+// listRegions lists the readable regions of pods on the node under cacheDir.
+func listRegions(cacheDir string, pods PodByUID) []regionRef {
+	root := filepath.Join(cacheDir, allocate.ContainersDir)
 	dirs, err := os.ReadDir(root)
 	if err != nil {
 		return nil
@@ -97,7 +115,7 @@ func (s *Switcher) regions() []regionRef {
 		if !d.IsDir() || !ok {
 			continue
 		}
-		if _, found := s.Pods.ByUID(uid); !found {
+		if _, found := pods.ByUID(uid); !found {
 			continue
 		}
 		files, _ := filepath.Glob(filepath.Join(root, d.Name(), "*.cache"))
@@ -106,7 +124,7 @@ func (s *Switcher) regions() []regionRef {
 			if err != nil {
 				continue
 			}
-			out = append(out, regionRef{path: f, uuid: r.UUID})
+			out = append(out, regionRef{path: f, uuid: r.UUID, priority: r.Priority, high: r.HighLaunch, peer: r.PeerHigh})
 		}
 	}
 	return out

@@ -78,3 +78,37 @@ func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
 		t.Errorf("a's switches after b moved (-want +got):\n%s", diff)
 	}
 }
+
+// A high-priority container sharing its card only with low-priority ones
+// runs unthrottled (they yield to it); two high-priority ones share by
+// their SM limits, and the low-priority ones are always limited.
+func TestSwitcherFreesHighPriorityAmongLowOnes(t *testing.T) {
+	cacheDir := t.TempDir()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
+	for _, uid := range []string{"uid-hi", "uid-lo", "uid-hi2"} {
+		if err := indexer.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: k8stypes.UID(uid)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := func(high bool, u ...string) regionFile {
+		n := len(u)
+		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
+			smLimit: make([]uint32, n), smUtil: make([]uint32, n), highPrio: high}
+	}
+	hi := filepath.Join(allocate.ContainerDir(cacheDir, "uid-hi", "main"), "h.cache")
+	lo := filepath.Join(allocate.ContainerDir(cacheDir, "uid-lo", "main"), "l.cache")
+	hi2 := filepath.Join(allocate.ContainerDir(cacheDir, "uid-hi2", "main"), "h2.cache")
+	one(true, "GPU-0").write(t, hi)
+	one(false, "GPU-0").write(t, lo)
+	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
+	s.Sync()
+	if diff := cmp.Diff([][]uint32{{UtilSwitchFree}, {UtilSwitchEnforce}}, [][]uint32{readSwitches(t, hi, 1), readSwitches(t, lo, 1)}); diff != "" {
+		t.Errorf("high and low on one card: switches [high, low] (-want +got):\n%s", diff)
+	}
+	one(true, "GPU-0").write(t, hi2)
+	s.Sync()
+	if diff := cmp.Diff([][]uint32{{UtilSwitchEnforce}, {UtilSwitchEnforce}, {UtilSwitchEnforce}},
+		[][]uint32{readSwitches(t, hi, 1), readSwitches(t, lo, 1), readSwitches(t, hi2, 1)}); diff != "" {
+		t.Errorf("two high and one low on one card: switches [hi, lo, hi2] (-want +got):\n%s", diff)
+	}
+}

@@ -49,7 +49,9 @@ static void format(struct stub_shared *s)
 	if (s->ndev > STUB_MAX_DEV)
 		s->ndev = STUB_MAX_DEV;
 	s->wave_ns = env_u64("VGPU_STUB_WAVE_NS", 250000);
-	s->max_queue_ns = 4000000;
+	s->max_queue_ns = env_u64("VGPU_STUB_MAX_QUEUE_NS", 4000000);
+	const char *ts = getenv("VGPU_STUB_TIMESLICE");
+	s->timeslice = ts != NULL && strcmp(ts, "1") == 0;
 	s->ctx_mem = env_u64("VGPU_STUB_CTX_MEM", 64u << 20);
 	for (int d = 0; d < s->ndev; d++) {
 		s->dev[d].total = env_u64("VGPU_STUB_MEM", UINT64_C(16) << 30);

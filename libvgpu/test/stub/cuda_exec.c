@@ -35,10 +35,43 @@ uint64_t vgpuStubBusyNs(int phys, int pid)
 	return p ? completed(p, vgpuStubNowNs()) : 0;
 }
 
+uint64_t vgpuStubDryNs(int phys, int pid)
+{
+	struct stub_proc *p = stub_remote() ? NULL : stub_proc_rec(phys, pid, 0);
+	return p ? __atomic_load_n(&p->dry_ns, __ATOMIC_RELAXED) : 0;
+}
+
 static void sleep_ns(uint64_t ns)
 {
 	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
 	nanosleep(&ts, NULL);
+}
+
+/*
+ * VGPU_STUB_TIMESLICE: the kernel queues behind every process's work on the
+ * device (a compare-and-swap on the shared device timeline, as processes
+ * share no mutex), so two busy processes each get about half the device. The
+ * process's own record keeps what NVML utilisation is derived from.
+ */
+static CUresult launch_timesliced(struct stub_dev *d, struct stub_proc *p, uint64_t dur)
+{
+	uint64_t now = vgpuStubNowNs();
+	uint64_t cur = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE), until;
+	do {
+		until = (cur > now ? cur : now) + dur;
+	} while (!__atomic_compare_exchange_n(&d->busy_until_ns, &cur, until, 0, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	pthread_mutex_lock(&mu);
+	uint64_t prev = p->busy_until_ns;
+	if (prev != 0 && prev < now)
+		__atomic_fetch_add(&p->dry_ns, now - prev, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->enq_ns, p->enq_ns + dur, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->busy_until_ns, until, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&mu);
+	uint64_t maxq = vgpuStubShared()->max_queue_ns;
+	if (until > now + maxq)
+		sleep_ns(until - now - maxq);
+	return CUDA_SUCCESS;
 }
 
 static CUresult launch(uint64_t blocks)
@@ -59,6 +92,8 @@ static CUresult launch(uint64_t blocks)
 	struct stub_proc *p = stub_proc_rec(c->phys, vgpuStubHostPid(), 1);
 	if (p == NULL)
 		return CUDA_SUCCESS;
+	if (g->timeslice)
+		return launch_timesliced(&g->dev[c->phys], p, dur);
 	pthread_mutex_lock(&mu);
 	uint64_t now = vgpuStubNowNs();
 	uint64_t start = p->busy_until_ns > now ? p->busy_until_ns : now;

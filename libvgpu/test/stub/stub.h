@@ -10,6 +10,12 @@
  *   VGPU_STUB_MEM       bytes per device (default 16 GiB)
  *   VGPU_STUB_SM        SMs per device (default 16)
  *   VGPU_STUB_WAVE_NS   time one full wave of blocks occupies a device (default 250 us)
+ *   VGPU_STUB_MAX_QUEUE_NS  work a process may have queued before a launch blocks
+ *       (default 4 ms); a deeper queue, as the real driver's push buffer is, keeps
+ *       a busy process device-bound on a loaded machine
+ *   VGPU_STUB_TIMESLICE =1: the kernels of all processes on a device run one after
+ *       another on one device timeline, as a GPU without MPS time-slices contexts
+ *       (default: each process has a timeline of its own); with VGPU_STUB_STATE
  *   VGPU_STUB_CTX_MEM   device memory a context takes (default 64 MiB)
  *   VGPU_STUB_OBSERVER  file of the observer below (default: none)
  *   VGPU_STUB_OBSERVER_LIMIT  bytes; live bytes above it count as violations
@@ -40,6 +46,7 @@ struct stub_proc {
 	uint64_t first_ns;
 	uint64_t enq_ns;            /* total busy time enqueued */
 	uint64_t busy_until_ns;     /* end of this process's queued work */
+	uint64_t dry_ns;            /* VGPU_STUB_TIMESLICE: time it launched into an empty queue */
 	uint64_t mem;               /* device bytes it holds (NVML usedGpuMemory) */
 };
 
@@ -49,13 +56,14 @@ struct stub_dev {
 	int32_t sm;
 	int32_t pad;
 	char uuid[64];
+	uint64_t busy_until_ns;     /* end of all queued work (VGPU_STUB_TIMESLICE) */
 	struct stub_proc procs[STUB_MAX_PROC];
 };
 
 struct stub_shared {
 	uint64_t magic;
 	int32_t ndev;
-	int32_t pad;
+	int32_t timeslice;          /* VGPU_STUB_TIMESLICE=1 at creation */
 	uint64_t wave_ns;
 	uint64_t max_queue_ns;
 	uint64_t ctx_mem;
@@ -122,6 +130,11 @@ struct stub_observer *vgpuStubObserver(void);
 int vgpuStubObserverReap(void);
 struct stub_stats *vgpuStubStats(void);
 uint64_t vgpuStubBusyNs(int dev, int pid);   /* pid: host pid */
+/*
+ * VGPU_STUB_TIMESLICE: how long the process had nothing queued on the device
+ * before its launches, summed (its queue ran dry: it was not running, or held).
+ */
+uint64_t vgpuStubDryNs(int dev, int pid);
 /* This process's pid as the driver knows it: in the host pid namespace. */
 int32_t vgpuStubHostPid(void);
 /* MIG model (cuda_core.c): the physical device in MIG mode (-1: none), its instances' UUIDs. */
