@@ -103,7 +103,7 @@ func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.G
 			inv := st.inventory()
 			return VirtualDevices(inv, tracker.Healthy, inv.Settings.EnableNUMATopology)
 		},
-		Changed: st.changed.C, Allocator: alloc,
+		Changed: st.changed.C, Allocator: alloc, Preferrer: alloc,
 	}); err != nil {
 		return err
 	}
