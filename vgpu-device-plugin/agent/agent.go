@@ -155,7 +155,7 @@ func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.T
 	lookup allocate.IndexerLookup, client kubernetes.Interface) (*allocate.Allocator, error) {
 	aopts := allocate.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: s.Patcher,
-		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
+		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir, MPSHostRoot: o.MPSRoot,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 		SchedulerNames: o.SchedulerNames, Events: kube.NewEventRecorder(client, Component, o.NodeName),
 		LivePods: kube.NodePods(client, o.NodeName),
