@@ -27,6 +27,23 @@
 // has not reflected yet are remembered, so a pod's next container never sees
 // the entry the previous one consumed.
 //
+// # GetPreferredAllocation
+//
+// Before Allocate the kubelet asks which device IDs to give the container
+// (PreferredCards, turned into IDs by nodeagent/deviceplugin): the cards of
+// the entry Allocate will serve next, found the same way but only looked
+// at (no pod is marked failed), so the kubelet's record of the container's
+// devices names the scheduler's cards. Allocate does not depend on it.
+//
+// # MPS cards
+//
+// On cards registered in the mps operating mode the node's CUDA MPS control
+// daemon enforces the shares: the answer carries the MPS client environment
+// (pipe and log directories, active thread percentage from the cores,
+// pinned device memory per visible device from the memory, client priority)
+// and mounts the daemon's directories under Options.MPSHostRoot, without
+// libvgpu (mps.go).
+//
 // # What is refused
 //
 // Users can write annotations on their own pods, so nothing in them is
