@@ -158,8 +158,12 @@ func TestPluginServesPreferredAllocation(t *testing.T) {
 	p, err := deviceplugin.New(deviceplugin.Options{
 		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir, SocketName: "volcano-vgpu.sock",
 		Devices: devs.get, Changed: devs.sig.C,
-		Allocator: allocFunc(func(context.Context, *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) { return nil, nil }),
-		Preferrer: preferFunc(func(context.Context, *pluginapi.ContainerPreferredAllocationRequest) []string { return []string{"GPU-b"} }),
+		Allocator: allocFunc(func(context.Context, *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			return nil, nil
+		}),
+		Preferrer: preferFunc(func(context.Context, *pluginapi.ContainerPreferredAllocationRequest) []string {
+			return []string{"GPU-b"}
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,8 @@
 // trusted. Allocate refuses, with a gRPC error naming the pod and the field:
 // annotations written for another node; an entry that differs from
 // vgpu-ids-new; cards this node does not register (or hides by
-// filterdevices), unknown device types and malformed entries; an entry asking
+// filterdevices), unknown device types and malformed entries; an entry mixing MPS cards
+// with others or MIG instances with shared cards; an entry asking
 // for more memory or cores than one card has or than the container requests;
 // allocations that, with every other vGPU pod on the node, would exceed a
 // card's memory, cores or share count, or reuse a MIG instance; unhealthy
