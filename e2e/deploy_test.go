@@ -310,6 +310,8 @@ func TestDeployChartRejectsBadValues(t *testing.T) {
 		{"argument out of range", "deviceshare: {ScheduleWeight: 101}", "ScheduleWeight"},
 		{"unknown agent flag", "devicePlugin: {flags: {no-such-flag: 1}}", "no-such-flag"},
 		{"relative host path", "devicePlugin: {hostPaths: {cacheDir: vgpu}}", "cacheDir"},
+		{"relative MPS root", "mps: {root: run/mps}", "root"},
+		{"MPS shm size in Kubernetes units", "mps: {shmSize: 1Gi}", "shmSize"},
 		{"MIG node without privilege", "deviceConfig:\n  config:\n    nodeconfig:\n    - {name: gpu-1, operatingmode: mig}\n",
 			"devicePlugin.securityContext.privileged=true"},
 	} {
