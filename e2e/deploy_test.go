@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,9 @@ type rendered struct {
 	devices    *config.Config
 	daemonSet  *appsv1.DaemonSet
 	deployment *appsv1.Deployment
+	// mps is the MPS control daemon's DaemonSet, rendered for nodes in
+	// the mps operating mode.
+	mps *appsv1.DaemonSet
 }
 
 func (r rendered) kinds() map[string]int {
@@ -191,6 +195,48 @@ func deployVariants() []deployVariant {
 				if got := r.devices.NodeConfigs; len(got) != 1 || got[0].OperatingMode != "mig" {
 					t.Errorf("nodeconfig = %+v, want gpu-1 in mig mode", got)
 				}
+				if r.mps != nil {
+					t.Error("MPS control daemon rendered without a node in the mps operating mode")
+				}
+			},
+		},
+		{
+			// An MPS node: the chart runs the MPS control daemon on it and
+			// nowhere else, and the agent mounts the daemon's directories.
+			name: "mps",
+			set: []string{"deviceConfig.config.nodeconfig[0].name=gpu-1", "deviceConfig.config.nodeconfig[0].operatingmode=mps",
+				"deviceConfig.config.nodeconfig[1].name=gpu-2", "mps.root=/run/vshare-mps"},
+			check: func(t *testing.T, r rendered) {
+				if r.mps == nil {
+					t.Fatal("no MPS control daemon DaemonSet for a node in the mps operating mode")
+				}
+				terms := r.mps.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+				if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || !slices.Equal(terms[0].MatchExpressions[0].Values, []string{"gpu-1"}) {
+					t.Errorf("MPS daemon node affinity %+v, want kubernetes.io/hostname in [gpu-1]", terms)
+				}
+				c := r.mps.Spec.Template.Spec.Containers[0]
+				if !strings.Contains(strings.Join(c.Command, " "), "nvidia-smi -c EXCLUSIVE_PROCESS && exec nvidia-cuda-mps-control -f") {
+					t.Errorf("MPS daemon command %q, want exclusive-process mode and the daemon in the foreground", c.Command)
+				}
+				env := map[string]string{}
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+				}
+				if env["CUDA_MPS_PIPE_DIRECTORY"] != "/mps/pipe" || env["CUDA_MPS_LOG_DIRECTORY"] != "/mps/log" {
+					t.Errorf("MPS daemon env %v, want its pipe and log directories under /mps", env)
+				}
+				var hostRoot string
+				for _, v := range r.mps.Spec.Template.Spec.Volumes {
+					if v.Name == "mps-root" && v.HostPath != nil {
+						hostRoot = v.HostPath.Path
+					}
+				}
+				if hostRoot != "/run/vshare-mps" {
+					t.Errorf("MPS daemon root on the host %q, want mps.root /run/vshare-mps", hostRoot)
+				}
+				if !slices.Contains(r.daemonSet.Spec.Template.Spec.Containers[0].Args, "--mps-root=/run/vshare-mps") {
+					t.Errorf("agent args %q, want --mps-root=/run/vshare-mps", r.daemonSet.Spec.Template.Spec.Containers[0].Args)
+				}
 			},
 		},
 		{
@@ -266,6 +312,8 @@ func TestDeployChartRejectsBadValues(t *testing.T) {
 		{"empty exclusive rule", "deviceshare: {GPUExclusiveRules: [{}]}", "GPUExclusiveRules/0"},
 		{"unknown agent flag", "devicePlugin: {flags: {no-such-flag: 1}}", "no-such-flag"},
 		{"relative host path", "devicePlugin: {hostPaths: {cacheDir: vgpu}}", "cacheDir"},
+		{"relative MPS root", "mps: {root: run/mps}", "root"},
+		{"MPS shm size in Kubernetes units", "mps: {shmSize: 1Gi}", "shmSize"},
 		{"MIG node without privilege", "deviceConfig:\n  config:\n    nodeconfig:\n    - {name: gpu-1, operatingmode: mig}\n",
 			"devicePlugin.securityContext.privileged=true"},
 	} {
@@ -453,6 +501,11 @@ func dryRunAll(t *testing.T, ctx context.Context, dry *framework.DryRunner, mani
 			r.deployment = new(appsv1.Deployment)
 			fromUnstructured(t, got, r.deployment)
 		case "DaemonSet":
+			if got.GetLabels()["app.kubernetes.io/component"] == "mps-control-daemon" {
+				r.mps = new(appsv1.DaemonSet)
+				fromUnstructured(t, got, r.mps)
+				continue
+			}
 			r.daemonSet = new(appsv1.DaemonSet)
 			fromUnstructured(t, got, r.daemonSet)
 			checkAgentCommandLine(t, ctx, r.daemonSet)

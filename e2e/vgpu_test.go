@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
@@ -91,6 +93,24 @@ func checkMetricsAgree(ctx context.Context, t *testing.T) {
 	}
 }
 
+// checkPreferred checks that the agent's GetPreferredAllocation answer was
+// one the kubelet takes whole and that the device IDs the kubelet recorded
+// for the container are of the cards the scheduler chose.
+func checkPreferred(t *testing.T, pod string, c framework.ContainerAllocation, cards ...string) {
+	t.Helper()
+	if c.Preferred == nil || c.PreferredErr != "" {
+		t.Errorf("pod %s container %s: GetPreferredAllocation answered %v (%s), want a valid answer", pod, c.Container, c.Preferred, c.PreferredErr)
+	}
+	got := make([]string, len(c.DeviceIDs))
+	for i, id := range c.DeviceIDs {
+		got[i] = deviceplugin.CardOf(id)
+	}
+	if !slices.Equal(got, cards) {
+		t.Errorf("pod %s container %s: the kubelet allocated device IDs %v (cards %v), want devices of the scheduled cards %v",
+			pod, c.Container, c.DeviceIDs, got, cards)
+	}
+}
+
 // checkAllocated checks one single-container, single-card pod end to end:
 // scheduler annotations, the agent's Allocate answer and bind-phase success.
 func checkAllocated(ctx context.Context, t *testing.T, pod v1.Pod, memMiB, cores string) {
@@ -143,6 +163,7 @@ func checkAllocated(ctx context.Context, t *testing.T, pod v1.Pod, memMiB, cores
 	if got := envs["NVIDIA_VISIBLE_DEVICES"]; got != card {
 		t.Errorf("pod %s: NVIDIA_VISIBLE_DEVICES=%q, want the scheduled card %q", pod.Name, got, card)
 	}
+	checkPreferred(t, pod.Name, alloc.Containers[0], card)
 	err = cluster.Poll(ctx, 30*time.Second, "bind-phase success on "+pod.Name, func(ctx context.Context) (bool, error) {
 		got, err := cluster.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {

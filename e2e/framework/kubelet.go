@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 )
 
 // maxAllocateAttempts bounds the fake kubelet's retries of one pod. The
@@ -37,12 +39,17 @@ const maxAllocateAttempts = 8
 type ContainerAllocation struct {
 	Container string
 	DeviceIDs []string
-	Envs      map[string]string
-	Mounts    []string // host:container
-	Devices   []string // device nodes (host paths) the answer names
-	Attempts  int
-	Errors    []string // failed attempts, oldest first
-	Err       string   // the last error, when no attempt succeeded yet
+	// Preferred is the plugin's GetPreferredAllocation answer (nil when the
+	// plugin does not offer it), and PreferredErr why the real kubelet
+	// would not take it whole (see preferDevices); empty when it would.
+	Preferred    []string
+	PreferredErr string
+	Envs         map[string]string
+	Mounts       []string // host:container
+	Devices      []string // device nodes (host paths) the answer names
+	Attempts     int
+	Errors       []string // failed attempts, oldest first
+	Err          string   // the last error, when no attempt succeeded yet
 }
 
 // PodAllocation is what the fake kubelet got for one pod.
@@ -68,9 +75,12 @@ type FakeKubelet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex
-	resource   string
-	conn       *grpc.ClientConn
+	mu       sync.Mutex
+	resource string
+	conn     *grpc.ClientConn
+	// preferred is the plugin's GetPreferredAllocationAvailable, read from
+	// GetDevicePluginOptions when it connects, as the kubelet does.
+	preferred  bool
 	stopStream context.CancelFunc
 	devices    []*pluginapi.Device
 	used       map[string]types.UID // device ID -> pod holding it
@@ -209,12 +219,23 @@ func (k *FakeKubelet) connect(resource, endpoint string) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// The kubelet reads the plugin's options when it connects
+	// (pkg/kubelet/cm/devicemanager/manager.go, PluginConnected) and fails
+	// the connection when it cannot.
+	octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
+	opts, err := pluginapi.NewDevicePluginClient(conn).GetDevicePluginOptions(octx, &pluginapi.Empty{})
+	ocancel()
+	if err != nil {
+		cancel()
+		conn.Close()
+		return
+	}
 	k.mu.Lock()
 	if k.stopStream != nil {
 		k.stopStream()
 		k.conn.Close()
 	}
-	k.resource, k.conn, k.stopStream = resource, conn, cancel
+	k.resource, k.conn, k.stopStream, k.preferred = resource, conn, cancel, opts.GetPreferredAllocationAvailable
 	k.registrations++
 	select {
 	case <-k.registered:
@@ -325,7 +346,7 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 		}
 		ca.Attempts++
 		var resp *pluginapi.ContainerAllocateResponse
-		ca.DeviceIDs, resp, err = k.allocate(ctx, client, pod.UID, requested(*c, resource))
+		ca.DeviceIDs, ca.Preferred, ca.PreferredErr, resp, err = k.allocate(ctx, client, pod.UID, requested(*c, resource))
 		ca.Envs, ca.Mounts, ca.Devices = answer(resp)
 		k.faults.logAllocate(pod, ca, err)
 		ca.Err = ""
@@ -364,40 +385,90 @@ func answer(r *pluginapi.ContainerAllocateResponse) (map[string]string, []string
 	return envs, mounts, devices
 }
 
-// allocate picks n free healthy devices and calls Allocate for them.
-func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int) ([]string, *pluginapi.ContainerAllocateResponse, error) {
+// allocate picks n free healthy devices and calls Allocate for them. When
+// the plugin offers GetPreferredAllocation it is asked first, with every
+// free device available and nothing must-include (this kubelet admits no
+// init containers whose devices a container could reuse), and its answer
+// taken as the kubelet takes it (preferDevices). It returns the devices,
+// the plugin's preference and why that was not usable whole.
+func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int) (ids, pref []string, prefErr string, _ *pluginapi.ContainerAllocateResponse, _ error) {
 	k.mu.Lock()
-	var ids []string
+	var free []string
 	for _, d := range k.devices {
-		if len(ids) == n {
-			break
-		}
 		if _, taken := k.used[d.ID]; !taken && d.Health == pluginapi.Healthy {
-			ids = append(ids, d.ID)
+			free = append(free, d.ID)
 		}
 	}
+	preferred := k.preferred
 	k.mu.Unlock()
-	if len(ids) < n {
-		return nil, nil, fmt.Errorf("%d free devices, want %d", len(ids), n)
+	// The kubelet asks nothing of the plugin when too few are free
+	// (manager.go, devicesToAllocate: "requested number of devices unavailable").
+	if len(free) < n {
+		return nil, nil, "", nil, fmt.Errorf("%d free devices, want %d", len(free), n)
+	}
+	client := pluginapi.NewDevicePluginClient(conn)
+	ids = free[:n]
+	if preferred {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := client.GetPreferredAllocation(pctx, &pluginapi.PreferredAllocationRequest{
+			ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{AvailableDeviceIDs: free, AllocationSize: int32(n)}},
+		})
+		cancel()
+		if err != nil {
+			// An error fails the container's admission (manager.go,
+			// callGetPreferredAllocationIfAvailable).
+			return nil, nil, "", nil, fmt.Errorf("plugin GetPreferredAllocation: %w", err)
+		}
+		if len(resp.ContainerResponses) > 0 {
+			pref = resp.ContainerResponses[0].DeviceIDs
+		}
+		if err := deviceplugin.CheckPreferred(free, nil, n, pref); err != nil {
+			prefErr = err.Error()
+		}
+		ids = preferDevices(free, pref, n)
 	}
 	k.faults.beforeAllocate(uid)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := pluginapi.NewDevicePluginClient(conn).Allocate(ctx, &pluginapi.AllocateRequest{
+	resp, err := client.Allocate(ctx, &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIDs: ids}},
 	})
 	if err != nil {
-		return ids, nil, fmt.Errorf("plugin Allocate(%v): %w", ids, err)
+		return ids, pref, prefErr, nil, fmt.Errorf("plugin Allocate(%v): %w", ids, err)
 	}
 	if len(resp.ContainerResponses) != 1 {
-		return ids, nil, fmt.Errorf("plugin Allocate(%v): %d container responses, want 1", ids, len(resp.ContainerResponses))
+		return ids, pref, prefErr, nil, fmt.Errorf("plugin Allocate(%v): %d container responses, want 1", ids, len(resp.ContainerResponses))
 	}
 	k.mu.Lock()
 	for _, id := range ids {
 		k.used[id] = uid
 	}
 	k.mu.Unlock()
-	return ids, resp.ContainerResponses[0], nil
+	return ids, pref, prefErr, resp.ContainerResponses[0], nil
+}
+
+// preferDevices is what the kubelet's devicemanager allocates from a
+// preferred answer (manager.go, devicesToAllocate): the preferred devices
+// that are available, up to n (the kubelet walks a set, so which ones of a
+// too long answer is unspecified; here the answer's order), then the rest
+// from the other available devices.
+func preferDevices(free, pref []string, n int) []string {
+	avail := map[string]bool{}
+	for _, id := range free {
+		avail[id] = true
+	}
+	var out []string
+	for _, id := range pref {
+		if len(out) < n && avail[id] && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	for _, id := range free {
+		if len(out) < n && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // release frees the devices of a deleted pod.

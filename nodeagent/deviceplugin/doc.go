@@ -7,7 +7,10 @@
 // The server advertises the devices the agent lists, for both agents Count
 // virtual devices per card named "<UUID>-<i>" (VirtualDevices), and streams
 // the list again through ListAndWatch whenever it changes (health,
-// configuration). Allocate is delegated to the agent's Allocator.
+// configuration). Allocate is delegated to the agent's Allocator. With a
+// Preferrer the plugin also answers GetPreferredAllocation (and says so in
+// its options): the Preferrer names the cards, PreferByCard turns them into
+// an answer the kubelet takes whole (CheckPreferred), whatever they are.
 //
 // Run serves until its context ends. It watches the socket directory: when
 // the kubelet restarts it wipes the directory and creates kubelet.sock again,

@@ -53,6 +53,10 @@ type Options struct {
 	Changed func() <-chan struct{}
 	// Allocator serves Allocate. Required.
 	Allocator Allocator
+	// Preferrer, when set, names the cards GetPreferredAllocation prefers,
+	// and the plugin tells the kubelet it answers GetPreferredAllocation.
+	// nil leaves the choice of device IDs to the kubelet.
+	Preferrer Preferrer
 	// Clock paces registration retries; nil means the real clock.
 	Clock clock.Clock
 	// PollInterval, when positive, watches the socket directory by polling
@@ -217,7 +221,7 @@ func (p *Plugin) registerOnce(ctx context.Context) error {
 		Version:      pluginapi.Version,
 		Endpoint:     p.opts.SocketName,
 		ResourceName: p.opts.ResourceName,
-		Options:      &pluginapi.DevicePluginOptions{},
+		Options:      p.options(),
 	})
 	if err != nil {
 		return fmt.Errorf("register %s: %w", p.opts.ResourceName, err)
@@ -273,9 +277,15 @@ func dial(ctx context.Context, path string) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock())
 }
 
-// GetDevicePluginOptions implements DevicePluginServer.
+// GetDevicePluginOptions implements DevicePluginServer. The kubelet reads
+// the options from this call when the plugin connects (devicemanager's
+// PluginConnected), not from the registration; both say the same.
 func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{}, nil
+	return p.options(), nil
+}
+
+func (p *Plugin) options() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: p.opts.Preferrer != nil}
 }
 
 // ListAndWatch implements DevicePluginServer: it sends the device list, then

@@ -107,8 +107,9 @@ const (
 	ModeHAMiCore = "hami-core"
 	// ModeMIG hands out MIG instances.
 	ModeMIG = "mig"
-	// ModeMPS is HAMi's MPS mode; cards registered in it are shared like
-	// hami-core cards.
+	// ModeMPS is HAMi's MPS mode; the scheduler shares cards registered in
+	// it like hami-core cards, and this project's agent serves them through
+	// the node's CUDA MPS daemon (vgpu-device-plugin/allocate/mps.go).
 	ModeMPS = "mps"
 	// PodGroupPolicySpread is the value of AnnotationPodGroupPolicy that
 	// spreads a gang's members over cards.

@@ -103,7 +103,7 @@ func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.G
 			inv := st.inventory()
 			return VirtualDevices(inv, tracker.Healthy, inv.Settings.EnableNUMATopology)
 		},
-		Changed: st.changed.C, Allocator: alloc,
+		Changed: st.changed.C, Allocator: alloc, Preferrer: alloc,
 	}); err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.T
 	lookup allocate.IndexerLookup, client kubernetes.Interface) (*allocate.Allocator, error) {
 	aopts := allocate.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: s.Patcher,
-		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir,
+		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir, MPSHostRoot: o.MPSRoot,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 		SchedulerNames: o.SchedulerNames, Events: kube.NewEventRecorder(client, Component, o.NodeName),
 		LivePods: kube.NodePods(client, o.NodeName),

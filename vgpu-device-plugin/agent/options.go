@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpushare/vshare/nodeagent"
 	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
@@ -56,6 +57,9 @@ type Options struct {
 	NVML            string
 	LibvgpuHostPath string
 	CacheDir        string
+	// MPSRoot is the host directory of the MPS control daemon's pipe, log
+	// and shm directories (cards in the mps operating mode).
+	MPSRoot         string
 	MetricsAddress  string
 	MemoryUnit      string
 	NodeLockName    string
@@ -85,6 +89,7 @@ func NewOptions() *Options {
 		NVML:                NVMLReal,
 		LibvgpuHostPath:     "/usr/local/vgpu/libvgpu.so",
 		CacheDir:            "/var/lib/vgpu",
+		MPSRoot:             allocate.DefaultMPSHostRoot,
 		MetricsAddress:      ":9394",
 		MemoryUnit:          string(nvidia.UnitMiB),
 		NodeLockName:        DefaultNodeLockName,
@@ -103,6 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NVML, "nvml", o.NVML, "NVML implementation: real, or mock:<machine> with machine one of "+strings.Join(nvmlmock.Machines(), ", "))
 	fs.StringVar(&o.LibvgpuHostPath, "libvgpu-host-path", o.LibvgpuHostPath, "libvgpu.so on the host, mounted into vGPU containers")
 	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "host directory for the containers' shared regions and ld.so.preload")
+	fs.StringVar(&o.MPSRoot, "mps-root", o.MPSRoot, "host directory of the MPS control daemon's pipe, log and shm directories, mounted into containers on cards in the mps operating mode")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "address of the Prometheus endpoint; empty disables the exporter")
 	fs.StringVar(&o.MemoryUnit, "memory-unit", o.MemoryUnit, "memory unit of the annotations: mib (this project's scheduler) or factor (volcano-vgpu-device-plugin's, multiples of gpuMemoryFactor)")
 	fs.StringVar(&o.NodeLockName, "node-lock-name", o.NodeLockName, "node lock annotation key released after Allocate")
@@ -122,7 +128,7 @@ func (o *Options) Validate() error {
 	if _, err := o.mockMachine(); err != nil {
 		p.Quoted("nvml", o.NVML, err.Error())
 	}
-	for flag, path := range map[string]string{"libvgpu-host-path": o.LibvgpuHostPath, "cache-dir": o.CacheDir} {
+	for flag, path := range map[string]string{"libvgpu-host-path": o.LibvgpuHostPath, "cache-dir": o.CacheDir, "mps-root": o.MPSRoot} {
 		if !filepath.IsAbs(path) {
 			p.Quoted(flag, path, "want an absolute path")
 		}

@@ -50,6 +50,10 @@ type Options struct {
 	// CacheHostDir is the host directory holding containers/<pod UID>_<container>
 	// and ld.so.preload (see WritePreload). Required.
 	CacheHostDir string
+	// MPSHostRoot is the host directory holding the node's MPS control
+	// daemon's pipe, log and shm directories (mps.go), mounted into
+	// containers on cards in MPS mode; empty means DefaultMPSHostRoot.
+	MPSHostRoot string
 	// PassDeviceSpecs adds /dev/nvidia* device specs to the responses.
 	PassDeviceSpecs bool
 	// StaleAfter refuses allocations older than this; 0 means DefaultStaleAfter.
@@ -116,6 +120,9 @@ func New(opts Options) (*Allocator, error) {
 	}
 	if opts.Healthy == nil {
 		opts.Healthy = func(string) bool { return true }
+	}
+	if opts.MPSHostRoot == "" {
+		opts.MPSHostRoot = DefaultMPSHostRoot
 	}
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = DefaultStaleAfter

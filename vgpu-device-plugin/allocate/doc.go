@@ -27,13 +27,31 @@
 // has not reflected yet are remembered, so a pod's next container never sees
 // the entry the previous one consumed.
 //
+// # GetPreferredAllocation
+//
+// Before Allocate the kubelet asks which device IDs to give the container
+// (PreferredCards, turned into IDs by nodeagent/deviceplugin): the cards of
+// the entry Allocate will serve next, found the same way but only looked
+// at (no pod is marked failed), so the kubelet's record of the container's
+// devices names the scheduler's cards. Allocate does not depend on it.
+//
+// # MPS cards
+//
+// On cards registered in the mps operating mode the node's CUDA MPS control
+// daemon enforces the shares: the answer carries the MPS client environment
+// (pipe and log directories, active thread percentage from the cores,
+// pinned device memory per visible device from the memory, client priority)
+// and mounts the daemon's directories under Options.MPSHostRoot, without
+// libvgpu (mps.go).
+//
 // # What is refused
 //
 // Users can write annotations on their own pods, so nothing in them is
 // trusted. Allocate refuses, with a gRPC error naming the pod and the field:
 // annotations written for another node; an entry that differs from
 // vgpu-ids-new; cards this node does not register (or hides by
-// filterdevices), unknown device types and malformed entries; an entry asking
+// filterdevices), unknown device types and malformed entries; an entry mixing MPS cards
+// with others or MIG instances with shared cards; an entry asking
 // for more memory or cores than one card has or than the container requests;
 // allocations that, with every other vGPU pod on the node, would exceed a
 // card's memory, cores or share count, or reuse a MIG instance; unhealthy

@@ -49,6 +49,14 @@ func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string
 	default:
 		return nil, fmt.Errorf("pod %s container %s: mixes MIG instances and shared cards: %w", c.pod.Name, c.ctr.Name, ErrForged)
 	}
+	switch n := mpsCards(entry, inv); n {
+	case len(entry):
+		a.mps(resp, c, inv) // the node's MPS daemon enforces the shares: no libvgpu
+		return resp, nil
+	case 0:
+	default:
+		return nil, fmt.Errorf("pod %s container %s: mixes cards in MPS mode and cards shared by libvgpu: %w", c.pod.Name, c.ctr.Name, ErrForged)
+	}
 	if err := a.libvgpu(resp, c, inv); err != nil {
 		return nil, err
 	}

@@ -81,6 +81,7 @@ func TestChartValuesListEveryAgentFlag(t *testing.T) {
 		"kubelet-socket-dir":  "devicePlugin.hostPaths.kubeletSocketDir",
 		"libvgpu-host-path":   "devicePlugin.hostPaths.libvgpuDir",
 		"cache-dir":           "devicePlugin.hostPaths.cacheDir",
+		"mps-root":            "mps.root",
 		"configmap-namespace": "deviceConfig.namespace",
 		"configmap-name":      "deviceConfig.name",
 		"metrics-address":     "devicePlugin.metricsPort",
