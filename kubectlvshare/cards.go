@@ -4,6 +4,8 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
 // CardsOptions select the nodes of `kubectl vshare cards`.
@@ -49,6 +51,13 @@ func nodeCards(ns *nodeState) NodeCards {
 		if ds.err != nil {
 			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: ds.err.Error()})
 			continue
+		}
+		if w, ok := ds.devices.(api.InventoryWarner); ok {
+			// A part of the registration left out (unreadable link
+			// scores): the cards are listed, the part is an error.
+			for _, err := range w.InventoryWarnings() {
+				nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: err.Error()})
+			}
 		}
 		for _, pp := range ds.problems {
 			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Pod: podKey(pp.pod), Message: pp.err.Error()})
