@@ -2,8 +2,11 @@ package kubectlvshare
 
 import (
 	"context"
+	"errors"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/deviceshare/api"
 )
 
 // CardsOptions select the nodes of `kubectl vshare cards`.
@@ -51,7 +54,11 @@ func nodeCards(ns *nodeState) NodeCards {
 			continue
 		}
 		for _, w := range ds.warnings {
-			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: w.Error(), Setting: true})
+			// A part left out: unreadable link scores (the cards are
+			// listed, the part is an error) or an operator's setting
+			// partly ignored (a cordon entry naming no card).
+			var setting api.IgnoredSetting
+			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: w.Error(), Setting: errors.As(w, &setting)})
 		}
 		for _, pp := range ds.problems {
 			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Pod: podKey(pp.pod), Message: pp.err.Error()})

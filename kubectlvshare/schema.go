@@ -102,7 +102,8 @@ type Problem struct {
 	// Pod is "namespace/name", empty for the node's registration.
 	Pod string `json:"pod,omitempty"`
 	// Setting is true for a node setting that was partly ignored (a card
-	// cordon naming no card of the node); the node's cards are listed.
+	// cordon naming no card of the node); the node's cards are listed, as
+	// they are for a registration part left out (unreadable link scores).
 	Setting bool   `json:"setting,omitempty"`
 	Message string `json:"message"`
 }

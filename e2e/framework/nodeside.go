@@ -89,7 +89,8 @@ func BuildNodeSide(ctx context.Context, outDir string) (NodeSideArtifacts, error
 }
 
 // registeredCards are the cards the node's agent registered (UUID, memory
-// MiB, type), in its NVML order: "UUID,count,memMiB,type,health,mode:" each.
+// MiB, type), in its NVML order: "UUID,count,memMiB,type,health,mode,numa:"
+// each.
 // The test binary does not load go-nvml itself (its cgo bindings want
 // libnvidia-ml's symbols at load time in this binary).
 func (c *Cluster) registeredCards(ctx context.Context, n *GPUNode) ([]fakedriver.Device, error) {

@@ -3,8 +3,9 @@ package vgpu
 // Node annotations.
 const (
 	// AnnotationRegister is the vGPU node agent's registration, one entry per
-	// card: "UUID,count,devmem,type,health,mode:" (mode is absent in agents
-	// older than MIG support). See DecodeRegister.
+	// card: "UUID,count,devmem,type,health,mode,numa:" (mode is absent in
+	// agents older than MIG support, numa in all but this project's). See
+	// DecodeRegister.
 	AnnotationRegister = "volcano.sh/node-vgpu-register"
 	// AnnotationHandshake is the node agent's handshake: the agent writes
 	// HandshakeReported plus the time, upstream's scheduler
