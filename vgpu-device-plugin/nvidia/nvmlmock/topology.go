@@ -255,6 +255,9 @@ func (s *Server) applyTopology(t topology) {
 	}
 	s.DeviceGetHandleByPciBusIdFunc = func(id string) (nvml.Device, nvml.Return) {
 		var bus uint32
+		if len(id) < 7 {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
 		if _, err := fmt.Sscanf(id[len(id)-7:], "%02x:00.0", &bus); err == nil {
 			if d, ok := byBus[bus]; ok {
 				return d, nvml.SUCCESS
