@@ -42,7 +42,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
@@ -52,10 +51,11 @@
 
 #define WORKERS 4
 
-/* Shared with the workers: a stop flag and a launch count per worker. */
+/* Shared with the workers and the relay: stop flags and a launch count per worker. */
 struct board {
 	uint64_t stop[WORKERS];
 	uint64_t launches[WORKERS];
+	uint64_t relay_stop;
 };
 
 static struct board *map_board(void)
@@ -120,9 +120,8 @@ struct run {
 	bool peer;                  /* one region per worker, the parent relays */
 	unsigned settle_ms, measure_ms;
 	int pid[WORKERS];
-	/* The relay (peer mode). */
-	pthread_t relay;
-	int relay_stop;
+	/* The relay (peer mode): a process of its own, as the agent is. */
+	pid_t relay;
 };
 
 static int spawn_worker(struct run *r, int i, int prio)
@@ -202,14 +201,17 @@ static struct vgpu_region *map_region(const char *path)
 }
 
 /*
- * The node agent's part, played by the parent: the newest high-priority
+ * The node agent's part, played by a child process: the newest high-priority
  * stamp of the other workers' regions goes into each region's peer_high_ns.
+ * A process rather than a thread of the parent: the parent forks the
+ * workers, and a fork while another thread holds a lock (the sanitizers'
+ * allocator lock, taken by the relay's own calls) leaves the child that lock
+ * held forever.
  */
-static void *relay_main(void *arg)
+static void relay_main(struct run *r)
 {
-	struct run *r = arg;
 	struct vgpu_region *reg[WORKERS] = {0};
-	while (!__atomic_load_n(&r->relay_stop, __ATOMIC_ACQUIRE)) {
+	while (!__atomic_load_n(&r->b->relay_stop, __ATOMIC_ACQUIRE)) {
 		for (int i = 0; i < WORKERS; i++) {
 			if (reg[i] == NULL) {
 				char path[512];
@@ -236,7 +238,6 @@ static void *relay_main(void *arg)
 	for (int i = 0; i < WORKERS; i++)
 		if (reg[i] != NULL)
 			munmap(reg[i], VGPU_REGION_SIZE);
-	return NULL;
 }
 
 enum { L = 0, H = 1, H2 = 2, C = 3 };
@@ -295,8 +296,16 @@ static int prio_run(bool peer)
 	/* Settling covers the 200 ms priority window and 64 ms of queued work. */
 	r.settle_ms = slow_mode() ? 1500 : 500;
 	r.measure_ms = slow_mode() ? 3000 : 2000;
-	if (peer)
-		pthread_create(&r.relay, NULL, relay_main, &r);
+	if (peer) {
+		__atomic_store_n(&r.b->relay_stop, 0, __ATOMIC_RELEASE);
+		fflush(NULL);
+		r.relay = fork();
+		if (r.relay == 0) {
+			relay_main(&r);
+			_exit(0);
+		}
+		CHECK(r.relay > 0, "cannot start the relay: %s", strerror(errno));
+	}
 	struct rates x = {0};
 	bool valid = false;
 	for (int attempt = 1; attempt <= ATTEMPTS && !valid; attempt++) {
@@ -304,9 +313,9 @@ static int prio_run(bool peer)
 		if (!valid)
 			printf("prio: attempt %d void, measuring again\n", attempt);
 	}
-	if (peer) {
-		__atomic_store_n(&r.relay_stop, 1, __ATOMIC_RELEASE);
-		pthread_join(r.relay, NULL);
+	if (peer && r.relay > 0) {
+		__atomic_store_n(&r.b->relay_stop, 1, __ATOMIC_RELEASE);
+		CHECK_EQ(t_wait(r.relay), 0);
 	}
 	munmap(r.b, sizeof(*r.b));
 	CHECK(valid, "in %d attempts a worker that should have been busy ran dry (lines above): "
