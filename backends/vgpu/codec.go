@@ -19,9 +19,19 @@ func (d *Devices) decodeUses(value string, ncontainers int) ([]use, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.usesOf(entries, false)
+}
+
+// usesOf maps decoded container entries to uses (only the NVIDIA cards when
+// nvidiaOnly: a record that also lists other vendors' devices); a record
+// without a card of ours is refused.
+func (d *Devices) usesOf(entries [][]vgpuproto.Device, nvidiaOnly bool) ([]use, error) {
 	var uses []use
 	for ctr, devs := range entries {
 		for _, dev := range devs {
+			if nvidiaOnly && dev.Type != vgpuproto.DeviceTypeNVIDIA {
+				continue
+			}
 			u, err := d.decodeUse(dev)
 			if err != nil {
 				return nil, errCard(ctr, dev.UUID, err)

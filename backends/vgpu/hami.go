@@ -74,21 +74,5 @@ func (d *Devices) decodeHAMiUses(value string, ncontainers int) ([]use, error) {
 	if len(entries) > max(ncontainers, 1) {
 		return nil, errEntries(len(entries), ncontainers)
 	}
-	var uses []use
-	for ctr, devs := range entries {
-		for _, dev := range devs {
-			if dev.Type != vgpuproto.DeviceTypeNVIDIA {
-				continue
-			}
-			u, err := d.decodeUse(dev)
-			if err != nil {
-				return nil, errCard(ctr, dev.UUID, err)
-			}
-			uses = append(uses, u)
-		}
-	}
-	if len(uses) == 0 {
-		return nil, errNoCard
-	}
-	return uses, nil
+	return d.usesOf(entries, true)
 }

@@ -70,7 +70,13 @@ func (c *Cleaner) Clean() int {
 
 // Run cleans every interval until ctx ends.
 func (c *Cleaner) Run(ctx context.Context, interval time.Duration) {
-	clk := c.Clock
+	runEvery(ctx, c.Clock, interval, func() { c.Clean() })
+}
+
+// runEvery calls f every interval, timed by clk (the real clock when nil),
+// until ctx ends: the loop of the cleaner, the utilisation switch and the
+// priority relay.
+func runEvery(ctx context.Context, clk clock.Clock, interval time.Duration, f func()) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -81,7 +87,7 @@ func (c *Cleaner) Run(ctx context.Context, interval time.Duration) {
 			t.Stop()
 			return
 		case <-t.C():
-			c.Clean()
+			f()
 		}
 	}
 }

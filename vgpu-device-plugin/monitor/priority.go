@@ -99,19 +99,7 @@ func (p *Prioritizer) Sync() int {
 
 // Run syncs every interval until ctx ends.
 func (p *Prioritizer) Run(ctx context.Context, clk clock.Clock, interval time.Duration) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	for {
-		t := clk.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-			p.Sync()
-		}
-	}
+	runEvery(ctx, clk, interval, func() { p.Sync() })
 }
 
 // setPeerHigh writes device i's peer_high_ns word. The word is 8-byte

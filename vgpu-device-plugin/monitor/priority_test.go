@@ -7,10 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
@@ -33,12 +29,7 @@ func readPeers(t *testing.T, path string, n int) []uint64 {
 // one of a deleted pod; and a stamp only moves forward.
 func TestPrioritizerRelaysNewestOtherStamp(t *testing.T) {
 	cacheDir := t.TempDir()
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
-	for _, uid := range []string{"uid-hi", "uid-lo", "uid-hi2"} {
-		if err := indexer.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: k8stypes.UID(uid)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	indexer := podIndexer(t, "uid-hi", "uid-lo", "uid-hi2")
 	region := func(high []uint64, u ...string) regionFile {
 		n := len(u)
 		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),

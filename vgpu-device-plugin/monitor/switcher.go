@@ -159,17 +159,5 @@ func setSwitch(path string, i int, want uint32) (bool, error) {
 
 // Run syncs every interval until ctx ends.
 func (s *Switcher) Run(ctx context.Context, clk clock.Clock, interval time.Duration) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	for {
-		t := clk.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-			s.Sync()
-		}
-	}
+	runEvery(ctx, clk, interval, func() { s.Sync() })
 }

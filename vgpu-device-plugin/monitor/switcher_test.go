@@ -28,14 +28,22 @@ func readSwitches(t *testing.T, path string, n int) []uint32 {
 	return out
 }
 
-func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
-	cacheDir := t.TempDir()
+// podIndexer is the agent's pod indexer holding pods "ns/<uid>" with the
+// given UIDs.
+func podIndexer(t *testing.T, uids ...string) cache.Indexer {
+	t.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
-	for _, uid := range []string{"uid-a", "uid-b"} {
+	for _, uid := range uids {
 		if err := indexer.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: k8stypes.UID(uid)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return indexer
+}
+
+func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
+	cacheDir := t.TempDir()
+	indexer := podIndexer(t, "uid-a", "uid-b")
 	// a holds GPU-0 alone and shares GPU-1 with b; a deleted pod's region
 	// on GPU-0 does not count; a region without UUIDs is left alone.
 	one := func(u ...string) regionFile {
@@ -84,12 +92,7 @@ func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
 // their SM limits, and the low-priority ones are always limited.
 func TestSwitcherFreesHighPriorityAmongLowOnes(t *testing.T) {
 	cacheDir := t.TempDir()
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
-	for _, uid := range []string{"uid-hi", "uid-lo", "uid-hi2"} {
-		if err := indexer.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: k8stypes.UID(uid)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	indexer := podIndexer(t, "uid-hi", "uid-lo", "uid-hi2")
 	one := func(high bool, u ...string) regionFile {
 		n := len(u)
 		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
