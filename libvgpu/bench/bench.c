@@ -205,6 +205,12 @@ static const struct bcase cases[] = {
 	{"alloc", "cuMemAlloc+cuMemFree, limit, 64 procs in region", "CUDA_DEVICE_MEMORY_LIMIT=8g REGION", "ns", 63},
 	{"launch", "cuLaunchKernel, no SM limit", "", "ns", 0},
 	{"launch_lim", "cuLaunchKernel, SM limit 50% (not throttling)", "CUDA_DEVICE_SM_LIMIT=50", "ns", 0},
+	/* As in a pod: the agent always gives a region, so the priority gate runs. */
+	{"launch", "cuLaunchKernel in a region, low priority, no high neighbour", "REGION", "ns", 0},
+	{"launch", "cuLaunchKernel in a region, high priority (stamps launches)",
+	 "REGION CUDA_TASK_PRIORITY=0", "ns", 0},
+	{"launch_lim", "cuLaunchKernel in a region, SM limit 50%, low priority",
+	 "REGION CUDA_DEVICE_SM_LIMIT=50", "ns", 0},
 	{"init256", "256 concurrent process inits (total)", "CUDA_DEVICE_MEMORY_LIMIT=8g REGION", "ms", 0},
 	{"first_ctx", "first context (register, host-pid discovery)", "CUDA_DEVICE_MEMORY_LIMIT=8g REGION", "us", 0},
 	{"first_ctx", "first context, NVML lists no processes (no discovery)",
