@@ -138,7 +138,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		built.Round(time.Millisecond), o.Nodes, up.Round(time.Millisecond), running.Round(time.Millisecond))
 	if o.Keep {
 		fmt.Fprintf(o.Out, "\nThe cluster keeps running until interrupted (Ctrl-C):\n  export KUBECONFIG=%s\n"+
-			"  export PATH=%s:$PATH   # kubectl-vshare\n  kubectl vshare cards\n", c.Kubeconfig, bins.Dir)
+			"  export PATH=%s:$PATH   # kubectl-vshare\n  kubectl vshare cards\n", c.Kubeconfig, bins.Own)
 		<-ctx.Done()
 	}
 	return nil

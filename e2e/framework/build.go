@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Binary names in Binaries.Dir.
+// Binary names, as Binaries.Path takes them.
 const (
 	BinEtcd              = "etcd"
 	BinKubeAPIServer     = "kube-apiserver"
@@ -44,12 +44,26 @@ const EnvCacheDir = "VSHARE_E2E_CACHE"
 
 // Binaries locates the harness's executables.
 type Binaries struct {
-	// Dir holds every binary by its Bin* name.
+	// Dir holds the third-party binaries (and kwok) by their Bin* names,
+	// shared by every checkout with the same go.sum.
 	Dir string
+	// Own holds this project's binaries (ours), one directory per checkout:
+	// runs from two worktrees at once must not run each other's agent or
+	// scheduler. Empty: in Dir.
+	Own string
 }
 
 // Path returns the path of the named binary.
-func (b Binaries) Path(name string) string { return filepath.Join(b.Dir, name) }
+func (b Binaries) Path(name string) string {
+	if b.Own != "" {
+		for _, o := range ours {
+			if o[0] == name {
+				return filepath.Join(b.Own, name)
+			}
+		}
+	}
+	return filepath.Join(b.Dir, name)
+}
 
 // thirdParty are built from this module's graph (pinned by go.sum) and cached:
 // name -> package.
@@ -114,9 +128,12 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, err
 	}
-	bins := Binaries{Dir: filepath.Join(cache, "bin")}
-	if err := os.MkdirAll(bins.Dir, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("create %s: %w", bins.Dir, err)
+	tree := sha256.Sum256([]byte(root))
+	bins := Binaries{Dir: filepath.Join(cache, "bin"), Own: filepath.Join(cache, "trees", hex.EncodeToString(tree[:])[:12])}
+	for _, dir := range []string{bins.Dir, bins.Own} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return Binaries{}, fmt.Errorf("create %s: %w", dir, err)
+		}
 	}
 	unlock, err := lockFile(filepath.Join(cache, "build.lock"))
 	if err != nil {
@@ -152,7 +169,8 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (Binaries, error) {
 			return Binaries{}, err
 		}
 	}
-	fmt.Fprintf(log, "e2e: binaries ready in %s (built %v in %s)\n", bins.Dir, missing, time.Since(start).Round(time.Second))
+	fmt.Fprintf(log, "e2e: binaries ready in %s and, this checkout's own, %s (built %v in %s)\n",
+		bins.Dir, bins.Own, missing, time.Since(start).Round(time.Second))
 	return bins, nil
 }
 
