@@ -122,14 +122,14 @@ struct vgpu_region_header {
 	uint32_t sm_mode[VGPU_MAX_DEVICES];    /* 1792 VGPU_SM_MODE_* */
 	uint32_t host_mib[VGPU_MAX_DEVICES];   /* 1856 MiB served from host memory (oversubscription) */
 	/*
-	 * Task priority (CUDA_TASK_PRIORITY, priority.c): CLOCK_MONOTONIC ns of
+	 * Task priority (CUDA_TASK_PRIORITY, priority.c): CLOCK_MONOTONIC_COARSE ns of
 	 * the latest kernel launch on device d by a process of this container at
 	 * priority p (0 high, 1 low), 0 = none yet.
 	 */
 	uint64_t prio_launch_ns[VGPU_PRIO_LEVELS][VGPU_MAX_DEVICES]; /* 1920 */
 	/*
 	 * Written by the node agent: the latest prio_launch_ns[0] of any other
-	 * container on the same card (CLOCK_MONOTONIC is node-wide), 0 = none.
+	 * container on the same card (CLOCK_MONOTONIC_COARSE is node-wide), 0 = none.
 	 */
 	uint64_t peer_high_ns[VGPU_MAX_DEVICES];      /* 2176 */
 	uint8_t reserved[VGPU_HEADER_SIZE - 2304];    /* 2304 zero */

@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,11 +191,20 @@ static bool measure(struct run *r, int a, int b, double *ra, double *rb, unsigne
 	return valid;
 }
 
+/*
+ * The worker's region once the library has sized it: a file still being
+ * created is shorter, and touching a mapping past its end raises SIGBUS.
+ */
 static struct vgpu_region *map_region(const char *path)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_size < (off_t)VGPU_REGION_SIZE) {
+		close(fd);
+		return NULL;
+	}
 	void *m = mmap(NULL, VGPU_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	return m == MAP_FAILED ? NULL : m;

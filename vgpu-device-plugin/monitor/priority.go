@@ -25,7 +25,7 @@ const DefaultPriorityInterval = 50 * time.Millisecond
 
 // Prioritizer carries task priority (CUDA_TASK_PRIORITY) across containers.
 // libvgpu stamps, in its container's region, the time of the latest kernel
-// launch at high priority per device (prio_launch_ns[0], CLOCK_MONOTONIC,
+// launch at high priority per device (prio_launch_ns[0], CLOCK_MONOTONIC_COARSE,
 // which is the node's clock in every container); a container cannot read
 // its neighbours' regions, so for every card the Prioritizer writes into
 // each region on it the newest stamp of the *other* regions on that card

@@ -83,7 +83,7 @@ type Region struct {
 	SMUtil   []uint32 // percent
 	SMMode   []uint32 // SMMode* constants
 	HostMiB  []uint32 // of MemUsed, MiB served from host memory (oversubscription)
-	// HighLaunch is the CLOCK_MONOTONIC ns of the container's latest
+	// HighLaunch is the CLOCK_MONOTONIC_COARSE ns of the container's latest
 	// kernel launch at high priority (CUDA_TASK_PRIORITY=0), 0: none.
 	HighLaunch []uint64
 	// PeerHigh is what the Prioritizer last wrote: the newest HighLaunch
