@@ -44,9 +44,9 @@
 /*
  * The clock of the stamps: CLOCK_MONOTONIC_COARSE, the kernel's tick clock
  * (1-4 ms resolution), which every process on the node reads alike and
- * the vDSO serves in a few ns, against some 35 ns for CLOCK_MONOTONIC
- * (make -C libvgpu bench: the launch cases in a region); a 200 ms window
- * needs no finer clock. Every reader and writer of the stamps uses it.
+ * the vDSO serves several times faster than CLOCK_MONOTONIC (make -C
+ * libvgpu bench: the launch cases in a region); a 200 ms window needs no
+ * finer clock. Every reader and writer of the stamps uses it.
  */
 static inline uint64_t prio_now_ns(void)
 {
