@@ -182,14 +182,15 @@ void vgpu_hostpid_after_fork(void);
 extern int vgpu_limiter_enabled;    /* read on every launch */
 extern int vgpu_watcher_running;    /* set by the watcher thread once it runs */
 void vgpu_limiter_setup(void);
-void vgpu_limiter_gate(uint64_t blocks);
+/* dev and idx: the launch device and its index, resolved once by launch.c for both gates. */
+void vgpu_limiter_gate(CUdevice dev, int idx, uint64_t blocks);
 void vgpu_limiter_tick(void);
 void vgpu_limiter_after_fork(void);
 
 /* priority.c: CUDA_TASK_PRIORITY, a low-priority launch yields to a high one. */
 extern int vgpu_prio_enabled;       /* read on every launch */
 void vgpu_prio_setup(void);
-void vgpu_prio_gate(void);
+void vgpu_prio_gate(int idx);
 
 /* Monotonic and wall clocks in nanoseconds. */
 uint64_t vgpu_now_ns(void);

@@ -1,19 +1,34 @@
 /*
  * launch.c - kernel launch hooks. Each launch passes the task-priority gate
  * (priority.c) when the container has a shared region, then the SM
- * limiter's gate (limiter.c) when a limit is active; otherwise the only cost
- * over the real call is two predictable branches on global flags.
+ * limiter's gate (limiter.c) when a limit is active, the current device
+ * resolved once for both; otherwise the only cost over the real call is
+ * two loads of global flags and one predictable branch.
  */
 #define _GNU_SOURCE
 #include "hooks.h"
 
-static inline void gate(uint64_t blocks)
+/*
+ * Both gates, with the current device resolved once for the two (blocks 0:
+ * a full wave, for graphs).
+ */
+static inline void gates(uint64_t blocks)
 {
-	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_prio_enabled, __ATOMIC_RELAXED)))
-		vgpu_prio_gate();
-	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED)))
-		vgpu_limiter_gate(blocks == 0 ? 1 : blocks);
+	bool prio = __atomic_load_n(&vgpu_prio_enabled, __ATOMIC_RELAXED);
+	bool lim = __atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED);
+	if (VGPU_LIKELY(!prio && !lim))
+		return;
+	CUdevice dev;
+	int idx;
+	if (vgpu_current_dev(&dev, &idx) != 0)
+		return;
+	if (prio)
+		vgpu_prio_gate(idx);
+	if (lim)
+		vgpu_limiter_gate(dev, idx, blocks);
 }
+
+static inline void gate(uint64_t blocks) { gates(blocks == 0 ? 1 : blocks); }
 
 #define GRID(x, y, z) ((uint64_t)(x) * (uint64_t)(y) * (uint64_t)(z))
 
@@ -78,13 +93,7 @@ VGPU_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int g
 }
 
 /* A graph's kernels are not visible here; it is charged as one full wave. */
-static inline void gate_graph(void)
-{
-	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_prio_enabled, __ATOMIC_RELAXED)))
-		vgpu_prio_gate();
-	if (VGPU_UNLIKELY(__atomic_load_n(&vgpu_limiter_enabled, __ATOMIC_RELAXED)))
-		vgpu_limiter_gate(0);
-}
+static inline void gate_graph(void) { gates(0); }
 
 VGPU_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
 {

@@ -128,12 +128,8 @@ static int sm_count(struct lim *l, CUdevice dev)
 }
 
 /* blocks == 0: cost unknown (graph launch), charged as one full wave. */
-void vgpu_limiter_gate(uint64_t blocks)
+void vgpu_limiter_gate(CUdevice dev, int idx, uint64_t blocks)
 {
-	CUdevice dev;
-	int idx;
-	if (vgpu_current_dev(&dev, &idx) != 0)
-		return;
 	struct lim *l = &lims[idx];
 	if (l->limit == 0 || __atomic_load_n(&l->mode, __ATOMIC_RELAXED) == VGPU_SM_MODE_OFF ||
 	    switched_off(idx))

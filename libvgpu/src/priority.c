@@ -87,12 +87,10 @@ static bool holds(uint64_t high, uint64_t now)
 	return high != 0 && high <= now && now - high < VGPU_PRIO_WINDOW_NS;
 }
 
-void vgpu_prio_gate(void)
+void vgpu_prio_gate(int idx)
 {
 	struct vgpu_region *r = vgpu_region();
-	CUdevice dev;
-	int idx;
-	if (r == NULL || vgpu_current_dev(&dev, &idx) != 0)
+	if (r == NULL)
 		return;
 	struct vgpu_region_header *h = &r->hdr;
 	int prio = vgpu_cfg.priority;
