@@ -50,7 +50,16 @@ static void sleep_ns(uint64_t ns)
 /*
  * VGPU_STUB_TIMESLICE: the kernel queues behind every process's work on the
  * device (a compare-and-swap on the shared device timeline, as processes
- * share no mutex), so two busy processes each get about half the device. The
+ * share no mutex), so two busy processes each get about half the device. This
+ * is what NVIDIA documents for a GPU without MPS: each process has its own
+ * context, and "when processes share the GPU their scheduling resources
+ * must be swapped on and off the GPU", where MPS lets "kernel and memcopy
+ * operations from different processes overlap" (docs.nvidia.com/deploy/mps,
+ * the benefits listed on its index page). A launch is asynchronous and
+ * returns once queued; the driver's launch queue is finite, so a launch
+ * into a deep queue blocks (CUDA C++ Programming Guide, asynchronous
+ * concurrent execution); VGPU_STUB_MAX_QUEUE_NS is that depth in time. The
+ * dry-time counter is the test's instrument, not driver behaviour. The
  * process's own record keeps what NVML utilisation is derived from.
  */
 static CUresult launch_timesliced(struct stub_dev *d, struct stub_proc *p, uint64_t dur)
