@@ -13,6 +13,9 @@ import (
 func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64, error) {
 	s := p.sess
 	req := s.requestOf(task)
+	if req == nil && s.args.SchedulePolicy == api.PolicyFragment && s.args.ScheduleWeight != 0 {
+		return s.hostOnlyScore(task, node) * float64(s.args.ScheduleWeight), nil
+	}
 	if req == nil || req.invalid != nil || s.args.ScheduleWeight == 0 {
 		return 0, nil
 	}

@@ -270,7 +270,11 @@ func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
 	t := d.b.frag.target.Load()
 	if req.empty() {
 		f := d.fragNow(t)
-		return levels(logistic(f.value(d.host, hostUse{})-f.value(d.host, use)), 1-f.idle/float64(milliPerCard*len(d.cards)))
+		pack := 1.0
+		if len(d.cards) > 0 {
+			pack -= f.idle / float64(milliPerCard*len(d.cards))
+		}
+		return levels(logistic(f.value(d.host, hostUse{})-f.value(d.host, use)), pack)
 	}
 	// FilterNode has usually just chosen the cards for the same inputs;
 	// the score, once computed, is kept with its result.

@@ -28,18 +28,42 @@ type Factory func(env Env) (Policy, error)
 // Run simulates one seed: the arrivals of Arrange, each placed by a new
 // policy from f, and the allocation after every arrival.
 func Run(t *Trace, f Factory, seed int64) (Curve, error) {
+	gpus := t.Capacity() / MilliPerGPU
+	var curve Curve
+	var arrived int64
+	_, err := run(t, f, seed, func(c *Cluster, p *Pod, _ Placement) {
+		arrived += p.GPUMilli()
+		curve = append(curve, newEvent(arrived, c.Used, gpus))
+	})
+	return curve, err
+}
+
+// Placement is one arrival's outcome: the node (index in name order) and
+// its cards, or OK false when the pod fit nowhere.
+type Placement struct {
+	Node  int
+	Cards []int
+	OK    bool
+}
+
+// Placements runs one seed and returns the arrivals and where each went.
+func Placements(t *Trace, f Factory, seed int64) (*Arrivals, []Placement, error) {
+	var out []Placement
+	arr, err := run(t, f, seed, func(_ *Cluster, _ *Pod, pl Placement) { out = append(out, pl) })
+	return arr, out, err
+}
+
+// run places the arrivals of one seed, calling each after every arrival
+// with the cluster after it.
+func run(t *Trace, f Factory, seed int64, each func(*Cluster, *Pod, Placement)) (*Arrivals, error) {
 	arr := Arrange(t, seed)
 	c := NewCluster(t, arr.Rank)
 	pol, err := f(Env{Trace: t, Seed: seed})
 	if err != nil {
 		return nil, fmt.Errorf("create policy: %w", err)
 	}
-	gpus := t.Capacity() / MilliPerGPU
-	curve := make(Curve, 0, len(arr.Pods))
-	var arrived int64
 	for i := range arr.Pods {
 		p := &arr.Pods[i]
-		arrived += p.GPUMilli()
 		n, cards, ok, err := pol.Place(c, p)
 		if err != nil {
 			return nil, fmt.Errorf("seed %d arrival %d: %w", seed, i, err)
@@ -49,9 +73,9 @@ func Run(t *Trace, f Factory, seed int64) (Curve, error) {
 				return nil, fmt.Errorf("seed %d arrival %d: %w", seed, i, err)
 			}
 		}
-		curve = append(curve, newEvent(arrived, c.Used, gpus))
+		each(c, p, Placement{Node: n, Cards: cards, OK: ok})
 	}
-	return curve, nil
+	return arr, nil
 }
 
 // Result is a policy's allocation at 100% and 130% arrival, averaged over

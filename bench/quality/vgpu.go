@@ -130,6 +130,27 @@ func newVGPUPolicy(t *Trace, policy string) (*vgpuPolicy, error) {
 // cardUUID names card g of node n.
 func cardUUID(n, g int) string { return "GPU-" + strconv.Itoa(n) + "-" + strconv.Itoa(g) }
 
+// VGPUNode is node i (in name order) of the trace as its vGPU agent
+// registers it, with the trace's CPU and memory allocatable: the node our
+// policies see in the simulator, for a Volcano session to see the same.
+func VGPUNode(i int, n *Node) *v1.Node {
+	node := vgpuNode(i, n)
+	node.Status.Allocatable = v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(n.CPU, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(n.Memory<<20, resource.BinarySI),
+	}
+	node.Status.Capacity = node.Status.Allocatable.DeepCopy()
+	return node
+}
+
+// VGPUPod is arrival seq (counted from 1) of pod p as our policies see it
+// in the simulator.
+func VGPUPod(p *Pod, seq int) *v1.Pod { return vgpuPod(p, seq) }
+
+// CardsOf reads the cards of node n (index in name order) that a
+// volcano.sh/vgpu-ids-new value names.
+func CardsOf(ids string, n int) ([]int, error) { return cardsOf(ids, n) }
+
 // vgpuNode is the node as its vGPU agent registers it.
 func vgpuNode(i int, n *Node) *v1.Node {
 	mem := cardMemMiB(n.Model)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package deviceshare
+
+const raceEnabled = false
