@@ -157,7 +157,11 @@ func benchCache(b *testing.B, nodes []*v1.Node, pods []*v1.Pod, groups []string,
 	}
 	sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
 	for _, g := range groups {
-		sc.AddPodGroupV1beta1(podGroup(g, 4))
+		min := int32(4)
+		if g == "teach" {
+			min = 65 // see noDeviceBenchPods
+		}
+		sc.AddPodGroupV1beta1(podGroup(g, min))
 	}
 	for _, p := range pods {
 		sc.AddPod(p)

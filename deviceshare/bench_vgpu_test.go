@@ -58,7 +58,7 @@ func vgpuBenchNode(i int) *v1.Node {
 	}
 	n := vgpuNode(fmt.Sprintf("n%04d", i), cards...)
 	for res, v := range map[v1.ResourceName]int64{"volcano.sh/vgpu-memory": 8 * 81920,
-		"volcano.sh/vgpu-memory-percentage": 800, "volcano.sh/vgpu-cores": 800} {
+		"volcano.sh/vgpu-memory-percentage": 800, "volcano.sh/vgpu-cores": 800, "volcano.sh/vgpu-priority": 80} {
 		q := *resource.NewQuantity(v, resource.DecimalSI)
 		n.Status.Capacity[res], n.Status.Allocatable[res] = q, q
 	}
@@ -145,13 +145,52 @@ func BenchmarkAllocateVGPU(b *testing.B) {
 	for _, nodes := range counts {
 		for _, impl := range impls {
 			b.Run(fmt.Sprintf("nodes=%d/pods=%d/impl=%s", nodes, npods, impl), func(b *testing.B) {
-				benchAllocateVGPU(b, impl, nodes, npods)
+				benchAllocateVGPU(b, impl, nodes, npods, vgpuBenchPods)
 			})
 		}
 	}
 }
 
-func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int) {
+// BenchmarkAllocateNoDevicePods is what scoring pods without devices
+// costs under the fragment policy (docs/quality.md, "One code path"):
+// 1000 pods asking only for CPU and memory, after 64 pending vGPU pods
+// that teach the fragment policy a workload, on 1000 nodes of 8 cards.
+// Under binpack the plugin does not score such pods (ours), so ours /
+// ours-fragment is the cost and noop the session without device work.
+func BenchmarkAllocateNoDevicePods(b *testing.B) {
+	saved := options.ServerOpts
+	options.ServerOpts = &options.ServerOption{MinNodesToFind: 100, MinPercentageOfNodesToFind: 5, PercentageOfNodesToFind: 0}
+	defer func() { options.ServerOpts = saved }()
+	fakeAPIServer(b)
+	for _, impl := range []string{"noop", "ours", "ours-fragment"} {
+		b.Run("nodes=1000/pods=1000/impl="+impl, func(b *testing.B) {
+			benchAllocateVGPU(b, impl, 1000, 1000, noDeviceBenchPods)
+		})
+	}
+}
+
+// noDeviceBenchPods is n pods without devices in gangs of four, then a
+// gang of 64 vGPU pods that needs 65 members: Volcano's gang plugin never
+// lets allocate try it, but the plugin sees its pending pods, which teach
+// the fragment policy a workload.
+func noDeviceBenchPods(n int) ([]*v1.Pod, []string) {
+	pods := make([]*v1.Pod, 0, n+64)
+	var groups []string
+	for i := 0; i < n; i++ {
+		group := fmt.Sprintf("pg%d", i/4)
+		if i%4 == 0 {
+			groups = append(groups, group)
+		}
+		pods = append(pods, devicePod(fmt.Sprintf("p%d", i), group, nil))
+	}
+	groups = append(groups, "teach")
+	for i := 0; i < 64; i++ {
+		pods = append(pods, vgpuPod(fmt.Sprintf("t%d", i), "teach", int64(1+i%2), int64(4000*(1+i%4)), int64(10*(1+i%5))))
+	}
+	return pods, groups
+}
+
+func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, podsOf func(int) ([]*v1.Pod, []string)) {
 	policy := "binpack"
 	if impl == "ours-fragment" {
 		policy = "fragment" // deviceshare.SchedulePolicy: fragment (docs/quality.md)
@@ -190,7 +229,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int) {
 		for n := range nodeList {
 			nodeList[n] = vgpuBenchNode(n)
 		}
-		pods, groups := vgpuBenchPods(npods)
+		pods, groups := podsOf(npods)
 		sc := benchCache(b, nodeList, pods, groups, false)
 		goruntime.GC()
 		b.StartTimer()

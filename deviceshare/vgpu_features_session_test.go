@@ -1,11 +1,13 @@
 package deviceshare
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
@@ -160,4 +162,73 @@ func TestLedgerReportsCordonWarnings(t *testing.T) {
 	if v := view["n1"][vgpu.Name]; v.devices == nil || v.invErr != nil {
 		t.Errorf("the node's cards are unavailable after a bad cordon: %+v", v)
 	}
+}
+
+// Under the fragment policy a pod without devices is placed by the cards
+// its CPU and memory would strand (docs/quality.md, "One code path"):
+// first on a node without cards, else where the cards keep the CPU their
+// learned workload needs.
+func TestVGPUFragmentPlacesPodsWithoutDevices(t *testing.T) {
+	teach := func(c *cluster) {
+		// 16 pending requests for a quarter card and 1 CPU publish a
+		// learned mix. Their gang needs 17 members, so Volcano never
+		// tries to place them; the plugin still sees them pending.
+		var waiting []*v1.Pod
+		for i := range 16 {
+			waiting = append(waiting, vgpuPod("w"+strconv.Itoa(i), "teach", 1, 4000, 25))
+		}
+		c.addJob(podGroup("teach", 17), waiting...)
+	}
+	// No nodeorder plugin: its least-requested score would prefer the
+	// roomier node for reasons of its own.
+	fragConf := `
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+      deviceshare.SchedulePolicy: fragment
+      deviceshare.ScheduleWeight: 10
+`
+	// Volcano breaks ties at random: each case places several pods one
+	// session at a time, so a tie would show as a split.
+	t.Run("bare node first", func(t *testing.T) {
+		c := newCluster(t, fragConf, []*v1.Node{
+			vgpuNode("gpu", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000}),
+			gpuNode("bare", 0, 0)}, nil)
+		teach(c)
+		for i := range 4 {
+			p := devicePod("cpu"+strconv.Itoa(i), "pg"+strconv.Itoa(i), nil)
+			c.addJob(podGroup("pg"+strconv.Itoa(i), 1), p)
+			c.session(nil)
+			if got := c.waitBinds(1)[p.Namespace+"/"+p.Name].Node; got != "bare" {
+				t.Fatalf("pod %d without devices went to %s, want the node without cards", i, got)
+			}
+			c.confirmBinds(p)
+		}
+	})
+	t.Run("keeps the CPU cards need", func(t *testing.T) {
+		tight := vgpuNode("tight", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000})
+		tight.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("4")
+		c := newCluster(t, fragConf, []*v1.Node{tight,
+			vgpuNode("roomy", vcard{"GPU-2", "", 16000}, vcard{"GPU-3", "", 16000})}, nil)
+		teach(c)
+		for i := range 4 {
+			// 3.5 CPUs on "tight" would leave its cards without the one
+			// CPU every learned request needs.
+			p := devicePod("cpu"+strconv.Itoa(i), "pg"+strconv.Itoa(i), nil)
+			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("3500m")
+			c.addJob(podGroup("pg"+strconv.Itoa(i), 1), p)
+			c.session(nil)
+			if got := c.waitBinds(1)[p.Namespace+"/"+p.Name].Node; got != "roomy" {
+				t.Fatalf("pod %d without devices went to %s, want the node where it strands no card", i, got)
+			}
+			c.confirmBinds(p)
+		}
+	})
 }

@@ -14,5 +14,5 @@ func FactoryFor(name string) (Factory, error) {
 	if f := builtin(name); f != nil {
 		return f, nil
 	}
-	return nil, fmt.Errorf("policy %q: want one of %v, %v or %v", name, ReferencePolicies(), OurPolicies(), BuiltinPolicies())
+	return nil, fmt.Errorf("policy %q: want one of %v, %v, %v or the ablation %s", name, ReferencePolicies(), OurPolicies(), BuiltinPolicies(), PolicyFragmentGPUOnly)
 }

@@ -69,7 +69,22 @@ type fixedClock struct{}
 func (fixedClock) Now() time.Time                  { return time.Unix(1700000000, 0) }
 func (fixedClock) Since(t time.Time) time.Duration { return time.Unix(1700000000, 0).Sub(t) }
 
+// PolicyFragmentGPUOnly is an ablation, not a policy users can pick: the
+// fragment policy with pods without vGPUs left unscored (every node the
+// same), as the plugin placed them before it scored them
+// (docs/quality.md, "One code path"). It is not among OurPolicies.
+const PolicyFragmentGPUOnly = "fragment-gpu-only"
+
 func ours(name string) Factory {
+	if name == PolicyFragmentGPUOnly {
+		return func(env Env) (Policy, error) {
+			v, err := newVGPUPolicy(env.Trace, PolicyFragment)
+			if v != nil {
+				v.gpuOnly = true
+			}
+			return v, err
+		}
+	}
 	for _, p := range OurPolicies() {
 		if p == name {
 			return func(env Env) (Policy, error) { return newVGPUPolicy(env.Trace, name) }
@@ -91,6 +106,8 @@ type vgpuPolicy struct {
 	memo   [][]vgpuMemo
 	shapes map[shapeKey]int
 	seq    int
+	// gpuOnly leaves pods without vGPUs unscored (PolicyFragmentGPUOnly).
+	gpuOnly bool
 }
 
 type shapeKey struct {
@@ -131,13 +148,20 @@ func newVGPUPolicy(t *Trace, policy string) (*vgpuPolicy, error) {
 func cardUUID(n, g int) string { return "GPU-" + strconv.Itoa(n) + "-" + strconv.Itoa(g) }
 
 // VGPUNode is node i (in name order) of the trace as its vGPU agent
-// registers it, with the trace's CPU and memory allocatable: the node our
-// policies see in the simulator, for a Volcano session to see the same.
+// registers it, with the trace's CPU and memory allocatable and the vGPU
+// totals the plugin advertises on it: the node our policies see in the
+// simulator, for a Volcano session to see the same.
 func VGPUNode(i int, n *Node) *v1.Node {
 	node := vgpuNode(i, n)
+	q := func(v int64) resource.Quantity { return *resource.NewQuantity(v, resource.DecimalSI) }
 	node.Status.Allocatable = v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewMilliQuantity(n.CPU, resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(n.Memory<<20, resource.BinarySI),
+		v1.ResourceCPU:                             *resource.NewMilliQuantity(n.CPU, resource.DecimalSI),
+		v1.ResourceMemory:                          *resource.NewQuantity(n.Memory<<20, resource.BinarySI),
+		config.DefaultResourceCountName:            q(int64(n.GPUs) * splitCount),
+		config.DefaultResourceMemoryName:           q(int64(n.GPUs) * cardMemMiB(n.Model)),
+		config.DefaultResourceMemoryPercentageName: q(int64(n.GPUs) * 100),
+		config.DefaultResourceCoreName:             q(int64(n.GPUs) * 100),
+		config.DefaultResourcePriorityName:         q(int64(n.GPUs) * splitCount),
 	}
 	node.Status.Capacity = node.Status.Allocatable.DeepCopy()
 	return node
@@ -219,7 +243,7 @@ func (v *vgpuPolicy) Place(c *Cluster, p *Pod) (int, []int, bool, error) {
 			if h, ok := v.devs[n].(hostAware); ok {
 				h.SetHostIdle(s.CPU, s.Memory)
 			}
-			if m.fits = v.devs[n].FilterNode(pod, v.policy).IsSuccess(); m.fits {
+			if m.fits = v.devs[n].FilterNode(pod, v.policy).IsSuccess(); m.fits && (p.NumGPU > 0 || !v.gpuOnly) {
 				m.score = v.devs[n].ScoreNode(pod, v.policy)
 			}
 		}
