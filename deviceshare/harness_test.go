@@ -98,7 +98,7 @@ func (b *recordingBinder) Bind(_ kubernetes.Interface, tasks []*vcapi.TaskInfo) 
 // cluster is a Volcano scheduler cache fed with in-memory objects, on which
 // real sessions run real actions with the plugin under test.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	st      *State
 	clock   *testingclock.FakeClock
 	cache   *cache.SchedulerCache
@@ -109,7 +109,7 @@ type cluster struct {
 	stop    chan struct{}
 }
 
-func newCluster(t *testing.T, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue) *cluster {
+func newCluster(t testing.TB, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue) *cluster {
 	t.Helper()
 	return newClusterWith(t, schedulerConf, nodes, queues, util.NewFakeEvictor(100))
 }
@@ -120,7 +120,7 @@ func newClusterWithEvictor(t *testing.T, schedulerConf string, nodes []*v1.Node,
 	return newClusterWith(t, schedulerConf, nodes, nil, evictor)
 }
 
-func newClusterWith(t *testing.T, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue, evictor *util.FakeEvictor) *cluster {
+func newClusterWith(t testing.TB, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue, evictor *util.FakeEvictor) *cluster {
 	t.Helper()
 	clk := testingclock.NewFakeClock(testTime)
 	st := NewState(Options{Clock: clk})

@@ -57,7 +57,7 @@ func (p *rankOrderPlugin) OnSessionClose(*framework.Session) {}
 
 // openbDir is where the openb files are: $VSHARE_OPENB_DIR, the vendored
 // copy in bench/testdata/openb, or the workspace's shared copy.
-func openbDir(t *testing.T) string {
+func openbDir(t testing.TB) string {
 	t.Helper()
 	dirs := []string{filepath.Join("..", "bench", "testdata", "openb"), filepath.Join("..", "..", "shared", "traces", "openb")}
 	if d := os.Getenv("VSHARE_OPENB_DIR"); d != "" {
@@ -80,7 +80,7 @@ func openbDir(t *testing.T) string {
 // sampleTrace keeps every step-th node of the trace, so that the 130%
 // arrivals fill a cluster a session-per-pod test can afford while keeping
 // the trace's mix of models and node sizes.
-func sampleTrace(t *testing.T, name string, step int) *quality.Trace {
+func sampleTrace(t testing.TB, name string, step int) *quality.Trace {
 	t.Helper()
 	tr, err := quality.LoadTrace(openbDir(t), name)
 	if errors.Is(err, os.ErrNotExist) {
@@ -163,7 +163,27 @@ func describe(tr *quality.Trace, p quality.Placement) string {
 
 // placeInSessions runs one session per arrival and returns where each pod
 // was bound, reading the cards from the binding's vgpu-ids-new.
-func placeInSessions(t *testing.T, tr *quality.Trace, arr *quality.Arrivals, policy string) []quality.Placement {
+func placeInSessions(t testing.TB, tr *quality.Trace, arr *quality.Arrivals, policy string) []quality.Placement {
+	return placeInSessionsWith(t, tr, arr, fmt.Sprintf(`
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: rankorder
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+      deviceshare.SchedulePolicy: %s
+      deviceshare.ScheduleWeight: 10
+`, policy))
+}
+
+// placeInSessionsWith is placeInSessions under a scheduler configuration,
+// which must enable the rankorder plugin.
+func placeInSessionsWith(t testing.TB, tr *quality.Trace, arr *quality.Arrivals, schedulerConf string) []quality.Placement {
 	t.Helper()
 	nodes := make([]*v1.Node, len(tr.Nodes))
 	rank := make(map[string]int, len(tr.Nodes))
@@ -180,21 +200,7 @@ func placeInSessions(t *testing.T, tr *quality.Trace, arr *quality.Arrivals, pol
 	}
 	ro := &rankOrderPlugin{rank: rank}
 	framework.RegisterPluginBuilder(ro.Name(), func(framework.Arguments) framework.Plugin { return ro })
-	c := newCluster(t, fmt.Sprintf(`
-actions: "enqueue, allocate"
-tiers:
-- plugins:
-  - name: rankorder
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: deviceshare
-    arguments:
-      deviceshare.VGPUEnable: true
-      deviceshare.SchedulePolicy: %s
-      deviceshare.ScheduleWeight: 10
-`, policy), nodes, nil)
+	c := newCluster(t, schedulerConf, nodes, nil)
 	out := make([]quality.Placement, len(arr.Pods))
 	for i := range arr.Pods {
 		pod := quality.VGPUPod(&arr.Pods[i], i+1)
