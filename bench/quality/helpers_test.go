@@ -10,7 +10,7 @@ import (
 )
 
 // traceDir is where the tests read the openb files: $VSHARE_OPENB_DIR, else
-// bench/testdata/openb (filled by its fetch.sh), else the workspace's shared
+// bench/testdata/openb (committed), else the workspace's shared
 // copy next to the repository (../shared/traces/openb), as on the machines
 // this project is developed on.
 func traceDir() string {
