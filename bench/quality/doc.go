@@ -25,4 +25,10 @@
 // FilterNode, ScoreNode, then Allocate, whose pod PATCH goes to an
 // in-memory clientset (builtin_client.go), and AddResource of the
 // patched pod on the node's devices, as the scheduler cache does.
+//
+// Tests read the openb trace committed in bench/testdata/openb
+// (TestVendoredTrace checks it against its SHA256SUMS). The full-trace
+// checks skip under -race; `make quality-check`, part of `make test`, runs
+// the seed-42 ones without it and with VSHARE_QUALITY_REQUIRED=1, which
+// turns their skips into failures.
 package quality

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Puts the openb files the quality benchmark needs into this directory,
-# gzipped, after checking them against SHA256SUMS (hashes of the plain CSV
-# files, as alibaba/clusterdata publishes them).
+# Regenerates the committed openb files in this directory: every file listed
+# in SHA256SUMS (the GPU node list and the 24 pod lists, hashes of the plain
+# CSV files as alibaba/clusterdata publishes them) is fetched, checked and
+# written gzipped (gzip -n -9: no name or time stamp, so the output depends
+# only on the input and the gzip version). Nothing is written unless every
+# file checks out.
 #
 #   bench/testdata/openb/fetch.sh             download from GitHub
-#   bench/testdata/openb/fetch.sh DIR         copy from a local openb csv/ directory
+#   bench/testdata/openb/fetch.sh DIR         copy from a local directory of the CSV files
+#                                             (a clusterdata checkout's csv/, or the
+#                                             simulator's data/csv/)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -24,6 +29,9 @@ while read -r sum name; do
 		echo "fetch.sh: $name: sha256 $got, want $sum" >&2
 		exit 1
 	fi
+done <"$here/SHA256SUMS"
+
+while read -r _ name; do
 	gzip -n -9 -c "$tmp/$name" >"$here/$name.gz"
 	echo "fetch.sh: $name.gz ok"
 done <"$here/SHA256SUMS"
