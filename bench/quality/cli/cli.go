@@ -17,6 +17,13 @@ type Options struct {
 	Parallel                     int
 	CSV, SVG                     string
 	Markdown                     bool
+	// SeedCSV, when set, receives every seed's values (WriteSeedCSV).
+	SeedCSV string
+	// MarkdownFile, when set, receives the markdown report too.
+	MarkdownFile string
+	// Curves picks the traces that get an allocation-vs-arrival plot
+	// under SVG: "tuning" (the default), "all" or "none".
+	Curves string
 }
 
 // Run evaluates every trace x policy over the seeds and writes CSV rows to
@@ -31,9 +38,16 @@ func Run(o Options, out, log io.Writer) error {
 	if o.Policies == "all" {
 		policies = append(append(append([]string(nil), quality.OurPolicies()...), quality.BuiltinPolicies()...), quality.ReferencePolicies()...)
 	}
-	traces := split(o.Traces)
-	if o.Traces == "all" {
-		traces = quality.Traces()
+	traces := quality.TraceSet(o.Traces)
+	if len(traces) == 0 {
+		return fmt.Errorf("--traces %q: want a comma-separated list of pod lists, \"all\" (the 24), \"tuning\" (the five) or \"held-out\" (the 19)", o.Traces)
+	}
+	switch o.Curves {
+	case "":
+		o.Curves = "tuning"
+	case "tuning", "all", "none":
+	default:
+		return fmt.Errorf("--curves %q: want tuning, all or none", o.Curves)
 	}
 	var jobs []quality.Job
 	for _, name := range traces {
@@ -60,14 +74,24 @@ func Run(o Options, out, log io.Writer) error {
 			return err
 		}
 	}
+	if o.SeedCSV != "" {
+		if err := writeFile(o.SeedCSV, func(w io.Writer) error { return quality.WriteSeedCSV(w, results) }); err != nil {
+			return err
+		}
+	}
 	if o.Markdown {
-		fmt.Fprintf(out, "\nUnallocated GPU %% at 130%% arrival, mean of seeds %s (lower is better):\n\n", o.Seeds)
-		if err := quality.WriteMarkdown(out, results); err != nil {
+		fmt.Fprintln(out)
+		if err := writeMarkdown(out, o.Seeds, results); err != nil {
+			return err
+		}
+	}
+	if o.MarkdownFile != "" {
+		if err := writeFile(o.MarkdownFile, func(w io.Writer) error { return writeMarkdown(w, o.Seeds, results) }); err != nil {
 			return err
 		}
 	}
 	if o.SVG != "" {
-		if err := writePlots(o.SVG, results); err != nil {
+		if err := writePlots(o.SVG, o.Curves, results); err != nil {
 			return err
 		}
 	}
@@ -75,7 +99,34 @@ func Run(o Options, out, log io.Writer) error {
 	return nil
 }
 
-func writePlots(dir string, results []*quality.Result) error {
+// writeMarkdown writes the report: the published table's policies x
+// tuning traces (with the paper's values), then the per-trace comparison
+// (quality.WriteComparison).
+func writeMarkdown(w io.Writer, seeds string, results []*quality.Result) error {
+	var tuning []*quality.Result
+	for _, r := range results {
+		if quality.IsTuning(r.Trace) {
+			tuning = append(tuning, r)
+		}
+	}
+	if len(tuning) > 0 {
+		if _, err := fmt.Fprintf(w, "Tuning traces: unallocated GPU %% at 130%% arrival, mean of seeds %s (lower is better):\n\n", seeds); err != nil {
+			return fmt.Errorf("write markdown: %w", err)
+		}
+		if err := quality.WriteMarkdown(w, tuning); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return fmt.Errorf("write markdown: %w", err)
+		}
+	}
+	return quality.WriteComparison(w, results)
+}
+
+// writePlots writes quality-traces.svg (the key policies across every
+// trace of the run) and quality-<trace>.svg (allocation against arrival)
+// for the traces curves selects.
+func writePlots(dir, curves string, results []*quality.Result) error {
 	byTrace := map[string][]*quality.Result{}
 	var order []string
 	for _, r := range results {
@@ -84,7 +135,13 @@ func writePlots(dir string, results []*quality.Result) error {
 		}
 		byTrace[r.Trace] = append(byTrace[r.Trace], r)
 	}
+	if err := writeFile(filepath.Join(dir, "quality-traces.svg"), func(w io.Writer) error { return quality.WriteComparisonSVG(w, results) }); err != nil {
+		return err
+	}
 	for _, t := range order {
+		if curves == "none" || curves == "tuning" && !quality.IsTuning(t) {
+			continue
+		}
 		path := filepath.Join(dir, "quality-"+t+".svg")
 		if err := writeFile(path, func(w io.Writer) error { return quality.WriteSVG(w, t, byTrace[t]) }); err != nil {
 			return err
