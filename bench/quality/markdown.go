@@ -30,11 +30,11 @@ func WriteComparison(w io.Writer, results []*Result) error {
 		seeds = "seeds " + seedList(results[0].Seeds)
 	}
 	fmt.Fprintf(&b, "Unallocated GPU %% at 130%% arrival, mean ± 95%% CI half-width over %s (lower is better). "+
-		"A margin is %s minus the other policy, paired by seed; **bold**: its 95%% CI excludes 0 (by more than the seed spread).\n\n",
-		seeds, PolicyFragment)
+		"A margin is %s minus the other policy, paired by seed (negative: %s strands less); **bold**: its 95%% CI excludes 0, a difference larger than the seed spread.\n\n",
+		seeds, PolicyFragment, PolicyFragment)
 	writeTable(&b, results, keyPolicies130(), []string{PolicyFGD, PolicyBuiltin},
 		func(r *Result) (float64, []float64) { return r.Unalloc130(), r.SeedUnalloc130() },
-		func(c Comparison) (Spread, bool) { return c.Margin130, c.ClearlyBelow() })
+		func(c Comparison) Spread { return c.Margin130 })
 	b.WriteString("\n")
 	for _, against := range []string{PolicyFGD, PolicyBuiltin} {
 		if cs := Compare(results, PolicyFragment, against); len(cs) > 0 {
@@ -42,10 +42,10 @@ func WriteComparison(w io.Writer, results []*Result) error {
 		}
 	}
 	fmt.Fprintf(&b, "Allocated GPU %% at 100%% arrival, mean ± 95%% CI half-width over %s (higher is better); "+
-		"**bold** margin: %s allocates less by more than the seed spread.\n\n", seeds, PolicyFragment)
+		"a margin is %s minus the other policy, paired by seed (negative: %s allocates less); **bold**: its 95%% CI excludes 0.\n\n", seeds, PolicyFragment, PolicyFragment)
 	writeTable(&b, results, keyPolicies100(), []string{PolicyBinpack, PolicyBuiltin},
 		func(r *Result) (float64, []float64) { return r.Alloc100, r.SeedAlloc100 },
-		func(c Comparison) (Spread, bool) { return c.Margin100, c.ClearlyWorse100() })
+		func(c Comparison) Spread { return c.Margin100 })
 	b.WriteString("\n")
 	for _, against := range []string{PolicyBinpack, PolicyBuiltin} {
 		if cs := Compare(results, PolicyFragment, against); len(cs) > 0 {
@@ -58,9 +58,10 @@ func WriteComparison(w io.Writer, results []*Result) error {
 // writeTable writes one row per trace: the trace, tuning or held-out,
 // each present policy's values (values returns the mean and the seeds')
 // as mean ± CI, and fragment's margin
-// against each of against (margin picks the Spread and the bold flag).
+// against each of against (margin picks the Spread; bold when its CI
+// excludes 0).
 func writeTable(b *strings.Builder, results []*Result, policies, against []string,
-	values func(*Result) (float64, []float64), margin func(Comparison) (Spread, bool)) {
+	values func(*Result) (float64, []float64), margin func(Comparison) Spread) {
 	var cols []string
 	for _, p := range policies {
 		if hasPolicy(results, p) {
@@ -106,8 +107,8 @@ func writeTable(b *strings.Builder, results []*Result, policies, against []strin
 			cell := ""
 			for _, c := range cs {
 				if c.Trace == t {
-					s, bold := margin(c)
-					if cell = spreadCell(s); bold {
+					s := margin(c)
+					if cell = spreadCell(s); s.Excludes0() {
 						cell = "**" + cell + "**"
 					}
 				}
