@@ -22,7 +22,7 @@ const (
 	cmpT                  = 40 // above the top panel
 	cmpTopH, cmpBotH      = 280, 200
 	cmpGap                = 40  // between the panels
-	cmpLabels             = 90  // below the bottom panel, for the trace names
+	cmpLabels             = 110 // below the bottom panel, for the trace names
 	cmpDodge              = 5.0 // horizontal offset between the policies' markers
 	cmpMarkerR, cmpWhisk  = 3.0, 3.0
 	cmpLegendRow          = 16
@@ -84,7 +84,7 @@ func WriteComparisonSVG(w io.Writer, results []*Result) error {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14">Unallocated GPU %% at 130%% arrival, mean and 95%% CI over %s (lower is better; * tuning trace)</text>`+"\n",
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14">Unallocated GPU %% at 130%% arrival, mean and 95%% CI over seeds %s (lower is better; * tuning trace)</text>`+"\n",
 		cmpL, xmlText(seedList(results[0].Seeds)))
 	for i, t := range traces {
 		if IsTuning(t) {
