@@ -25,4 +25,13 @@
 // FilterNode, ScoreNode, then Allocate, whose pod PATCH goes to an
 // in-memory clientset (builtin_client.go), and AddResource of the
 // patched pod on the node's devices, as the scheduler cache does.
+//
+// Reporting: AllTraces lists the 24 openb pod lists, TuningTraces the five
+// the policies were developed on. Evaluate keeps every seed's values in the
+// Result; stats.go gives the seed spread (sample sd, Student-t 95% interval)
+// and Paired the per-seed differences of two policies, from which
+// compare.go decides "below by more than the seed spread" (the paired
+// interval excludes 0). csv.go writes quality.csv (six core columns, then
+// appended ones), markdown.go the per-trace tables and their computed
+// summary lines, svg24.go the plot across the traces.
 package quality
