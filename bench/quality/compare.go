@@ -88,6 +88,9 @@ func TallyBelow(cs []Comparison, keep func(trace string) bool) Tally {
 // spread on 4."
 func SummaryLine(cs []Comparison, policy, against string) string {
 	all := TallyBelow(cs, func(string) bool { return true })
+	if singleSeed(cs) {
+		return fmt.Sprintf("%s below %s on %d of %d (one seed: no seed spread).", policy, against, all.Below, all.N)
+	}
 	held := TallyBelow(cs, func(t string) bool { return !IsTuning(t) })
 	tun := TallyBelow(cs, IsTuning)
 	s := fmt.Sprintf("%s below %s on %d of %d, by more than the seed spread on %d", policy, against, all.Below, all.N, all.Clearly)
@@ -119,6 +122,17 @@ func Worse100Line(cs []Comparison, policy, against string) string {
 		s += " (" + strings.Join(clearly, ", ") + ")"
 	}
 	return s + "."
+}
+
+// singleSeed reports whether no comparison has two seeds to measure a
+// spread with.
+func singleSeed(cs []Comparison) bool {
+	for _, c := range cs {
+		if c.Margin130.N >= 2 {
+			return false
+		}
+	}
+	return true
 }
 
 func traceOrder(results []*Result) []string {

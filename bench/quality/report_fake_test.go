@@ -143,6 +143,15 @@ func TestComparisonSummary(t *testing.T) {
 	}
 }
 
+func TestSummaryOneSeed(t *testing.T) {
+	a := fakeResult("default", PolicyFragment, []float64{90}, []float64{95.5})
+	b := fakeResult("default", PolicyFGD, []float64{90}, []float64{95})
+	got := SummaryLine(Compare([]*Result{a, b}, PolicyFragment, PolicyFGD), PolicyFragment, PolicyFGD)
+	if want := "fragment below fgd on 1 of 1 (one seed: no seed spread)."; got != want {
+		t.Errorf("SummaryLine = %q, want %q", got, want)
+	}
+}
+
 func TestComparisonRounding(t *testing.T) {
 	// A margin of -0.004 shows as -0.00: not below.
 	a := fakeResult("default", PolicyFragment, []float64{90, 90}, []float64{95.004, 95.004})
