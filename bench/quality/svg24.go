@@ -17,7 +17,8 @@ func keyPoliciesSVG() []string {
 
 // Geometry of the 24-trace plot, in SVG user units.
 const (
-	cmpSlot               = 36 // width per trace
+	cmpSlot               = 36  // width per trace, at least
+	cmpMinW               = 600 // of the plot area, so that the title fits
 	cmpL, cmpR            = 60, 150
 	cmpT                  = 40 // above the top panel
 	cmpTopH, cmpBotH      = 280, 200
@@ -53,10 +54,11 @@ func WriteComparisonSVG(w io.Writer, results []*Result) error {
 	if len(traces) == 0 {
 		return fmt.Errorf("comparison plot: no results")
 	}
-	width := cmpL + cmpSlot*len(traces) + cmpR
+	slot := max(cmpSlot, float64(cmpMinW)/float64(len(traces)))
+	width := cmpL + int(math.Ceil(slot*float64(len(traces)))) + cmpR
 	botT := cmpT + cmpTopH + cmpGap
 	height := botT + cmpBotH + cmpLabels
-	xc := func(i int) float64 { return cmpL + cmpSlot*(float64(i)+0.5) }
+	xc := func(i int) float64 { return cmpL + slot*(float64(i)+0.5) }
 	dx := func(k int) float64 { return (float64(k) - float64(len(policies)-1)/2) * cmpDodge }
 
 	// The values: top, every policy's own spread; bottom, its paired margin to FGD.
@@ -88,7 +90,7 @@ func WriteComparisonSVG(w io.Writer, results []*Result) error {
 		cmpL, xmlText(seedList(results[0].Seeds)))
 	for i, t := range traces {
 		if IsTuning(t) {
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", xc(i)-cmpSlot/2, cmpT, cmpSlot, botT+cmpBotH-cmpT, cmpTuningBand)
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", xc(i)-slot/2, cmpT, slot, botT+cmpBotH-cmpT, cmpTuningBand)
 		}
 	}
 	writeYAxis(&b, topLo, topHi, topStep, yTop, width, "unallocated GPU %")
