@@ -21,8 +21,8 @@ func keyPolicies100() []string {
 // arrival, the unallocated GPU % of the key policies (mean ± 95% CI over
 // the seeds) with fragment's paired margins against FGD and the built-in,
 // and the summary lines; then the same at 100% arrival for the allocated
-// GPU % against binpack and the built-in. Every sentence is computed from
-// results.
+// GPU % against binpack and the built-in; last, every policy of results at
+// 130%. Every sentence is computed from results.
 func WriteComparison(w io.Writer, results []*Result) error {
 	var b strings.Builder
 	seeds := "the seeds"
@@ -52,6 +52,15 @@ func WriteComparison(w io.Writer, results []*Result) error {
 			b.WriteString(Worse100Line(cs, PolicyFragment, against) + "\n\n")
 		}
 	}
+	var all []string
+	for _, r := range results {
+		if !contains(all, r.Policy) {
+			all = append(all, r.Policy)
+		}
+	}
+	fmt.Fprintf(&b, "Every policy: unallocated GPU %% at 130%% arrival, mean ± 95%% CI half-width over %s (lower is better).\n\n", seeds)
+	writeTable(&b, results, all, nil,
+		func(r *Result) (float64, []float64) { return r.Unalloc130(), r.SeedUnalloc130() }, nil)
 	return writeString(w, "comparison", b.String())
 }
 

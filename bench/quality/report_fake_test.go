@@ -188,8 +188,13 @@ func TestWriteComparisonMarkdown(t *testing.T) {
 			t.Errorf("markdown lacks %q", want)
 		}
 	}
-	if rows := strings.Count(md, "| held-out |"); rows != 2*19 {
-		t.Errorf("markdown has %d held-out rows, want 19 in each of the two tables", rows)
+	if rows := strings.Count(md, "| held-out |"); rows != 3*19 {
+		t.Errorf("markdown has %d held-out rows, want 19 in each of the three tables", rows)
+	}
+	every := md[strings.Index(md, "Every policy"):]
+	if !strings.Contains(every, "| trace | set | fragment | fgd | volcano-builtin |\n") ||
+		!strings.Contains(every, "| cpu0 | held-out | 5.05 ± 0.11 | 4.95 ± 0.11 | 5.95 ± 0.11 |\n") {
+		t.Errorf("the every-policy table lacks the header or cpu0's row:\n%s", every)
 	}
 	if t.Failed() {
 		t.Logf("markdown:\n%s", md)
