@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -266,4 +267,27 @@ func attr(e xml.StartElement, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestAllTracesAreTheFiles checks AllTraces against the openb pod lists
+// on disk, both ways, when the trace is there.
+func TestAllTracesAreTheFiles(t *testing.T) {
+	dir := traceDir()
+	files, err := filepath.Glob(filepath.Join(dir, "openb_pod_list_*.csv*"))
+	if err != nil || len(files) == 0 {
+		t.Skipf("no openb pod lists in %s", dir)
+	}
+	onDisk := map[string]bool{}
+	for _, f := range files {
+		onDisk[TraceName(f)] = true
+	}
+	for _, tr := range AllTraces() {
+		if !onDisk[tr] {
+			t.Errorf("AllTraces lists %s, but %s has no openb_pod_list_%s.csv(.gz)", tr, dir, tr)
+		}
+		delete(onDisk, tr)
+	}
+	for tr := range onDisk {
+		t.Errorf("%s has pod list %s, which AllTraces lacks", dir, tr)
+	}
 }
