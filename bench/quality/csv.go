@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"encoding/csv"
 	"fmt"
 	"io"
 	"math"
@@ -91,6 +92,10 @@ func WriteSeedCSV(w io.Writer, results []*Result) error {
 	return nil
 }
 
+// FormatSeeds renders seeds as the seeds column does: "42-51" for a run
+// of consecutive seeds, else space-separated.
+func FormatSeeds(seeds []int64) string { return seedList(seeds) }
+
 func csvRow(cols []Column, r *Result) string {
 	vals := make([]string, len(cols))
 	for i, c := range cols {
@@ -113,4 +118,67 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// ReadSeedCSV reads what WriteSeedCSV wrote back into results, one per
+// trace and policy in the order they first appear, their means computed
+// as Evaluate computes them (so the report made from the file is the
+// report of the run). The curves are not in the file: Curve is nil.
+func ReadSeedCSV(r io.Reader) ([]*Result, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("read seed CSV: %w", err)
+	}
+	const header = "trace,policy,seed,alloc100,alloc130,unalloc130"
+	if len(rows) == 0 || strings.Join(rows[0], ",") != header {
+		return nil, fmt.Errorf("read seed CSV: want the header %q", header)
+	}
+	var out []*Result
+	byKey := map[[2]string]*Result{}
+	for i, row := range rows[1:] {
+		line := i + 2
+		if len(row) != 6 {
+			return nil, fmt.Errorf("read seed CSV: line %d: %d fields, want 6 (%s)", line, len(row), header)
+		}
+		seed, err := strconv.ParseInt(row[2], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("read seed CSV: line %d: seed %q: want an integer", line, row[2])
+		}
+		var v [2]float64
+		for j, f := range []string{"alloc100", "alloc130"} {
+			if v[j], err = strconv.ParseFloat(row[3+j], 64); err != nil || math.IsNaN(v[j]) {
+				return nil, fmt.Errorf("read seed CSV: line %d: %s %q: want a percentage", line, f, row[3+j])
+			}
+		}
+		k := [2]string{row[0], row[1]}
+		res := byKey[k]
+		if res == nil {
+			res = &Result{Trace: row[0], Policy: row[1]}
+			byKey[k] = res
+			out = append(out, res)
+		}
+		if contains64(res.Seeds, seed) {
+			return nil, fmt.Errorf("read seed CSV: line %d: seed %d of %s/%s twice", line, seed, row[0], row[1])
+		}
+		res.Seeds = append(res.Seeds, seed)
+		res.SeedAlloc100 = append(res.SeedAlloc100, v[0])
+		res.SeedAlloc130 = append(res.SeedAlloc130, v[1])
+	}
+	for _, res := range out {
+		n := float64(len(res.Seeds))
+		for i := range res.Seeds {
+			res.Alloc100 += res.SeedAlloc100[i] / n
+			res.Alloc130 += res.SeedAlloc130[i] / n
+		}
+	}
+	return out, nil
+}
+
+func contains64(list []int64, x int64) bool {
+	for _, y := range list {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }

@@ -291,3 +291,48 @@ func TestAllTracesAreTheFiles(t *testing.T) {
 		t.Errorf("%s has pod list %s, which AllTraces lacks", dir, tr)
 	}
 }
+
+func TestSeedCSVRoundTrip(t *testing.T) {
+	results := []*Result{
+		fakeResult("default", PolicyFragment, []float64{90.01, 91.37, 95.5}, []float64{95.13, 96.07, 97.29}),
+		fakeResult("cpu0", PolicyFGD, []float64{93.5}, []float64{96.25}),
+	}
+	var seeds, want, got bytes.Buffer
+	if err := WriteSeedCSV(&seeds, results); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadSeedCSV(strings.NewReader(seeds.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range back {
+		if r.Alloc100 != results[i].Alloc100 || r.Alloc130 != results[i].Alloc130 {
+			t.Errorf("%s/%s: means %v/%v, want exactly %v/%v", r.Trace, r.Policy, r.Alloc100, r.Alloc130, results[i].Alloc100, results[i].Alloc130)
+		}
+	}
+	if err := WriteCSV(&want, results); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCSV(&got, back); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("CSV from the seed CSV:\n%s\nwant:\n%s", got.String(), want.String())
+	}
+}
+
+func TestReadSeedCSVErrors(t *testing.T) {
+	const h = "trace,policy,seed,alloc100,alloc130,unalloc130\n"
+	for _, tc := range []struct{ name, in, want string }{
+		{"header", "trace,policy\n", "want the header"},
+		{"seed", h + "default,fgd,x,90,95,5\n", `line 2: seed "x"`},
+		{"alloc130", h + "default,fgd,42,90,abc,5\n", `line 2: alloc130 "abc"`},
+		{"twice", h + "default,fgd,42,90,95,5\ndefault,fgd,42,90,95,5\n", "line 3: seed 42 of default/fgd twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ReadSeedCSV(strings.NewReader(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ReadSeedCSV: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -75,6 +75,23 @@ func TestRunWritesReport(t *testing.T) {
 	}
 	read("quality-traces.svg")
 	read("quality-default.svg")
+
+	// The same report again from the seed CSV alone, running nothing.
+	again := t.TempDir()
+	o2 := Options{FromSeeds: filepath.Join(outDir, "seeds.csv"), CSV: filepath.Join(again, "quality.csv"),
+		MarkdownFile: filepath.Join(again, "quality.md"), SVG: again}
+	if err := Run(o2, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("Run --from-seeds: %v", err)
+	}
+	for _, f := range []string{"quality.csv", "quality.md"} {
+		b, err := os.ReadFile(filepath.Join(again, f))
+		if err != nil || string(b) != read(f) {
+			t.Errorf("%s from the seed CSV (err %v):\n%s\nwant the run's:\n%s", f, err, b, read(f))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(again, "quality-default.svg")); !os.IsNotExist(err) {
+		t.Errorf("--from-seeds wrote a curve plot (%v); the seed CSV has no curves", err)
+	}
 	if _, err := os.Stat(filepath.Join(outDir, "quality-gpushare20.svg")); !os.IsNotExist(err) {
 		t.Errorf("quality-gpushare20.svg: %v; want no curve plot for a held-out trace under --curves tuning", err)
 	}
@@ -90,6 +107,7 @@ func TestRunBadFlags(t *testing.T) {
 		{"curves", Options{Dir: dir, Traces: "default", Policies: "fgd", Seeds: "42", Curves: "some"}, `--curves "some": want tuning, all or none`},
 		{"no traces", Options{Dir: dir, Traces: " , ", Policies: "fgd", Seeds: "42"}, `--traces " , "`},
 		{"missing trace", Options{Dir: dir, Traces: "cpu0", Policies: "fgd", Seeds: "42"}, "load trace cpu0"},
+		{"missing seed CSV", Options{FromSeeds: filepath.Join(dir, "nope.csv")}, "--from-seeds: open"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, log bytes.Buffer

@@ -23,6 +23,7 @@ func main() {
 	flag.StringVar(&o.CSV, "csv", "", "also write the CSV rows to this file")
 	flag.StringVar(&o.SVG, "svg", "", "also write plots into this directory: quality-traces.svg (the key policies across the traces) and allocation vs arrival, quality-<trace>.svg, for the traces --curves picks")
 	flag.StringVar(&o.SeedCSV, "seeds-csv", "", "also write every seed's values (trace,policy,seed,alloc100,alloc130,unalloc130) to this file")
+	flag.StringVar(&o.FromSeeds, "from-seeds", "", "run nothing: make the CSV, markdown and quality-traces.svg from this seed CSV (written by --seeds-csv)")
 	flag.StringVar(&o.Curves, "curves", "tuning", "traces that get an allocation-vs-arrival plot under --svg: tuning, all or none")
 	flag.BoolVar(&o.Markdown, "markdown", false, "print the markdown report after the CSV: the tuning traces against the paper, the per-trace tables at 130% and 100% arrival with the seed spread, and the computed summary lines")
 	flag.StringVar(&o.MarkdownFile, "markdown-file", "", "also write the markdown report to this file")
