@@ -121,15 +121,16 @@ quality-check:
 		done
 
 # Placement quality on Alibaba's openb trace, the FGD methodology
-# (docs/quality.md): every policy, five traces, seeds 42-51, about 30
-# minutes on one core. The trace comes from bench/testdata/openb (committed;
-# its fetch.sh regenerates it). Writes bench/results/quality.csv and one SVG per trace.
-QUALITY_FLAGS ?= --parallel 1
+# (docs/quality.md): every policy, all 24 pod lists, seeds 42-51, two jobs at
+# once (hack/quality.sh), about 2.5 hours on two idle cores
+# (bench/results/quality-runtime.txt). The trace comes from bench/testdata/openb
+# (QUALITY_TRACE_DIR overrides it). Writes bench/results/quality.csv,
+# quality-seeds.csv, quality.md, quality-traces.svg and one curve SVG per
+# tuning trace. QUALITY_FLAGS are appended (e.g. --parallel 1, --traces tuning).
+QUALITY_FLAGS ?=
 
 quality:
-	$(GO) run ./bench/quality/cmd/quality --trace-dir bench/testdata/openb --policies all \
-		--traces default,gpushare100,multigpu50,gpuspec33,cpu250 --seeds 42-51 \
-		--csv bench/results/quality.csv --svg bench/results --markdown $(QUALITY_FLAGS)
+	GO=$(GO) ./hack/quality.sh $(QUALITY_FLAGS)
 
 # End-to-end scheduling burst on the local control plane: 200 simulated
 # nodes (node agent + fake kubelet each), 100 Jobs x 20 vGPU pods, ours and

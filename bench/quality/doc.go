@@ -31,4 +31,13 @@
 // checks skip under -race; `make quality-check`, part of `make test`, runs
 // the seed-42 ones without it and with VSHARE_QUALITY_REQUIRED=1, which
 // turns their skips into failures.
+//
+// Reporting: AllTraces lists the 24 openb pod lists, TuningTraces the five
+// the policies were developed on. Evaluate keeps every seed's values in the
+// Result; stats.go gives the seed spread (sample sd, Student-t 95% interval)
+// and Paired the per-seed differences of two policies, from which
+// compare.go decides "below by more than the seed spread" (the paired
+// interval excludes 0). csv.go writes quality.csv (six core columns, then
+// appended ones), markdown.go the per-trace tables and their computed
+// summary lines, svg24.go the plot across the traces.
 package quality

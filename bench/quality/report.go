@@ -114,22 +114,16 @@ func seedList(seeds []int64) string {
 	return strings.Join(parts, " ")
 }
 
-// WriteCSV writes "trace,policy,seeds,alloc100,alloc130,unalloc130" rows.
+// WriteCSV writes bench/results/quality.csv: the header of CSVColumns
+// and one row per result.
 func WriteCSV(w io.Writer, results []*Result) error {
-	if _, err := fmt.Fprintln(w, "trace,policy,seeds,alloc100,alloc130,unalloc130"); err != nil {
-		return fmt.Errorf("write CSV: %w", err)
-	}
-	for _, r := range results {
-		if _, err := fmt.Fprintln(w, CSVRow(r)); err != nil {
-			return fmt.Errorf("write CSV: %w", err)
-		}
-	}
-	return nil
+	return WriteCSVColumns(w, CSVColumns(), results)
 }
 
-// CSVRow renders one result as a CSV row.
+// CSVRow renders one result in the six core columns
+// "trace,policy,seeds,alloc100,alloc130,unalloc130".
 func CSVRow(r *Result) string {
-	return fmt.Sprintf("%s,%s,%s,%.2f,%.2f,%.2f", r.Trace, r.Policy, seedList(r.Seeds), r.Alloc100, r.Alloc130, r.Unalloc130())
+	return csvRow(CoreColumns(), r)
 }
 
 // WriteMarkdown writes the unallocated GPU % at 130% arrival as a table,

@@ -85,6 +85,9 @@ type Result struct {
 	Seeds         []int64
 	// Alloc100 and Alloc130 are the mean allocation percentages.
 	Alloc100, Alloc130 float64
+	// SeedAlloc100 and SeedAlloc130 are each seed's allocation
+	// percentages, in the order of Seeds (the spread, stats.go).
+	SeedAlloc100, SeedAlloc130 []float64
 	// Curve is the mean allocation at every arrival percentage 0..130.
 	Curve []float64
 }
@@ -108,8 +111,11 @@ func Evaluate(t *Trace, policy string, f Factory, seeds []int64) (*Result, error
 				r.Curve[a] += v / float64(len(seeds))
 			}
 		}
-		r.Alloc100 += curve.At(100) / float64(len(seeds))
-		r.Alloc130 += curve.At(MaxArrival) / float64(len(seeds))
+		a100, a130 := curve.At(100), curve.At(MaxArrival)
+		r.SeedAlloc100 = append(r.SeedAlloc100, a100)
+		r.SeedAlloc130 = append(r.SeedAlloc130, a130)
+		r.Alloc100 += a100 / float64(len(seeds))
+		r.Alloc130 += a130 / float64(len(seeds))
 	}
 	return r, nil
 }

@@ -7,8 +7,11 @@
 // It prints the CSV header and one row per policy,
 // "trace,policy,seeds,alloc100,alloc130,unalloc130": the allocated GPU %
 // at 100% and 130% arrival and the unallocated GPU % at 130%, averaged
-// over the seeds. The trace is the pod file's base name without
-// "openb_pod_list_" and ".csv".
+// over the seeds; the last line of its output always ends with the
+// unallocated GPU % at 130%. The seed spread of that value (standard
+// deviation and 95% confidence interval of the mean, as in
+// bench/results/quality.csv) goes to stderr. The trace is the pod file's
+// base name without "openb_pod_list_" and ".csv".
 package main
 
 import (
@@ -42,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if err := simulate(*nodes, *pods, *policy, *seeds, *parallel, stdout); err != nil {
+	if err := simulate(*nodes, *pods, *policy, *seeds, *parallel, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "tracesim:", err)
 		return 1
 	}
@@ -53,7 +56,7 @@ func policyNames() []string {
 	return append(append(append([]string(nil), quality.OurPolicies()...), quality.BuiltinPolicies()...), quality.ReferencePolicies()...)
 }
 
-func simulate(nodes, pods, policies, seedList string, parallel int, out io.Writer) error {
+func simulate(nodes, pods, policies, seedList string, parallel int, out, log io.Writer) error {
 	seeds, err := quality.ParseSeeds(seedList)
 	if err != nil {
 		return err
@@ -75,5 +78,11 @@ func simulate(nodes, pods, policies, seedList string, parallel int, out io.Write
 	if err != nil {
 		return err
 	}
-	return quality.WriteCSV(out, results)
+	for _, r := range results {
+		s := quality.SpreadOf(r.SeedUnalloc130())
+		fmt.Fprintf(log, "tracesim: %s on %s: unallocated GPU %% at 130%%: %.2f, sd %.2f, 95%% CI ±%.2f over %d seeds\n",
+			r.Policy, r.Trace, r.Unalloc130(), s.SD, s.CI, s.N)
+	}
+	// The six core columns only: the last field stays unalloc130.
+	return quality.WriteCSVColumns(out, quality.CoreColumns(), results)
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,6 +57,16 @@ func TestCSVOutput(t *testing.T) {
 		if m == nil || m[1] != policy {
 			t.Errorf("row %d = %q, want trace tiny, policy %s, seeds 42-44 and three 2-decimal percentages", i+1, lines[i+1], policy)
 		}
+	}
+	// The last line ends with the unallocated GPU % at 130%: 100 - alloc130.
+	last := strings.Split(lines[len(lines)-1], ",")
+	alloc130, err1 := strconv.ParseFloat(last[len(last)-2], 64)
+	unalloc130, err2 := strconv.ParseFloat(last[len(last)-1], 64)
+	if err1 != nil || err2 != nil || math.Abs(100-alloc130-unalloc130) > 0.005 {
+		t.Errorf("last line %q: want it to end with alloc130,unalloc130 where unalloc130 = 100 - alloc130", lines[len(lines)-1])
+	}
+	if !strings.Contains(errOut.String(), "tracesim: volcano-builtin on tiny: unallocated GPU % at 130%") {
+		t.Errorf("stderr %q: want the seed spread of every policy", errOut.String())
 	}
 }
 

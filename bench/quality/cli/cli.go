@@ -17,41 +17,46 @@ type Options struct {
 	Parallel                     int
 	CSV, SVG                     string
 	Markdown                     bool
+	// SeedCSV, when set, receives every seed's values (WriteSeedCSV).
+	SeedCSV string
+	// MarkdownFile, when set, receives the markdown report too.
+	MarkdownFile string
+	// FromSeeds, when set, is a seed CSV (SeedCSV of an earlier run) to
+	// make the outputs from instead of running anything.
+	FromSeeds string
+	// Curves picks the traces that get an allocation-vs-arrival plot
+	// under SVG: "tuning" (the default), "all" or "none".
+	Curves string
 }
 
 // Run evaluates every trace x policy over the seeds and writes CSV rows to
 // out as they finish (progress and timing go to log), then the sorted
-// CSV, the markdown table and the plots as asked.
+// CSV, the markdown report and the plots as asked. With FromSeeds it
+// runs nothing and makes the same outputs (but the curve plots) from a
+// seed CSV an earlier run wrote.
 func Run(o Options, out, log io.Writer) error {
-	seeds, err := quality.ParseSeeds(o.Seeds)
-	if err != nil {
-		return err
-	}
-	policies := split(o.Policies)
-	if o.Policies == "all" {
-		policies = append(append(append([]string(nil), quality.OurPolicies()...), quality.BuiltinPolicies()...), quality.ReferencePolicies()...)
-	}
-	traces := split(o.Traces)
-	if o.Traces == "all" {
-		traces = quality.Traces()
-	}
-	var jobs []quality.Job
-	for _, name := range traces {
-		t, err := quality.LoadTrace(o.Dir, name)
-		if err != nil {
-			return fmt.Errorf("load trace %s: %w", name, err)
-		}
-		for _, p := range policies {
-			jobs = append(jobs, quality.Job{Trace: t, Policy: p})
-		}
+	switch o.Curves {
+	case "":
+		o.Curves = "tuning"
+	case "tuning", "all", "none":
+	default:
+		return fmt.Errorf("--curves %q: want tuning, all or none", o.Curves)
 	}
 	start := time.Now()
-	results, err := quality.EvaluateAll(jobs, seeds, o.Parallel, func(r *quality.Result) {
-		fmt.Fprintf(log, "%s\t(%s elapsed)\n", quality.CSVRow(r), time.Since(start).Round(time.Second))
-	})
-	if err != nil {
+	var results []*quality.Result
+	var err error
+	if o.FromSeeds != "" {
+		if results, err = readSeeds(o.FromSeeds); err != nil {
+			return err
+		}
+		o.Curves = "none" // the seed CSV has no curves
+	} else if results, err = evaluate(o, log, start); err != nil {
 		return err
 	}
+	if len(results) == 0 {
+		return fmt.Errorf("no results")
+	}
+	o.Seeds = quality.FormatSeeds(results[0].Seeds)
 	if err := quality.WriteCSV(out, results); err != nil {
 		return err
 	}
@@ -60,22 +65,106 @@ func Run(o Options, out, log io.Writer) error {
 			return err
 		}
 	}
+	if o.SeedCSV != "" {
+		if err := writeFile(o.SeedCSV, func(w io.Writer) error { return quality.WriteSeedCSV(w, results) }); err != nil {
+			return err
+		}
+	}
 	if o.Markdown {
-		fmt.Fprintf(out, "\nUnallocated GPU %% at 130%% arrival, mean of seeds %s (lower is better):\n\n", o.Seeds)
-		if err := quality.WriteMarkdown(out, results); err != nil {
+		fmt.Fprintln(out)
+		if err := writeMarkdown(out, o.Seeds, results); err != nil {
+			return err
+		}
+	}
+	if o.MarkdownFile != "" {
+		if err := writeFile(o.MarkdownFile, func(w io.Writer) error { return writeMarkdown(w, o.Seeds, results) }); err != nil {
 			return err
 		}
 	}
 	if o.SVG != "" {
-		if err := writePlots(o.SVG, results); err != nil {
+		if err := writePlots(o.SVG, o.Curves, results); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(log, "quality: %d runs in %s\n", len(jobs)*len(seeds), time.Since(start).Round(time.Second))
+	runs := 0
+	for _, r := range results {
+		runs += len(r.Seeds)
+	}
+	fmt.Fprintf(log, "quality: %d runs in %s\n", runs, time.Since(start).Round(time.Second))
 	return nil
 }
 
-func writePlots(dir string, results []*quality.Result) error {
+// evaluate runs the traces x policies x seeds of o, logging each result.
+func evaluate(o Options, log io.Writer, start time.Time) ([]*quality.Result, error) {
+	seeds, err := quality.ParseSeeds(o.Seeds)
+	if err != nil {
+		return nil, err
+	}
+	policies := split(o.Policies)
+	if o.Policies == "all" {
+		policies = append(append(append([]string(nil), quality.OurPolicies()...), quality.BuiltinPolicies()...), quality.ReferencePolicies()...)
+	}
+	traces := quality.TraceSet(o.Traces)
+	if len(traces) == 0 {
+		return nil, fmt.Errorf("--traces %q: want a comma-separated list of pod lists, \"all\" (the 24), \"tuning\" (the five) or \"held-out\" (the 19)", o.Traces)
+	}
+	var jobs []quality.Job
+	for _, name := range traces {
+		t, err := quality.LoadTrace(o.Dir, name)
+		if err != nil {
+			return nil, fmt.Errorf("load trace %s: %w", name, err)
+		}
+		for _, p := range policies {
+			jobs = append(jobs, quality.Job{Trace: t, Policy: p})
+		}
+	}
+	return quality.EvaluateAll(jobs, seeds, o.Parallel, func(r *quality.Result) {
+		fmt.Fprintf(log, "%s\t(%s elapsed)\n", quality.CSVRow(r), time.Since(start).Round(time.Second))
+	})
+}
+
+// readSeeds loads the results of a seed CSV (--from-seeds).
+func readSeeds(path string) ([]*quality.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--from-seeds: %w", err)
+	}
+	defer f.Close()
+	results, err := quality.ReadSeedCSV(f)
+	if err != nil {
+		return nil, fmt.Errorf("--from-seeds %s: %w", path, err)
+	}
+	return results, nil
+}
+
+// writeMarkdown writes the report: the published table's policies x
+// tuning traces (with the paper's values), then the per-trace comparison
+// (quality.WriteComparison).
+func writeMarkdown(w io.Writer, seeds string, results []*quality.Result) error {
+	var tuning []*quality.Result
+	for _, r := range results {
+		if quality.IsTuning(r.Trace) {
+			tuning = append(tuning, r)
+		}
+	}
+	if len(tuning) > 0 {
+		if _, err := fmt.Fprintf(w, "Tuning traces: unallocated GPU %% at 130%% arrival, mean of seeds %s (lower is better):\n\n", seeds); err != nil {
+			return fmt.Errorf("write markdown: %w", err)
+		}
+		if err := quality.WriteMarkdown(w, tuning); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return fmt.Errorf("write markdown: %w", err)
+		}
+	}
+	return quality.WriteComparison(w, results)
+}
+
+// writePlots writes quality-traces.svg (the key policies across every
+// trace of the run) and quality-<trace>.svg (allocation against arrival)
+// for the traces curves selects.
+func writePlots(dir, curves string, results []*quality.Result) error {
 	byTrace := map[string][]*quality.Result{}
 	var order []string
 	for _, r := range results {
@@ -84,7 +173,13 @@ func writePlots(dir string, results []*quality.Result) error {
 		}
 		byTrace[r.Trace] = append(byTrace[r.Trace], r)
 	}
+	if err := writeFile(filepath.Join(dir, "quality-traces.svg"), func(w io.Writer) error { return quality.WriteComparisonSVG(w, results) }); err != nil {
+		return err
+	}
 	for _, t := range order {
+		if curves == "none" || curves == "tuning" && !quality.IsTuning(t) {
+			continue
+		}
 		path := filepath.Join(dir, "quality-"+t+".svg")
 		if err := writeFile(path, func(w io.Writer) error { return quality.WriteSVG(w, t, byTrace[t]) }); err != nil {
 			return err
