@@ -105,14 +105,18 @@ bench: $(BENCHSTAT)
 # build cache warm: 1 min 10 s wall, 26.6 s CPU, 0.85 GB peak RSS (the five
 # traces run as parallel subtests; gpuspec33's fragment run is the longest).
 # bench/results/quality-check.txt holds that run's output.
-QUALITY_CHECK_TESTS := TestAnchorsSeed42 TestFragmentBelowFGDSeed42
+# TestSimulatorPlacesAsVolcano (deviceshare) checks, arrival by arrival on
+# 35-node samples of four traces, that Volcano's allocate action with our
+# plugin places every pod where the simulator does ("One code path"; about
+# 50 s of it).
+QUALITY_CHECK_TESTS := TestAnchorsSeed42 TestFragmentBelowFGDSeed42 TestSimulatorPlacesAsVolcano
 empty :=
 space := $(empty) $(empty)
 
 quality-check:
 	@mkdir -p $(BIN)
 	@echo "quality-check: $(QUALITY_CHECK_TESTS)"
-	@VSHARE_QUALITY_REQUIRED=1 $(GO) test ./bench/quality/ -count=1 -v \
+	@VSHARE_QUALITY_REQUIRED=1 $(GO) test ./bench/quality/ ./deviceshare/ -count=1 -v -timeout 20m \
 		-run '^($(subst $(space),|,$(QUALITY_CHECK_TESTS)))$$' >$(BIN)/quality-check.txt 2>&1; rc=$$?; \
 		grep -v '^[IWE][0-9]\{4\} ' $(BIN)/quality-check.txt; \
 		[ $$rc -eq 0 ] || exit $$rc; \
