@@ -18,7 +18,10 @@ import (
 // the same arrivals with the fragment policy deciding alone ("alone", the
 // simulator's model) and under the shipped configuration ("shipped"), and
 // reports the GPU allocated when the arrivals stop (130% of capacity).
-// Both break exact ties by the simulator's node rank.
+// "shipped-weight1000" is the shipped configuration with
+// deviceshare.ScheduleWeight 1000 instead of 10, so that the device score
+// outweighs the other plugins'. All break exact ties by the simulator's
+// node rank.
 //
 //	go test -run '^$' -bench ShippedConfPlacement -benchtime 1x ./deviceshare/
 func BenchmarkShippedConfPlacement(b *testing.B) {
@@ -39,7 +42,12 @@ tiers:
       deviceshare.ScheduleWeight: 10
 `
 	for _, trace := range []string{"default", "cpu250", "gpuspec33"} {
-		for _, cf := range []struct{ name, conf string }{{"alone", alone}, {"shipped", shipped}} {
+		confs := []struct{ name, conf string }{{"alone", alone}, {"shipped", shipped},
+			{"shipped-weight1000", strings.Replace(shipped, "deviceshare.ScheduleWeight: 10\n", "deviceshare.ScheduleWeight: 1000\n", 1)}}
+		if !strings.Contains(shipped, "deviceshare.ScheduleWeight: 10\n") {
+			b.Fatalf("shipped conf has no ScheduleWeight 10:\n%s", shipped)
+		}
+		for _, cf := range confs {
 			b.Run("trace="+trace+"/conf="+cf.name, func(b *testing.B) {
 				tr := sampleTrace(b, trace, 35)
 				var alloc, failed float64
