@@ -18,8 +18,8 @@ import (
 // the same arrivals with the fragment policy deciding alone ("alone", the
 // simulator's model) and under the shipped configuration ("shipped"), and
 // reports the GPU allocated when the arrivals stop (130% of capacity).
-// "shipped-weight1000" is the shipped configuration with
-// deviceshare.ScheduleWeight 1000 instead of 10, so that the device score
+// "shipped-weight100" is the shipped configuration with
+// deviceshare.ScheduleWeight 100 (its maximum) instead of 10, so that the device score
 // outweighs the other plugins'. All break exact ties by the simulator's
 // node rank.
 //
@@ -43,7 +43,7 @@ tiers:
 `
 	for _, trace := range []string{"default", "cpu250", "gpuspec33"} {
 		confs := []struct{ name, conf string }{{"alone", alone}, {"shipped", shipped},
-			{"shipped-weight1000", strings.Replace(shipped, "deviceshare.ScheduleWeight: 10\n", "deviceshare.ScheduleWeight: 1000\n", 1)}}
+			{"shipped-weight100", strings.Replace(shipped, "deviceshare.ScheduleWeight: 10\n", "deviceshare.ScheduleWeight: 100\n", 1)}}
 		if !strings.Contains(shipped, "deviceshare.ScheduleWeight: 10\n") {
 			b.Fatalf("shipped conf has no ScheduleWeight 10:\n%s", shipped)
 		}
