@@ -334,6 +334,7 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
 	} else {
 		after = d.fragOf(t, work).value(d.host, req.host)
 	}
+	after += d.scarcity(t, work)
 	// pack is how full the chosen cards end: the mean of their memory,
 	// cores and share-count fractions, binpack's measure. (The scarcer
 	// resource alone was measured too: 0.4 points worse on the default

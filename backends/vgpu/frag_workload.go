@@ -61,6 +61,10 @@ type fragClass struct {
 type fragTarget struct {
 	gen     uint64
 	classes []fragClass
+	// press is each card model's (upper-cased) pressure under classes
+	// and the registered supply (frag_scarcity.go); nil when no class
+	// names a model.
+	press map[string]float64
 }
 
 // workload learns the request mix from a bounded window of recent pods.
@@ -75,6 +79,8 @@ type workload struct {
 	pending int
 	gen     uint64
 	target  atomic.Pointer[fragTarget]
+	// supply is every decoded node's cards by model (registerSupply).
+	supply map[string]map[string]typeSupply
 }
 
 func newWorkload() *workload {
@@ -157,6 +163,9 @@ func (w *workload) publish() {
 			break
 		}
 	}
+	// The pressures see the whole window: the pods that name a scarce
+	// model are often too few to be among the frequent shapes.
+	press := w.pressure(classes)
 	classes = classes[:kept]
 	for i := range classes {
 		classes[i].weight /= cum
@@ -167,7 +176,7 @@ func (w *workload) publish() {
 		return
 	}
 	w.gen++
-	w.target.Store(&fragTarget{gen: w.gen, classes: classes})
+	w.target.Store(&fragTarget{gen: w.gen, classes: classes, press: press})
 }
 
 // drift is the total variation distance between two targets' weights.

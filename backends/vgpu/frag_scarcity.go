@@ -1,0 +1,181 @@
+package vgpu
+
+import (
+	"maps"
+
+	"github.com/vgpushare/vshare/backends/cardfit"
+)
+
+// Scarcity: the fragment policy's regard for card models that pods ask for
+// by name (use-gputype, nouse-gputype).
+//
+// Fragmentation alone cannot see it. A class that may not use a card
+// counts all of the card's free share as fragmented for it (FGD's
+// measure), so taking that share lowers fragmentation: a pod that may run
+// anywhere is drawn to the models that the fewest classes name, whatever
+// their supply, and a pod that may run anywhere taking a whole card of a
+// model frees no share and strands none, so nothing stops it from using up
+// the model that other pods can run nowhere else. On openb's gpuspec33
+// (a third of the GPU asked for by name) that is what failed the pods
+// before 100% arrival: the unrestricted pods filled the G3, V100 and P100
+// cards while a ninth of the G2 cards stayed idle, and the pods asking for
+// those models had nowhere to go (docs/quality.md, "Fragment at 100%
+// arrival").
+//
+// So a placement also costs, per card, the share it takes times the card
+// model's pressure: the learned demand of the classes restricted to sets
+// of models that include it, each class's demand divided by the share of
+// the cluster's cards it may use. A model that restricted classes need
+// more of than its share of the supply has a pressure above 1; one that
+// nobody names has 0. Between models, the pod goes where the
+// restricted demand it displaces is the smallest relative to supply.
+// Without restricted classes nothing changes.
+
+// fragScarcity weighs the scarcity cost against the fragmentation
+// decrease, both in card milli.
+const fragScarcity = 1.0
+
+// typeSupply is one card model's cards on one node.
+type typeSupply struct {
+	cards  int32
+	memMiB int64
+}
+
+// registerSupply records the node's schedulable cards by model, from which
+// pressure learns the share of the supply each class may use. The backend
+// calls it for every node it decodes; when a node's cards change, the
+// target is published again with the new pressures (a new generation).
+// Nodes that stop registering cards keep their last count.
+func (w *workload) registerSupply(node string, s map[string]typeSupply) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.supply[node]; ok && maps.Equal(old, s) {
+		return
+	}
+	if w.supply == nil {
+		w.supply = make(map[string]map[string]typeSupply)
+	}
+	w.supply[node] = s
+	old := w.target.Load()
+	if len(old.classes) == 0 {
+		return
+	}
+	counts := make(map[fragShape]int, 64)
+	for _, s := range w.window {
+		counts[s]++
+	}
+	all := make([]fragClass, 0, len(counts))
+	for s, n := range counts {
+		all = append(all, fragClass{fragShape: s, weight: float64(n)})
+	}
+	press := w.pressure(all)
+	if maps.Equal(press, old.press) {
+		return
+	}
+	w.gen++
+	w.target.Store(&fragTarget{gen: w.gen, classes: old.classes, press: press})
+}
+
+// supplyOf is the model → cards summary of the node's cards that may
+// take a share (healthy, not MIG).
+func (d *Devices) supplyOf() map[string]typeSupply {
+	s := make(map[string]typeSupply, 1)
+	for i := range d.info {
+		ci := &d.info[i]
+		if !ci.healthy || ci.mig != nil {
+			continue
+		}
+		t := s[ci.typUpper]
+		t.cards++
+		t.memMiB += ci.memMiB
+		s[ci.typUpper] = t
+	}
+	return s
+}
+
+// pressure is each card model's pressure under the classes, whose
+// weights need not be normalised (nil when no class names a model or no
+// cards are registered). Called with mu held.
+func (w *workload) pressure(classes []fragClass) map[string]float64 {
+	total := make(map[string]typeSupply)
+	var cards int32
+	var mem int64
+	for _, node := range w.supply {
+		for typ, s := range node {
+			t := total[typ]
+			t.cards += s.cards
+			t.memMiB += s.memMiB
+			total[typ] = t
+			cards += s.cards
+			mem += s.memMiB
+		}
+	}
+	if cards == 0 {
+		return nil
+	}
+	meanMem := float64(mem) / float64(cards)
+	var demand float64
+	for k := range classes {
+		demand += classes[k].weight * classes[k].cardsAsked(meanMem)
+	}
+	var press map[string]float64
+	for k := range classes {
+		cl := &classes[k]
+		if cl.useType == "" && cl.noUseType == "" {
+			continue
+		}
+		var usable int32
+		for typ, s := range total {
+			if !cardfit.TypeExcluded(cl.useType, cl.noUseType, typ) {
+				usable += s.cards
+			}
+		}
+		if usable == 0 || demand == 0 {
+			continue
+		}
+		p := cl.weight * cl.cardsAsked(meanMem) / demand * float64(cards) / float64(usable)
+		for typ := range total {
+			if !cardfit.TypeExcluded(cl.useType, cl.noUseType, typ) {
+				if press == nil {
+					press = make(map[string]float64, len(total))
+				}
+				press[typ] += p
+			}
+		}
+	}
+	return press
+}
+
+// cardsAsked is the class's demand in cards: its share of a card (the
+// percentage of memory, else of cores, else its memory against a card of
+// meanMem MiB, at most one) times the cards it asks for.
+func (s *fragShape) cardsAsked(meanMem float64) float64 {
+	share := 1.0
+	switch {
+	case s.pct > 0:
+		share = float64(s.pct) / 100
+	case s.cores > 0:
+		share = float64(s.cores) / fullCores
+	case s.memMiB > 0 && meanMem > 0:
+		share = min(float64(s.memMiB)/meanMem, 1)
+	}
+	return float64(s.nums) * share
+}
+
+// scarcity is the cost of the cards' change from the node's cards to work
+// under target t: per card, the share taken (in milli, as cardFree counts
+// it) times its model's pressure, weighted by fragScarcity.
+func (d *Devices) scarcity(t *fragTarget, work []cardState) float64 {
+	if len(t.press) == 0 {
+		return 0
+	}
+	var cost float64
+	for i := range work {
+		p := t.press[d.info[i].typUpper]
+		if p == 0 || work[i].Usage == d.cards[i].Usage {
+			continue
+		}
+		cost += p * (d.cardFree(i, &d.cards[i]) - d.cardFree(i, &work[i]))
+	}
+	return fragScarcity * cost
+}

@@ -1,0 +1,121 @@
+package vgpu
+
+import (
+	"strconv"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/backends/internal/testkit"
+	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+)
+
+// typedNode is node name with n 16 GiB cards of the model typ.
+func typedNode(name, typ string, n int) *v1.Node {
+	cards := make([]card, n)
+	for i := range cards {
+		cards[i] = gpu(name+"-GPU-"+strconv.Itoa(i), 16384).withType(typ)
+	}
+	return testkit.Node(name, vgpuproto.AnnotationRegister, register(cards...),
+		vgpuproto.AnnotationHandshake, "Reported 2026-01-01")
+}
+
+// onModel is whole(name, 1) restricted to the model.
+func onModel(model string) func(string) *v1.Pod {
+	return func(n string) *v1.Pod {
+		p := whole(n, 1)
+		p.Annotations[vgpuproto.AnnotationUseType] = model
+		return p
+	}
+}
+
+// scarceCluster registers 16 cards of MODEL-MANY on eight nodes, 2 of
+// MODEL-FEW and 2 of MODEL-NONE, which no pod names, and returns a
+// MODEL-MANY and a MODEL-FEW node, both empty.
+func scarceCluster(t *testing.T, b *Backend) (many, few *Devices) {
+	t.Helper()
+	for i := 0; i < 8; i++ {
+		d := devicesOf(t, b, typedNode("many-"+strconv.Itoa(i), "MODEL-MANY", 2))
+		if i == 0 {
+			many = d
+		}
+	}
+	devicesOf(t, b, typedNode("none", "MODEL-NONE", 2))
+	return many, devicesOf(t, b, typedNode("few", "MODEL-FEW", 2))
+}
+
+// namedMix is 5 pods that may run anywhere, 2 naming MODEL-MANY and 1
+// naming MODEL-FEW in every 8 (so every target is published after whole
+// rounds).
+func namedMix() []func(string) *v1.Pod {
+	any := func(n string) *v1.Pod { return whole(n, 1) }
+	return []func(string) *v1.Pod{any, any, any, any, any, onModel("MODEL-MANY"), onModel("MODEL-MANY"), onModel("MODEL-FEW")}
+}
+
+// TestScarcityPressure checks the pressures learned from a mix where twice
+// as many pods name the abundant model as the scarce one: each model's
+// restricted demand over its share of the cards.
+func TestScarcityPressure(t *testing.T) {
+	b := newBackend(t)
+	scarceCluster(t, b)
+	learn(t, b, fragMinRefresh, namedMix()...)
+	press := b.frag.target.Load().press
+	// 20 cards: MODEL-MANY has 16, MODEL-FEW 2.
+	want := map[string]float64{"MODEL-MANY": 2.0 / 8 * 20 / 16, "MODEL-FEW": 1.0 / 8 * 20 / 2}
+	for typ, w := range want {
+		if p := press[typ]; p < w-1e-9 || p > w+1e-9 {
+			t.Errorf("pressure of %s = %.4f, want %.4f (all: %v)", typ, p, w, press)
+		}
+	}
+	if p, ok := press["MODEL-NONE"]; ok {
+		t.Errorf("pressure of MODEL-NONE, which no pod names, = %.4f, want none", p)
+	}
+
+	// A fourth MODEL-FEW card lowers its pressure, under a new target.
+	gen := b.WorkloadGeneration()
+	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
+	if b.WorkloadGeneration() == gen {
+		t.Fatal("a new node's cards did not publish a new target")
+	}
+	if p, w := b.frag.target.Load().press["MODEL-FEW"], 1.0/8*22/4; p < w-1e-9 || p > w+1e-9 {
+		t.Errorf("pressure of MODEL-FEW with 4 cards = %.4f, want %.4f", p, w)
+	}
+	// The same node decoded again changes nothing.
+	gen = b.WorkloadGeneration()
+	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
+	if g := b.WorkloadGeneration(); g != gen {
+		t.Errorf("generation moved from %d to %d on a node decoded again unchanged", gen, g)
+	}
+}
+
+// TestScarcityKeepsScarceModel checks that a pod that may run anywhere
+// goes to the abundant model's cards rather than the scarce model's, which
+// the pods naming it need. FGD's measure alone prefers the scarce model:
+// the pods naming the abundant one are more, so its free cards count as
+// less fragmented.
+func TestScarcityKeepsScarceModel(t *testing.T) {
+	b := newBackend(t)
+	many, few := scarceCluster(t, b)
+	learn(t, b, fragMinRefresh, namedMix()...)
+	pod := whole("p", 1)
+	sMany, sFew := many.ScoreNode(pod, PolicyFragment), few.ScoreNode(pod, PolicyFragment)
+	if sMany <= sFew {
+		t.Errorf("ScoreNode of an unrestricted pod = %.4f on MODEL-MANY, %.4f on MODEL-FEW; want MODEL-MANY higher", sMany, sFew)
+	}
+}
+
+// TestScarcityWithoutNamedModels checks that without pods naming a model
+// there are no pressures and a new node publishes no new target.
+func TestScarcityWithoutNamedModels(t *testing.T) {
+	b := newBackend(t)
+	scarceCluster(t, b)
+	learn(t, b, fragMinRefresh, func(n string) *v1.Pod { return whole(n, 1) }, func(n string) *v1.Pod { return share(n, 30) })
+	if press := b.frag.target.Load().press; press != nil {
+		t.Errorf("pressures = %v, want none", press)
+	}
+	gen := b.WorkloadGeneration()
+	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
+	if g := b.WorkloadGeneration(); g != gen {
+		t.Errorf("generation moved from %d to %d on a new node without pressures", gen, g)
+	}
+}
