@@ -2,6 +2,7 @@ package vgpu
 
 import (
 	"maps"
+	"math"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
 )
@@ -34,6 +35,9 @@ import (
 // fragScarcity weighs the scarcity cost against the fragmentation
 // decrease, both in card milli.
 const fragScarcity = 1.0
+
+// fragPrior weighs the prior pressure.
+const fragPrior = 0.3
 
 // typeSupply is one card model's cards on one node.
 type typeSupply struct {
@@ -119,6 +123,20 @@ func (w *workload) pressure(classes []fragClass) map[string]float64 {
 		demand += classes[k].weight * classes[k].cardsAsked(meanMem)
 	}
 	var press map[string]float64
+	// The prior: the named share of the demand, as if spread evenly over
+	// the models, so that a model nobody has named yet is not free.
+	var named float64
+	for k := range classes {
+		if classes[k].useType != "" || classes[k].noUseType != "" {
+			named += classes[k].weight * classes[k].cardsAsked(meanMem)
+		}
+	}
+	if named > 0 && fragPrior > 0 {
+		press = make(map[string]float64, len(total))
+		for typ, s := range total {
+			press[typ] = fragPrior * named / demand / float64(len(total)) * float64(cards) / float64(s.cards)
+		}
+	}
 	for k := range classes {
 		cl := &classes[k]
 		if cl.useType == "" && cl.noUseType == "" {
@@ -178,4 +196,16 @@ func (d *Devices) scarcity(t *fragTarget, work []cardState) float64 {
 		cost += p * (d.cardFree(i, &d.cards[i]) - d.cardFree(i, &work[i]))
 	}
 	return fragScarcity * cost
+}
+
+// pressDrift is the largest change of a model's pressure between a and b.
+func pressDrift(a, b map[string]float64) float64 {
+	var d float64
+	for typ, p := range a {
+		d = max(d, math.Abs(p-b[typ]))
+	}
+	for typ, p := range b {
+		d = max(d, math.Abs(p-a[typ]))
+	}
+	return d
 }

@@ -54,30 +54,38 @@ func namedMix() []func(string) *v1.Pod {
 
 // TestScarcityPressure checks the pressures learned from a mix where twice
 // as many pods name the abundant model as the scarce one: each model's
-// restricted demand over its share of the cards.
+// named demand over its share of the cards, plus the prior (the named
+// share of the demand spread evenly over the models, over each model's
+// share of the cards).
 func TestScarcityPressure(t *testing.T) {
 	b := newBackend(t)
 	scarceCluster(t, b)
 	learn(t, b, fragMinRefresh, namedMix()...)
+	// 3 of 8 pods name a model; 3 models.
+	prior := func(cards, of float64) float64 { return fragPrior * 3.0 / 8 / 3 * cards / of }
 	press := b.frag.target.Load().press
-	// 20 cards: MODEL-MANY has 16, MODEL-FEW 2.
-	want := map[string]float64{"MODEL-MANY": 2.0 / 8 * 20 / 16, "MODEL-FEW": 1.0 / 8 * 20 / 2}
+	// 20 cards: MODEL-MANY has 16, MODEL-FEW and MODEL-NONE 2 each.
+	want := map[string]float64{
+		"MODEL-MANY": 2.0/8*20/16 + prior(20, 16),
+		"MODEL-FEW":  1.0/8*20/2 + prior(20, 2),
+		"MODEL-NONE": prior(20, 2),
+	}
 	for typ, w := range want {
 		if p := press[typ]; p < w-1e-9 || p > w+1e-9 {
 			t.Errorf("pressure of %s = %.4f, want %.4f (all: %v)", typ, p, w, press)
 		}
 	}
-	if p, ok := press["MODEL-NONE"]; ok {
-		t.Errorf("pressure of MODEL-NONE, which no pod names, = %.4f, want none", p)
+	if len(press) != len(want) {
+		t.Errorf("pressures = %v, want only %v", press, want)
 	}
 
-	// A fourth MODEL-FEW card lowers its pressure, under a new target.
+	// Two more MODEL-FEW cards lower its pressure, under a new target.
 	gen := b.WorkloadGeneration()
 	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
 	if b.WorkloadGeneration() == gen {
 		t.Fatal("a new node's cards did not publish a new target")
 	}
-	if p, w := b.frag.target.Load().press["MODEL-FEW"], 1.0/8*22/4; p < w-1e-9 || p > w+1e-9 {
+	if p, w := b.frag.target.Load().press["MODEL-FEW"], 1.0/8*22/4+prior(22, 4); p < w-1e-9 || p > w+1e-9 {
 		t.Errorf("pressure of MODEL-FEW with 4 cards = %.4f, want %.4f", p, w)
 	}
 	// The same node decoded again changes nothing.
@@ -85,6 +93,29 @@ func TestScarcityPressure(t *testing.T) {
 	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
 	if g := b.WorkloadGeneration(); g != gen {
 		t.Errorf("generation moved from %d to %d on a node decoded again unchanged", gen, g)
+	}
+}
+
+// TestScarcityFollowsNamedDemand checks that the pressures follow the
+// named demand even when the mix of request shapes holds still: a model
+// named by 4% of the pods moves no target by fragDrift, but on 2 of 20
+// cards its pressure is 0.4.
+func TestScarcityFollowsNamedDemand(t *testing.T) {
+	b := newBackend(t)
+	scarceCluster(t, b)
+	learn(t, b, fragMinRefresh, func(n string) *v1.Pod { return whole(n, 1) })
+	if press := b.frag.target.Load().press; press != nil {
+		t.Fatalf("pressures before any pod names a model = %v, want none", press)
+	}
+	for i := 0; i < fragWindow; i++ {
+		p := whole("later-"+strconv.Itoa(i), 1)
+		if i%25 == 0 {
+			p = onModel("MODEL-FEW")("later-" + strconv.Itoa(i))
+		}
+		b.ObserveRequest(p)
+	}
+	if p := b.frag.target.Load().press["MODEL-FEW"]; p < 0.3 {
+		t.Errorf("pressure of MODEL-FEW = %.4f once 4%% of the pods name it, want about 0.4", p)
 	}
 }
 
@@ -105,7 +136,8 @@ func TestScarcityKeepsScarceModel(t *testing.T) {
 }
 
 // TestScarcityWithoutNamedModels checks that without pods naming a model
-// there are no pressures and a new node publishes no new target.
+// there are no pressures (not even the prior) and a new node publishes no
+// new target: the policy is FGD's alone.
 func TestScarcityWithoutNamedModels(t *testing.T) {
 	b := newBackend(t)
 	scarceCluster(t, b)

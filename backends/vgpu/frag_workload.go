@@ -173,7 +173,12 @@ func (w *workload) publish() {
 	w.pending = 0
 	old := w.target.Load()
 	if len(old.classes) > 0 && drift(old.classes, classes) < fragDrift {
-		return
+		if pressDrift(old.press, press) < fragDrift {
+			return
+		}
+		// The shapes hold, the named models' demand moved: keep the
+		// classes, publish the pressures.
+		classes = old.classes
 	}
 	w.gen++
 	w.target.Store(&fragTarget{gen: w.gen, classes: classes, press: press})
