@@ -7,36 +7,47 @@ import (
 	"github.com/vgpushare/vshare/backends/cardfit"
 )
 
-// Scarcity: the fragment policy's regard for card models that pods ask for
-// by name (use-gputype, nouse-gputype).
+// Scarcity: the fragment policy's regard for the card models that pods
+// name (use-gputype, nouse-gputype).
 //
 // Fragmentation alone cannot see it. A class that may not use a card
-// counts all of the card's free share as fragmented for it (FGD's
-// measure), so taking that share lowers fragmentation: a pod that may run
-// anywhere is drawn to the models that the fewest classes name, whatever
-// their supply, and a pod that may run anywhere taking a whole card of a
-// model frees no share and strands none, so nothing stops it from using up
-// the model that other pods can run nowhere else. On openb's gpuspec33
-// (a third of the GPU asked for by name) that is what failed the pods
-// before 100% arrival: the unrestricted pods filled the G3, V100 and P100
-// cards while a ninth of the G2 cards stayed idle, and the pods asking for
-// those models had nowhere to go (docs/quality.md, "Fragment at 100%
-// arrival").
+// counts all of the card's free share as fragmented (FGD's measure), so
+// taking that share lowers fragmentation: a pod that may run anywhere is
+// drawn to the models the fewest classes name, whatever their supply. And
+// a whole card taken strands no share, so nothing keeps such a pod off the
+// model that other pods can run nowhere else. On openb's gpuspec33 that is
+// what failed pods before 100% arrival: pods that may run anywhere filled
+// the G3, V100 and P100 cards while G2 cards stayed idle, and the pods
+// naming those models had nowhere to go (docs/quality.md, "Fragment at
+// 100% arrival").
 //
-// So a placement also costs, per card, the share it takes times the card
-// model's pressure: the learned demand of the classes restricted to sets
-// of models that include it, each class's demand divided by the share of
-// the cluster's cards it may use. A model that restricted classes need
-// more of than its share of the supply has a pressure above 1; one that
-// nobody names has 0. Between models, the pod goes where the
-// restricted demand it displaces is the smallest relative to supply.
-// Without restricted classes nothing changes.
+// So a placement also costs, per card, the share it takes (in milli)
+// times the card model's pressure, weighted by fragScarcity. A model's
+// pressure sums, over the learned classes that name models and accept it,
+// the class's share of the learned GPU demand over the share of the
+// registered cards the class may use; a model named by more demand than
+// its share of the cards has a pressure above 1. To that comes a prior:
+// the named share of the demand as if spread evenly over the models, over
+// each model's share of the cards, weighted by fragPrior, so that a scarce
+// model nobody has named yet is not free for the taking. The pressures see
+// the whole window (pods naming a scarce model are often too few to be
+// among the target's frequent shapes) and are published again when one
+// moves by fragDrift. Without pods naming models there are no pressures
+// and the policy is unchanged. The card choice within a node (fragRank)
+// does not weigh scarcity: it matters between nodes of different models,
+// and a node rarely mixes them.
 
 // fragScarcity weighs the scarcity cost against the fragmentation
-// decrease, both in card milli.
-const fragScarcity = 1.0
+// decrease. Measured on gpuspec33, seeds 42-44 (bench/results/
+// quality-arr100-tuning.txt): 0.1 to 1 all lift 100% arrival from 87.67 to
+// 92.06-94.35; above 0.5 the 130% point drops (94.55 at 1 against 94.99),
+// as the pods that may run anywhere no longer take the V100 and P100
+// cards that the pods naming them leave stranded.
+const fragScarcity = 0.3
 
-// fragPrior weighs the prior pressure.
+// fragPrior weighs the prior pressure (0: none; at 0 a model first named
+// late draws the unrestricted pods until then; 1 was worse at both
+// arrival points than 0.3).
 const fragPrior = 0.3
 
 // typeSupply is one card model's cards on one node.

@@ -136,8 +136,9 @@ func (w *workload) observe(uid types.UID, req *podRequest) {
 }
 
 // publish replaces the target with the window's most frequent shapes
-// covering fragCoverage of it, weighted by their share of the kept ones.
-// Called with mu held.
+// covering fragCoverage of it, weighted by their share of the kept ones,
+// and the card models' pressures learned from the whole window
+// (frag_scarcity.go). Called with mu held.
 func (w *workload) publish() {
 	counts := make(map[fragShape]int, 64)
 	for _, s := range w.window {
