@@ -57,38 +57,39 @@ type typeSupply struct {
 }
 
 // registerSupply records the node's schedulable cards by model, from which
-// pressure learns the share of the supply each class may use. The backend
-// calls it for every node it decodes; when a node's cards change, the
-// target is published again with the new pressures (a new generation).
-// Nodes that stop registering cards keep their last count.
+// pressure learns the share of the cards each class may use. The backend
+// calls it for every node it decodes; it only keeps the counts (a map
+// comparison when the node is unchanged), and the next publish of the
+// target reads them. Nodes that stop registering cards keep their last
+// count.
 func (w *workload) registerSupply(node string, s map[string]typeSupply) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old, ok := w.supply[node]; ok && maps.Equal(old, s) {
+	old, ok := w.supply[node]
+	if ok && maps.Equal(old, s) {
 		return
 	}
 	if w.supply == nil {
 		w.supply = make(map[string]map[string]typeSupply)
+		w.total = make(map[string]typeSupply)
+	}
+	for typ, o := range old {
+		t := w.total[typ]
+		t.cards -= o.cards
+		t.memMiB -= o.memMiB
+		if t.cards == 0 {
+			delete(w.total, typ)
+		} else {
+			w.total[typ] = t
+		}
+	}
+	for typ, n := range s {
+		t := w.total[typ]
+		t.cards += n.cards
+		t.memMiB += n.memMiB
+		w.total[typ] = t
 	}
 	w.supply[node] = s
-	old := w.target.Load()
-	if len(old.classes) == 0 {
-		return
-	}
-	counts := make(map[fragShape]int, 64)
-	for _, s := range w.window {
-		counts[s]++
-	}
-	all := make([]fragClass, 0, len(counts))
-	for s, n := range counts {
-		all = append(all, fragClass{fragShape: s, weight: float64(n)})
-	}
-	press := w.pressure(all)
-	if maps.Equal(press, old.press) {
-		return
-	}
-	w.gen++
-	w.target.Store(&fragTarget{gen: w.gen, classes: old.classes, press: press})
 }
 
 // supplyOf is the model → cards summary of the node's cards that may
@@ -112,18 +113,12 @@ func (d *Devices) supplyOf() map[string]typeSupply {
 // weights need not be normalised (nil when no class names a model or no
 // cards are registered). Called with mu held.
 func (w *workload) pressure(classes []fragClass) map[string]float64 {
-	total := make(map[string]typeSupply)
+	total := w.total
 	var cards int32
 	var mem int64
-	for _, node := range w.supply {
-		for typ, s := range node {
-			t := total[typ]
-			t.cards += s.cards
-			t.memMiB += s.memMiB
-			total[typ] = t
-			cards += s.cards
-			mem += s.memMiB
-		}
+	for _, s := range total {
+		cards += s.cards
+		mem += s.memMiB
 	}
 	if cards == 0 {
 		return nil

@@ -79,20 +79,31 @@ func TestScarcityPressure(t *testing.T) {
 		t.Errorf("pressures = %v, want only %v", press, want)
 	}
 
-	// Two more MODEL-FEW cards lower its pressure, under a new target.
-	gen := b.WorkloadGeneration()
+	// Two more MODEL-FEW cards lower its pressure from the next target on;
+	// the same node decoded again counts once.
 	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
-	if b.WorkloadGeneration() == gen {
-		t.Fatal("a new node's cards did not publish a new target")
+	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
+	if n := b.frag.total["MODEL-FEW"].cards; n != 4 {
+		t.Errorf("MODEL-FEW cards registered = %d, want 4", n)
 	}
-	if p, w := b.frag.target.Load().press["MODEL-FEW"], 1.0/8*22/4+prior(22, 4); p < w-1e-9 || p > w+1e-9 {
+	gen := b.WorkloadGeneration()
+	mix := namedMix()
+	for i := 0; i < fragMinRefresh; i++ {
+		for k, s := range mix {
+			b.ObserveRequest(s("again-" + strconv.Itoa(k) + "-" + strconv.Itoa(i)))
+		}
+	}
+	if b.WorkloadGeneration() == gen {
+		t.Fatal("the new cards published no new target")
+	}
+	// Published mid-round (every len(window)/8 requests by now): within 2%.
+	if p, w := b.frag.target.Load().press["MODEL-FEW"], 1.0/8*22/4+prior(22, 4); p < 0.98*w || p > 1.02*w {
 		t.Errorf("pressure of MODEL-FEW with 4 cards = %.4f, want %.4f", p, w)
 	}
-	// The same node decoded again changes nothing.
-	gen = b.WorkloadGeneration()
-	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
-	if g := b.WorkloadGeneration(); g != gen {
-		t.Errorf("generation moved from %d to %d on a node decoded again unchanged", gen, g)
+	// A node whose cards change model moves its cards.
+	devicesOf(t, b, typedNode("few-2", "MODEL-NONE", 2))
+	if few, none := b.frag.total["MODEL-FEW"].cards, b.frag.total["MODEL-NONE"].cards; few != 2 || none != 4 {
+		t.Errorf("cards registered after few-2 became MODEL-NONE: MODEL-FEW %d, MODEL-NONE %d; want 2 and 4", few, none)
 	}
 }
 
@@ -137,7 +148,7 @@ func TestScarcityKeepsScarceModel(t *testing.T) {
 
 // TestScarcityWithoutNamedModels checks that without pods naming a model
 // there are no pressures (not even the prior) and a new node publishes no
-// new target: the policy is FGD's alone.
+// new target: the policy is as without scarcity.
 func TestScarcityWithoutNamedModels(t *testing.T) {
 	b := newBackend(t)
 	scarceCluster(t, b)

@@ -79,8 +79,10 @@ type workload struct {
 	pending int
 	gen     uint64
 	target  atomic.Pointer[fragTarget]
-	// supply is every decoded node's cards by model (registerSupply).
+	// supply is every decoded node's cards by model, total their sum
+	// over the nodes (registerSupply).
 	supply map[string]map[string]typeSupply
+	total  map[string]typeSupply
 }
 
 func newWorkload() *workload {
