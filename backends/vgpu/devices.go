@@ -235,6 +235,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
 	}
+	b.frag.registerSupply(node, d.supplyOf())
 	return d
 }
 

@@ -31,6 +31,12 @@ import (
 //   - A pod without vGPUs, when the plugin scores it, goes where its CPU
 //     and memory strand the fewest cards, then where the fewest cards are
 //     idle.
+//   - A placement also costs the card share it takes times its card
+//     model's pressure, the learned demand of the pods naming that model
+//     (use-gputype, nouse-gputype) against the model's share of the
+//     registered cards (frag_scarcity.go). FGD's measure alone draws the
+//     pods that may run anywhere to the models the fewest classes name,
+//     whatever their supply, and fails the pods that can run only there.
 //
 // Node fragmentation F sums, over the target classes with their weights,
 // the free card milli the class could not use on the node: all of it when
@@ -317,7 +323,9 @@ func (d *Devices) fragInputsOf(req *podRequest, t *fragTarget) fragInputs {
 }
 
 // fragScore is fragScoreNode for a non-empty request under target t: the
-// score of the cards chosen, -1 when the pod does not fit.
+// score of the cards chosen, -1 when the pod does not fit. The
+// fragmentation after placement includes the scarcity cost of the cards
+// taken.
 func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
 	if d.tooFewCards(req) {
 		return -1
@@ -338,6 +346,7 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
 	} else {
 		after = d.fragOf(t, work).value(d.host, req.host)
 	}
+	after += d.scarcity(t, work)
 	// pack is how full the chosen cards end: the mean of their memory,
 	// cores and share-count fractions, binpack's measure. (The scarcer
 	// resource alone was measured too: 0.4 points worse on the default

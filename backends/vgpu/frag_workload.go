@@ -61,6 +61,10 @@ type fragClass struct {
 type fragTarget struct {
 	gen     uint64
 	classes []fragClass
+	// press is each card model's (upper-cased) pressure under classes
+	// and the registered supply (frag_scarcity.go); nil when no class
+	// names a model.
+	press map[string]float64
 }
 
 // workload learns the request mix from a bounded window of recent pods.
@@ -75,6 +79,10 @@ type workload struct {
 	pending int
 	gen     uint64
 	target  atomic.Pointer[fragTarget]
+	// supply is every decoded node's cards by model, total their sum
+	// over the nodes (registerSupply).
+	supply map[string]map[string]typeSupply
+	total  map[string]typeSupply
 }
 
 func newWorkload() *workload {
@@ -130,8 +138,9 @@ func (w *workload) observe(uid types.UID, req *podRequest) {
 }
 
 // publish replaces the target with the window's most frequent shapes
-// covering fragCoverage of it, weighted by their share of the kept ones.
-// Called with mu held.
+// covering fragCoverage of it, weighted by their share of the kept ones,
+// and the card models' pressures learned from the whole window
+// (frag_scarcity.go). Called with mu held.
 func (w *workload) publish() {
 	counts := make(map[fragShape]int, 64)
 	for _, s := range w.window {
@@ -157,6 +166,9 @@ func (w *workload) publish() {
 			break
 		}
 	}
+	// The pressures see the whole window: the pods that name a scarce
+	// model are often too few to be among the frequent shapes.
+	press := w.pressure(classes)
 	classes = classes[:kept]
 	for i := range classes {
 		classes[i].weight /= cum
@@ -164,10 +176,15 @@ func (w *workload) publish() {
 	w.pending = 0
 	old := w.target.Load()
 	if len(old.classes) > 0 && drift(old.classes, classes) < fragDrift {
-		return
+		if pressDrift(old.press, press) < fragDrift {
+			return
+		}
+		// The shapes hold, the named models' demand moved: keep the
+		// classes, publish the pressures.
+		classes = old.classes
 	}
 	w.gen++
-	w.target.Store(&fragTarget{gen: w.gen, classes: classes})
+	w.target.Store(&fragTarget{gen: w.gen, classes: classes, press: press})
 }
 
 // drift is the total variation distance between two targets' weights.
