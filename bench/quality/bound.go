@@ -38,24 +38,32 @@ func UpperBound(t *Trace, seed int64) (Bound, error) {
 	if len(t.Nodes) == 0 {
 		return Bound{}, fmt.Errorf("trace %s: no GPU nodes", t.Name)
 	}
-	arr := Arrange(t, seed)
+	b, err := boundArrivals(t, Arrange(t, seed).Pods)
+	if err != nil {
+		return Bound{}, fmt.Errorf("trace %s seed %d: %w", t.Name, seed, err)
+	}
+	return b, nil
+}
+
+// boundArrivals is UpperBound for the pods in arrival order.
+func boundArrivals(t *Trace, pods []Pod) (Bound, error) {
 	gpus := t.Capacity() / MilliPerGPU
-	arrived := make([]int64, len(arr.Pods))
-	bins := make(Curve, len(arr.Pods))
+	arrived := make([]int64, len(pods))
+	bins := make(Curve, len(pods))
 	var tot int64
-	for i := range arr.Pods {
-		tot += arr.Pods[i].GPUMilli()
+	for i := range pods {
+		tot += pods[i].GPUMilli()
 		arrived[i] = tot
 		bins[i] = newEvent(tot, 0, gpus)
 	}
 	at := func(a int) (float64, error) {
 		last := lastEventFor(bins, a)
 		if last < 0 {
-			return 0, fmt.Errorf("trace %s seed %d: arrivals never reach %d%% of capacity", t.Name, seed, a)
+			return 0, fmt.Errorf("arrivals never come within 1 of %d%% of capacity", a)
 		}
-		u, err := packBound(t.Nodes, arr.Pods[:last+1])
+		u, err := packBound(t.Nodes, pods[:last+1])
 		if err != nil {
-			return 0, fmt.Errorf("trace %s seed %d at %d%%: %w", t.Name, seed, a, err)
+			return 0, fmt.Errorf("at %d%%: %w", a, err)
 		}
 		c := make(Curve, last+1)
 		for i := range c {
@@ -113,58 +121,73 @@ func lastEventFor(c Curve, a int) int {
 	return last
 }
 
-// maxCutsPerResource caps the dual-feasible-function rows per node type
-// and resource (see packBound).
-var maxCutsPerResource = 6
+// Limits of the relaxation's size, chosen for speed (all 24 traces x 10
+// seeds in a few minutes on one core) at no cost in the bound on the openb
+// traces: shapes are grouped with CPU in steps of cpuGrain milli-cores and
+// memory in steps of memGrain MiB (each group asking for its smallest
+// member's CPU and memory), at most maxCutsPerResource u^ε cuts per node
+// type and resource, f^(k) card cuts up to maxFK.
+const (
+	cpuGrain           = 8000
+	memGrain           = 32768
+	maxCutsPerResource = 6
+	maxFK              = 6
+)
 
 // packBound returns an upper bound, in GPU milli, on the GPU any feasible
 // placement of any subset of pods on nodes can allocate: the weak-duality
-// value of a linear relaxation of the packing. Pods without GPUs, or
-// asking for none, are left out (refusing them loses no GPU, so the
-// relaxation may). Nodes are grouped by type (model, cards, CPU, memory)
-// and pods by shape (CPU, memory, cards, milli, gpu_spec); variable
-// x[s,τ] is how many pods of shape s go to nodes of type τ, fractions
-// allowed, and exists only where one such pod fits an empty node of the
-// type (cards, CPU, memory, model in gpu_spec). Rows, per type τ with N
-// nodes of G cards, C CPU and M memory:
+// value of a linear relaxation of the packing. Pods asking for no GPU are
+// left out (refusing them loses no GPU, so the relaxation may). Nodes are
+// grouped by type (model, cards, CPU, memory); pods by shape (cards,
+// milli, gpu_spec, CPU and memory in steps of cpuGrain and memGrain, each
+// shape asking for its smallest member's CPU and memory, which only
+// loosens). Variable x[s,τ] is how many pods of shape s go to nodes of
+// type τ, fractions allowed; it exists only where one such pod fits an
+// empty node of the type (cards, CPU, memory, model in gpu_spec). Rows,
+// per type τ with N nodes of G cards, C CPU and M memory:
 //
 //   - supply: Σ_τ x[s,τ] <= pods of shape s arrived;
 //   - GPU: Σ cards·milli x <= 1000·G·N; CPU: Σ cpu x <= C·N; memory alike;
-//   - cuts from dual-feasible functions (Fekete and Schepers' u^ε): for an
-//     integer e with 2e <= Cap, f(v) = Cap if v > Cap-e, 0 if v < e, else
-//     v; the items of one bin summing to at most Cap have f summing to at
-//     most Cap (at most one item exceeds Cap-e >= Cap/2, and beside it
-//     only items below e fit). Applied to each card (items: every pod's
-//     per-card milli, Cap 1000, Σ over the type's G·N cards) and to each
-//     node's card total (items cards·milli, Cap 1000·G, when G > 1), CPU
-//     and memory (Cap C or M, Σ over N nodes). They say, for example, that
-//     a card holds one pod above 500 milli and a node one pod above half
-//     its CPU, which the plain sums allow fractionally. e is chosen so that
-//     each large item size of the type in turn counts as a full bin (at
-//     most maxCutsPerResource sizes, spread over their range).
+//   - card cuts, Σ cards·f(milli) x <= L·G·N: whatever pods share one card,
+//     the sum of f over them is at most L. f is one of Fekete and
+//     Schepers' dual-feasible functions u^ε (a pod above 1000-e milli
+//     counts as the whole card, one below e as nothing; e makes each large
+//     size in turn count as a full card), f^(k) for k = 2..maxFK (v counts
+//     floor((k+1)v/1000)/k: with k = 2 two 470-milli pods fill a card) or
+//     f^(k) of u^ε; L is not taken from the theory but computed, as the
+//     best sum of f over any multiset of the type's sizes fitting 1000
+//     milli (an unbounded knapsack), so a wrong f could only loosen;
+//   - node cuts, u^ε on a node's card total (items cards·milli, bin
+//     1000·G, when G > 1), CPU (bin C) and memory (bin M), Σ f x <= N:
+//     for an integer e with 2e <= bin, f(v) = bin if v > bin-e, 0 if
+//     v < e, else v; at most one item of a bin exceeds bin-e >= bin/2 and
+//     beside it only items below e fit, so f sums to at most the bin.
 //
 // Grouping identical nodes loses nothing for a fractional relaxation (a
 // solution can be averaged over the nodes of a type); what the relaxation
-// gives up is integrality (pods split across nodes and cards beyond what
-// the cuts catch) and the interaction of resources within one node (CPU,
-// memory and cards are summed separately). The value is a dual bound:
-// whatever the simplex returns is made dual-feasible (dualBound), so the
-// result is sound even when the simplex stops early or rounds; it is
-// rounded up to whole milli and capped by the pods' total GPU.
+// gives up is integrality beyond what the cuts catch (pods split across
+// nodes and cards), the interaction of resources within one node (cards,
+// CPU and memory are summed separately), and order: it may refuse any pod
+// (say every 810-milli share, whose card keeps 190 milli few pods can
+// use), which no policy here does while a node fits the pod. The value is
+// a dual bound: the simplex's prices are made dual-feasible (dualBound), so
+// the result is sound even when the simplex stops early or rounds; it is
+// rounded down to whole milli (after a margin for float rounding; a
+// placement allocates whole milli) and capped by the pods' total GPU.
 func packBound(nodes []Node, pods []Pod) (int64, error) {
 	type nodeType struct {
 		Node
 		count int
 	}
 	var types []nodeType
-	typeIdx := map[[4]string]int{}
+	typeIdx := map[string]int{}
 	var capacity int64
 	for _, n := range nodes {
 		if n.GPUs <= 0 {
 			continue
 		}
 		capacity += int64(n.GPUs) * MilliPerGPU
-		k := [4]string{n.Model, fmt.Sprint(n.GPUs), fmt.Sprint(n.CPU), fmt.Sprint(n.Memory)}
+		k := fmt.Sprintf("%s/%d/%d/%d", n.Model, n.GPUs, n.CPU, n.Memory)
 		i, ok := typeIdx[k]
 		if !ok {
 			i = len(types)
@@ -189,7 +212,7 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 			continue
 		}
 		arrived += p.GPUMilli()
-		k := fmt.Sprintf("%d/%d/%d/%d/%s", p.CPU, p.Memory, p.NumGPU, p.Milli, strings.Join(p.Spec, "|"))
+		k := fmt.Sprintf("%d/%d/%d/%d/%s", p.CPU/cpuGrain, p.Memory/memGrain, p.NumGPU, p.Milli, strings.Join(p.Spec, "|"))
 		i, ok := shapeIdx[k]
 		if !ok {
 			i = len(shapes)
@@ -197,6 +220,8 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 			shapes = append(shapes, shape{pod: *p})
 		}
 		shapes[i].count++
+		shapes[i].pod.CPU = min(shapes[i].pod.CPU, p.CPU)
+		shapes[i].pod.Memory = min(shapes[i].pod.Memory, p.Memory)
 	}
 	if arrived == 0 || capacity == 0 {
 		return 0, nil
@@ -216,8 +241,8 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 			fits[s][t] = p.NumGPU <= nt.GPUs && p.CPU <= nt.CPU && p.Memory <= nt.Memory && p.Accepts(nt.Model)
 		}
 	}
-	// A resource row of a type: coefficient of each shape and right-hand
-	// side, both already divided by the bin capacity.
+	// A row of one type: every shape's coefficient and the right-hand
+	// side, both divided by the bin's capacity.
 	type rowSpec struct {
 		coef func(p *Pod) float64
 		rhs  float64
@@ -227,18 +252,6 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 	for t, nt := range types {
 		N := float64(nt.count)
 		cards := float64(nt.GPUs) * N
-		var specs []rowSpec
-		perCard := func(p *Pod) int64 { return p.Milli }
-		perNodeGPU := func(p *Pod) int64 { return p.GPUMilli() }
-		perCPU := func(p *Pod) int64 { return p.CPU }
-		perMem := func(p *Pod) int64 { return p.Memory }
-		// Plain sums.
-		specs = append(specs,
-			rowSpec{func(p *Pod) float64 { return float64(p.GPUMilli()) / MilliPerGPU }, cards},
-			rowSpec{func(p *Pod) float64 { return ratio(p.CPU, nt.CPU) }, N},
-			rowSpec{func(p *Pod) float64 { return ratio(p.Memory, nt.Memory) }, N},
-		)
-		// Dual-feasible-function cuts.
 		sizes := func(item func(p *Pod) int64) []int64 {
 			var out []int64
 			for s := range shapes {
@@ -248,23 +261,26 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 			}
 			return out
 		}
-		for _, e := range dffEpsilons(sizes(perCard), MilliPerGPU, 'c') {
+		specs := []rowSpec{
+			{func(p *Pod) float64 { return float64(p.GPUMilli()) / MilliPerGPU }, cards},
+			{func(p *Pod) float64 { return ratio(p.CPU, nt.CPU) }, N},
+			{func(p *Pod) float64 { return ratio(p.Memory, nt.Memory) }, N},
+		}
+		for _, cut := range cardCuts(sizes(func(p *Pod) int64 { return p.Milli })) {
 			specs = append(specs, rowSpec{func(p *Pod) float64 {
-				return float64(p.NumGPU) * float64(dff(p.Milli, MilliPerGPU, e)) / MilliPerGPU
-			}, cards})
+				return float64(p.NumGPU) * cut.value[p.Milli]
+			}, cards * cut.limit})
 		}
 		if nt.GPUs > 1 {
 			capG := int64(nt.GPUs) * MilliPerGPU
-			for _, e := range dffEpsilons(sizes(perNodeGPU), capG, 'g') {
-				specs = append(specs, rowSpec{func(p *Pod) float64 {
-					return ratio(dff(p.GPUMilli(), capG, e), capG)
-				}, N})
+			for _, e := range dffEpsilons(sizes((*Pod).GPUMilli), capG) {
+				specs = append(specs, rowSpec{func(p *Pod) float64 { return ratio(dff(p.GPUMilli(), capG, e), capG) }, N})
 			}
 		}
-		for _, e := range dffEpsilons(sizes(perCPU), nt.CPU, 'p') {
+		for _, e := range dffEpsilons(sizes(func(p *Pod) int64 { return p.CPU }), nt.CPU) {
 			specs = append(specs, rowSpec{func(p *Pod) float64 { return ratio(dff(p.CPU, nt.CPU, e), nt.CPU) }, N})
 		}
-		for _, e := range dffEpsilons(sizes(perMem), nt.Memory, 'm') {
+		for _, e := range dffEpsilons(sizes(func(p *Pod) int64 { return p.Memory }), nt.Memory) {
 			specs = append(specs, rowSpec{func(p *Pod) float64 { return ratio(dff(p.Memory, nt.Memory, e), nt.Memory) }, N})
 		}
 		for _, rs := range specs {
@@ -299,12 +315,9 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 		return 0, nil
 	}
 	ub := lp.dualBound(lp.solveDual())
-	if debugBound != nil {
-		debugBound(len(lp.b), len(lp.cols), lpDebugIt, lpDebugPrimal, ub)
-	}
-	// Whole milli, rounded up with a margin far above float64's error on
-	// sums of this size.
-	milli := math.Ceil(ub*MilliPerGPU*(1+1e-9) + 1e-6)
+	// Any placement allocates whole milli: round down, after a margin far
+	// above float64's error on sums of this size.
+	milli := math.Floor(ub*MilliPerGPU*(1+1e-9) + 1e-6)
 	return min(int64(milli), arrived, capacity), nil
 }
 
@@ -330,14 +343,11 @@ func dff(v, capacity, e int64) int64 {
 	return v
 }
 
-// dffEpsilons picks the e of the cuts for items of the given sizes in a bin
-// of capacity: for each size v above half the bin, e = capacity - v + 1
+// dffEpsilons picks the e of the u^ε cuts for items of the given sizes in a
+// bin of capacity: for each size v above half the bin, e = capacity - v + 1
 // makes v count as a full bin; at most maxCutsPerResource of them, spread
 // over the sorted candidates.
-func dffEpsilons(sizes []int64, capacity int64, kind byte) []int64 {
-	if strings.IndexByte(debugKinds, kind) < 0 {
-		return nil
-	}
+func dffEpsilons(sizes []int64, capacity int64) []int64 {
 	seen := map[int64]bool{}
 	var cand []int64
 	for _, v := range sizes {
@@ -352,9 +362,6 @@ func dffEpsilons(sizes []int64, capacity int64, kind byte) []int64 {
 	if len(cand) <= maxCutsPerResource {
 		return cand
 	}
-	if maxCutsPerResource < 2 {
-		return cand[:maxCutsPerResource]
-	}
 	out := make([]int64, 0, maxCutsPerResource)
 	for k := range maxCutsPerResource {
 		out = append(out, cand[k*(len(cand)-1)/(maxCutsPerResource-1)])
@@ -362,6 +369,79 @@ func dffEpsilons(sizes []int64, capacity int64, kind byte) []int64 {
 	return out
 }
 
-var debugBound func(rows, cols, its int, primal, dual float64)
+// cardCut is a valid inequality for one card: whatever pods share a card,
+// the sum of value[milli] over them is at most limit.
+type cardCut struct {
+	value map[int64]float64
+	limit float64
+}
 
-var debugKinds = "cgpm"
+// cardCuts returns the card cuts for pods of the given per-card milli
+// sizes (see packBound), without duplicates and without the plain milli
+// sum (the GPU row).
+func cardCuts(sizes []int64) []cardCut {
+	distinct := map[int64]bool{}
+	var vs []int64
+	for _, v := range sizes {
+		if !distinct[v] {
+			distinct[v] = true
+			vs = append(vs, v)
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	fk := func(k, v int64) float64 {
+		if (k+1)*v%MilliPerGPU == 0 {
+			return float64(v) / MilliPerGPU
+		}
+		return float64((k+1)*v/MilliPerGPU) / float64(k)
+	}
+	var funcs []func(v int64) float64
+	eps := dffEpsilons(vs, MilliPerGPU)
+	for _, e := range eps {
+		funcs = append(funcs, func(v int64) float64 { return float64(dff(v, MilliPerGPU, e)) / MilliPerGPU })
+	}
+	for k := int64(2); k <= maxFK; k++ {
+		funcs = append(funcs, func(v int64) float64 { return fk(k, v) })
+		for _, e := range eps {
+			funcs = append(funcs, func(v int64) float64 { return fk(k, dff(v, MilliPerGPU, e)) })
+		}
+	}
+	var out []cardCut
+	seen := map[string]bool{}
+	vals := make([]float64, len(vs))
+	for _, f := range funcs {
+		plain := true
+		for i, v := range vs {
+			vals[i] = f(v)
+			plain = plain && vals[i] == float64(v)/MilliPerGPU
+		}
+		limit := knapsack(vs, vals, MilliPerGPU)
+		key := fmt.Sprint(vals, limit)
+		if limit <= 0 || plain && limit == 1 || seen[key] {
+			continue
+		}
+		seen[key] = true
+		c := cardCut{value: make(map[int64]float64, len(vs)), limit: limit}
+		for i, v := range vs {
+			c.value[v] = vals[i]
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// knapsack is the largest sum of values of a multiset of the sizes (each
+// any number of times) whose sizes sum to at most capacity.
+func knapsack(sizes []int64, values []float64, capacity int64) float64 {
+	best := make([]float64, capacity+1)
+	for c := int64(1); c <= capacity; c++ {
+		b := best[c-1]
+		for i, s := range sizes {
+			if s > 0 && s <= c {
+				b = max(b, best[c-s]+values[i])
+			}
+		}
+		best[c] = b
+	}
+	return best[capacity]
+}

@@ -34,7 +34,7 @@ const lpTol = 1e-9
 
 // maxPivots stops a simplex that has not converged; the dual it leaves is
 // still repaired into a valid (looser) bound.
-const maxPivots = 200000
+const maxPivots = 50000
 
 // solveDual runs a primal simplex (Dantzig's rule, Bland's after a run of
 // degenerate pivots) on the dense tableau and returns the row prices it
@@ -64,8 +64,7 @@ func (p *packLP) solveDual() []float64 {
 	}
 	nz := make([]int, 0, w)
 	degenerate := 0
-	for it := range maxPivots {
-		lpDebugIt = it
+	for range maxPivots {
 		bland := degenerate > 50
 		q := -1
 		best := -lpTol
@@ -138,7 +137,6 @@ func (p *packLP) solveDual() []float64 {
 		}
 		basis[r] = q
 	}
-	lpDebugPivots, lpDebugPrimal = 0, obj[w-1]
 	y := make([]float64, m)
 	for i := range y {
 		y[i] = max(obj[n+i], 0)
@@ -174,6 +172,3 @@ func (p *packLP) dualBound(y []float64) float64 {
 	}
 	return total
 }
-
-var lpDebugPivots, lpDebugIt int
-var lpDebugPrimal float64
