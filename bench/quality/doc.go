@@ -25,4 +25,12 @@
 // FilterNode, ScoreNode, then Allocate, whose pod PATCH goes to an
 // in-memory clientset (builtin_client.go), and AddResource of the
 // patched pod on the node's devices, as the scheduler cache does.
+//
+// UpperBound (bound.go) bounds what any policy could allocate on a seed's
+// arrivals at 100% and 130% arrival: the weak-duality value of a linear
+// relaxation of the offline packing of each arrival prefix (node types,
+// pod shapes, card and node cuts from dual-feasible functions), solved by
+// the small dense simplex of lp.go and replayed through Curve.At's bins and
+// rounding. bound_test.go checks it against exhaustive search on small
+// instances.
 package quality
