@@ -318,7 +318,10 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 	// Any placement allocates whole milli: round down, after a margin far
 	// above float64's error on sums of this size.
 	milli := math.Floor(ub*MilliPerGPU*(1+1e-9) + 1e-6)
-	return min(int64(milli), arrived, capacity), nil
+	if math.IsNaN(milli) || milli >= float64(min(arrived, capacity)) {
+		return min(arrived, capacity), nil
+	}
+	return int64(milli), nil
 }
 
 // ratio is v/capacity, 0 for an empty item (capacity > 0 for any item that

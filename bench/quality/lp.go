@@ -34,7 +34,7 @@ const lpTol = 1e-9
 
 // maxPivots stops a simplex that has not converged; the dual it leaves is
 // still repaired into a valid (looser) bound.
-const maxPivots = 50000
+const maxPivots = 20000
 
 // solveDual runs a primal simplex (Dantzig's rule, Bland's after a run of
 // degenerate pivots) on the dense tableau and returns the row prices it
@@ -158,7 +158,7 @@ func (p *packLP) dualBound(y []float64) float64 {
 	for _, col := range p.cols {
 		red := col.c
 		for k, r := range col.rows {
-			red -= max(y[r], 0) * col.vals[k]
+			red -= price(y[r]) * col.vals[k]
 		}
 		mu[col.supply] = max(mu[col.supply], red)
 	}
@@ -167,8 +167,17 @@ func (p *packLP) dualBound(y []float64) float64 {
 		if isSupply[i] {
 			total += mu[i] * rhs
 		} else {
-			total += max(y[i], 0) * rhs
+			total += price(y[i]) * rhs
 		}
 	}
 	return total
+}
+
+// price is a row price usable in dualBound: negative or NaN prices (from a
+// simplex gone wrong) become 0, which any bound may use.
+func price(v float64) float64 {
+	if v > 0 && !math.IsInf(v, 1) {
+		return v
+	}
+	return 0
 }
