@@ -56,18 +56,45 @@ func boundArrivals(t *Trace, pods []Pod) (Bound, error) {
 		arrived[i] = tot
 		bins[i] = newEvent(tot, 0, gpus)
 	}
+	capacity := t.Capacity()
 	at := func(a int) (float64, error) {
-		last := lastEventFor(bins, a)
+		first, last := eventsFor(bins, a)
 		if last < 0 {
 			return 0, fmt.Errorf("arrivals never come within 1 of %d%% of capacity", a)
 		}
-		u, err := packBound(t.Nodes, pods[:last+1])
+		// u[i] bounds the best packing of the first i+1 pods for every
+		// event i of the range: the bound of the last event's prefix and,
+		// when that is below what arrived, of binCheckpoints-1 shorter
+		// prefixes ending inside the range, each for the events up to
+		// its end.
+		uLast, err := packBound(t.Nodes, pods[:last+1])
 		if err != nil {
 			return 0, fmt.Errorf("at %d%%: %w", a, err)
 		}
+		u := make([]int64, last+1)
+		for i := range u {
+			u[i] = uLast
+		}
+		if uLast < min(arrived[last], capacity) {
+			prev := last
+			for j := binCheckpoints - 1; j >= 1; j-- {
+				k := first + (last+1-first)*j/binCheckpoints - 1
+				if k < first || k >= prev {
+					continue
+				}
+				v, err := packBound(t.Nodes, pods[:k+1])
+				if err != nil {
+					return 0, fmt.Errorf("at %d%%: %w", a, err)
+				}
+				for i := first; i <= k; i++ {
+					u[i] = min(u[i], v)
+				}
+				prev = k
+			}
+		}
 		c := make(Curve, last+1)
 		for i := range c {
-			c[i] = newEvent(arrived[i], min(arrived[i], u), gpus)
+			c[i] = newEvent(arrived[i], min(arrived[i], u[i]), gpus)
 		}
 		return c.At(a), nil
 	}
@@ -100,25 +127,26 @@ func MeanBound(t *Trace, seeds []int64) (Bound, error) {
 	return m, nil
 }
 
-// lastEventFor is the index of the last event Curve.At(a) averages over:
-// the last of bin a, or, when bin a is empty, the last of bins a-1..a+1;
-// -1 when At(a) is NaN. Arrived never decreases along a curve.
-func lastEventFor(c Curve, a int) int {
-	last := -1
-	for i, e := range c {
-		if e.Arrived == a {
-			last = i
+// eventsFor is the first and last index of the events Curve.At(a)
+// averages over: those of bin a, or, when bin a is empty, those of bins
+// a-1..a+1; -1, -1 when At(a) is NaN. Arrived never decreases along a
+// curve, so they are contiguous.
+func eventsFor(c Curve, a int) (first, last int) {
+	for _, r := range [][2]int{{a, a}, {a - 1, a + 1}} {
+		first, last = -1, -1
+		for i, e := range c {
+			if e.Arrived >= r[0] && e.Arrived <= r[1] {
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		if last >= 0 {
+			return first, last
 		}
 	}
-	if last >= 0 {
-		return last
-	}
-	for i, e := range c {
-		if e.Arrived >= a-1 && e.Arrived <= a+1 {
-			last = i
-		}
-	}
-	return last
+	return -1, -1
 }
 
 // Limits of the relaxation's size, chosen for speed (all 24 traces x 10
@@ -132,6 +160,9 @@ const (
 	memGrain           = 32768
 	maxCutsPerResource = 6
 	maxFK              = 6
+	// binCheckpoints is how many prefixes are bounded per arrival bin when
+	// the last one's bound is below what arrived.
+	binCheckpoints = 4
 )
 
 // packBound returns an upper bound, in GPU milli, on the GPU any feasible

@@ -382,19 +382,19 @@ func TestUpperBoundTuningTraces(t *testing.T) {
 	}
 }
 
-func TestLastEventFor(t *testing.T) {
+func TestEventsFor(t *testing.T) {
 	c := Curve{{Arrived: 98}, {Arrived: 99}, {Arrived: 99}, {Arrived: 101}, {Arrived: 103}}
 	tests := []struct {
-		a, want int
+		a, first, last int
 	}{
-		{a: 99, want: 2},  // the bin's last event
-		{a: 100, want: 3}, // empty bin: the last of 99..101
-		{a: 102, want: 4}, // empty bin: the last of 101..103
-		{a: 105, want: -1},
+		{a: 99, first: 1, last: 2},  // the bin's events
+		{a: 100, first: 1, last: 3}, // empty bin: those of 99..101
+		{a: 102, first: 3, last: 4}, // empty bin: those of 101..103
+		{a: 105, first: -1, last: -1},
 	}
 	for _, tc := range tests {
-		if got := lastEventFor(c, tc.a); got != tc.want {
-			t.Errorf("lastEventFor(%d) = %d, want %d", tc.a, got, tc.want)
+		if first, last := eventsFor(c, tc.a); first != tc.first || last != tc.last {
+			t.Errorf("eventsFor(%d) = %d, %d, want %d, %d", tc.a, first, last, tc.first, tc.last)
 		}
 	}
 }
