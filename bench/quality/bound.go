@@ -21,13 +21,15 @@ type Bound struct {
 // retried, so after any arrival a policy's placed pods are a feasible
 // packing of a subset of the pods arrived so far (online or not, whatever
 // it knew). Curve.At(a) is the mean of the allocations over the events of
-// bin a (or of bins a-1..a+1 when a is empty); each of these events comes
-// at or before the last event e of that range, so each allocation is at
-// most OPT(pods up to e), the best packing of e's prefix, and at most the
-// GPU milli arrived by that event. UpperBound replays Curve.At on a curve
-// whose allocation at every event i up to e is min(arrived_i, U), U >= OPT
-// of e's prefix, with the same rounding as newEvent and At; both rounding
-// and the mean are monotone, so the result is >= any policy's At(a).
+// bin a (or of bins a-1..a+1 when a is empty); each event i's allocation
+// is at most OPT(i), the best packing of the pods up to i, which only
+// grows with i, and at most the GPU milli arrived by i. UpperBound replays
+// Curve.At on a curve whose allocation at every event i of the range is
+// min(arrived_i, U), U >= OPT(k) for a checkpoint k >= i (the range's last
+// event and, when its bound is below what arrived, binCheckpoints-1
+// events spread over the range), with the same rounding as newEvent and
+// At; both rounding and the mean are monotone, so the result is >= any
+// policy's At(a).
 //
 // U is packBound, the value of a linear relaxation of the offline packing
 // (see packBound for its rows). Assumptions: the node list and the pod
@@ -150,8 +152,9 @@ func eventsFor(c Curve, a int) (first, last int) {
 }
 
 // Limits of the relaxation's size, chosen for speed (all 24 traces x 10
-// seeds in a few minutes on one core) at no cost in the bound on the openb
-// traces: shapes are grouped with CPU in steps of cpuGrain milli-cores and
+// seeds in a few minutes on one core) at little or no cost in the bound
+// on the openb tuning traces (measured at seed 42 against finer grains,
+// more cuts and f^(k) up to 10): shapes are grouped with CPU in steps of cpuGrain milli-cores and
 // memory in steps of memGrain MiB (each group asking for its smallest
 // member's CPU and memory), at most maxCutsPerResource u^ε cuts per node
 // type and resource, f^(k) card cuts up to maxFK.
