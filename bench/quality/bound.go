@@ -152,17 +152,22 @@ func eventsFor(c Curve, a int) (first, last int) {
 }
 
 // Limits of the relaxation's size, chosen for speed (all 24 traces x 10
-// seeds in a few minutes on one core) at little or no cost in the bound
-// on the openb tuning traces (measured at seed 42 against finer grains,
-// more cuts and f^(k) up to 10): shapes are grouped with CPU in steps of cpuGrain milli-cores and
-// memory in steps of memGrain MiB (each group asking for its smallest
-// member's CPU and memory), at most maxCutsPerResource u^ε cuts per node
-// type and resource, f^(k) card cuts up to maxFK.
+// seeds in a few minutes on one core), measured on the tuning traces at
+// seed 42: coarser CPU and memory steps than these changed no bound; more
+// node cuts changed none; f^(k) beyond 6 helps only composed with u^ε of
+// the largest shares (to 10, no further). Shapes are grouped with CPU in
+// steps of cpuGrain milli-cores and memory in steps of memGrain MiB (each
+// group asking for its smallest member's CPU and memory); at most
+// maxCardEpsilons u^ε card cuts per type, maxNodeCuts u^ε node cuts per
+// type and resource; f^(k) card cuts, alone and of each u^ε, up to maxFK,
+// and of the two u^ε of the largest shares up to maxFKLarge.
 const (
-	cpuGrain           = 8000
-	memGrain           = 32768
-	maxCutsPerResource = 6
-	maxFK              = 6
+	cpuGrain        = 8000
+	memGrain        = 32768
+	maxCardEpsilons = 6
+	maxNodeCuts     = 2
+	maxFK           = 6
+	maxFKLarge      = 10
 	// binCheckpoints is how many prefixes are bounded per arrival bin when
 	// the last one's bound is below what arrived.
 	binCheckpoints = 4
@@ -187,8 +192,8 @@ const (
 //     Schepers' dual-feasible functions u^ε (a pod above 1000-e milli
 //     counts as the whole card, one below e as nothing; e makes each large
 //     size in turn count as a full card), f^(k) for k = 2..maxFK (v counts
-//     floor((k+1)v/1000)/k: with k = 2 two 470-milli pods fill a card) or
-//     f^(k) of u^ε; L is not taken from the theory but computed, as the
+//     floor((k+1)v/1000)/k: with k = 2 two 470-milli pods fill a card) and
+//     f^(k) of u^ε (to maxFKLarge for the largest shares); L is not taken from the theory but computed, as the
 //     best sum of f over any multiset of the type's sizes fitting 1000
 //     milli (an unbounded knapsack), so a wrong f could only loosen;
 //   - node cuts, u^ε on a node's card total (items cards·milli, bin
@@ -307,14 +312,14 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 		}
 		if nt.GPUs > 1 {
 			capG := int64(nt.GPUs) * MilliPerGPU
-			for _, e := range dffEpsilons(sizes((*Pod).GPUMilli), capG) {
+			for _, e := range dffEpsilons(sizes((*Pod).GPUMilli), capG, maxNodeCuts) {
 				specs = append(specs, rowSpec{func(p *Pod) float64 { return ratio(dff(p.GPUMilli(), capG, e), capG) }, N})
 			}
 		}
-		for _, e := range dffEpsilons(sizes(func(p *Pod) int64 { return p.CPU }), nt.CPU) {
+		for _, e := range dffEpsilons(sizes(func(p *Pod) int64 { return p.CPU }), nt.CPU, maxNodeCuts) {
 			specs = append(specs, rowSpec{func(p *Pod) float64 { return ratio(dff(p.CPU, nt.CPU, e), nt.CPU) }, N})
 		}
-		for _, e := range dffEpsilons(sizes(func(p *Pod) int64 { return p.Memory }), nt.Memory) {
+		for _, e := range dffEpsilons(sizes(func(p *Pod) int64 { return p.Memory }), nt.Memory, maxNodeCuts) {
 			specs = append(specs, rowSpec{func(p *Pod) float64 { return ratio(dff(p.Memory, nt.Memory, e), nt.Memory) }, N})
 		}
 		for _, rs := range specs {
@@ -382,9 +387,9 @@ func dff(v, capacity, e int64) int64 {
 
 // dffEpsilons picks the e of the u^ε cuts for items of the given sizes in a
 // bin of capacity: for each size v above half the bin, e = capacity - v + 1
-// makes v count as a full bin; at most maxCutsPerResource of them, spread
-// over the sorted candidates.
-func dffEpsilons(sizes []int64, capacity int64) []int64 {
+// makes v count as a full bin; at most limit of them, spread over the
+// sorted candidates.
+func dffEpsilons(sizes []int64, capacity int64, limit int) []int64 {
 	seen := map[int64]bool{}
 	var cand []int64
 	for _, v := range sizes {
@@ -396,12 +401,15 @@ func dffEpsilons(sizes []int64, capacity int64) []int64 {
 		cand = append(cand, e)
 	}
 	sort.Slice(cand, func(i, j int) bool { return cand[i] < cand[j] })
-	if len(cand) <= maxCutsPerResource {
+	if len(cand) <= limit {
 		return cand
 	}
-	out := make([]int64, 0, maxCutsPerResource)
-	for k := range maxCutsPerResource {
-		out = append(out, cand[k*(len(cand)-1)/(maxCutsPerResource-1)])
+	if limit < 2 {
+		return cand[:limit]
+	}
+	out := make([]int64, 0, limit)
+	for k := range limit {
+		out = append(out, cand[k*(len(cand)-1)/(limit-1)])
 	}
 	return out
 }
@@ -433,13 +441,18 @@ func cardCuts(sizes []int64) []cardCut {
 		return float64((k+1)*v/MilliPerGPU) / float64(k)
 	}
 	var funcs []func(v int64) float64
-	eps := dffEpsilons(vs, MilliPerGPU)
+	eps := dffEpsilons(vs, MilliPerGPU, maxCardEpsilons)
 	for _, e := range eps {
 		funcs = append(funcs, func(v int64) float64 { return float64(dff(v, MilliPerGPU, e)) / MilliPerGPU })
 	}
-	for k := int64(2); k <= maxFK; k++ {
-		funcs = append(funcs, func(v int64) float64 { return fk(k, v) })
-		for _, e := range eps {
+	for k := int64(2); k <= maxFKLarge; k++ {
+		if k <= maxFK {
+			funcs = append(funcs, func(v int64) float64 { return fk(k, v) })
+		}
+		for i, e := range eps {
+			if k > maxFK && i >= 2 {
+				break // only the two largest share sizes beyond maxFK
+			}
 			funcs = append(funcs, func(v int64) float64 { return fk(k, dff(v, MilliPerGPU, e)) })
 		}
 	}

@@ -32,6 +32,9 @@ func (p *packLP) addRow(rhs float64) int {
 // scaled so that coefficients and right-hand sides are of order 1..1e4.
 const lpTol = 1e-9
 
+// perturb scales solve's right-hand-side perturbation.
+const perturb = 1e-9
+
 // maxPivots stops a simplex that has not converged; the dual it leaves is
 // still repaired into a valid (looser) bound.
 const maxPivots = 20000
@@ -48,7 +51,10 @@ func (p *packLP) solveDual() []float64 {
 	for i := range tab {
 		tab[i] = make([]float64, w)
 		tab[i][n+i] = 1
-		tab[i][w-1] = p.b[i]
+		// A tiny, deterministic perturbation of the right-hand side
+		// breaks the ties that make degenerate pivots; the prices are
+		// checked on the true program by dualBound.
+		tab[i][w-1] = p.b[i] + perturb*float64(1+(i*7919)%1009)
 	}
 	obj := make([]float64, w)
 	for j, col := range p.cols {
