@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Bound is an upper bound on the allocation any online policy can reach,
+// Bound is an upper bound on the allocation any policy can reach,
 // in Curve.At's units: allocated GPU % of capacity at 100% and 130%
 // arrival, comparable with Result.Alloc100 and Result.Alloc130.
 type Bound struct {

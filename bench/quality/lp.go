@@ -32,7 +32,8 @@ func (p *packLP) addRow(rhs float64) int {
 // scaled so that coefficients and right-hand sides are of order 1..1e4.
 const lpTol = 1e-9
 
-// perturb scales solve's right-hand-side perturbation.
+// perturb scales solveDual's right-hand-side perturbation (at most
+// 1009 perturb per row).
 const perturb = 1e-9
 
 // maxPivots stops a simplex that has not converged; the dual it leaves is
