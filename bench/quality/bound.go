@@ -162,8 +162,8 @@ func eventsFor(c Curve, a int) (first, last int) {
 // type and resource; f^(k) card cuts, alone and of each u^ε, up to maxFK,
 // and of the two u^ε of the largest shares up to maxFKLarge.
 const (
-	cpuGrain        = 8000
-	memGrain        = 32768
+	cpuGrain        = 16000
+	memGrain        = 65536
 	maxCardEpsilons = 6
 	maxNodeCuts     = 2
 	maxFK           = 6
