@@ -152,10 +152,11 @@ func eventsFor(c Curve, a int) (first, last int) {
 }
 
 // Limits of the relaxation's size, chosen for speed (all 24 traces x 10
-// seeds in a few minutes on one core), measured on the tuning traces at
-// seed 42: coarser CPU and memory steps than these changed no bound; more
-// node cuts changed none; f^(k) beyond 6 helps only composed with u^ε of
-// the largest shares (to 10, no further). Shapes are grouped with CPU in
+// seeds in a few minutes on one core): CPU and memory steps of 16 cores
+// and 64 GiB give the same bound as 8 cores and 32 GiB on all 24 traces x
+// 10 seeds (and the latter the same as exact shapes on the tuning traces at
+// seed 42); more node cuts changed no tuning trace's bound; f^(k) beyond 6
+// helps only composed with u^ε of the largest shares (to 10, no further). Shapes are grouped with CPU in
 // steps of cpuGrain milli-cores and memory in steps of memGrain MiB (each
 // group asking for its smallest member's CPU and memory); at most
 // maxCardEpsilons u^ε card cuts per type, maxNodeCuts u^ε node cuts per
