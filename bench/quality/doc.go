@@ -40,4 +40,12 @@
 // interval excludes 0). csv.go writes quality.csv (six core columns, then
 // appended ones), markdown.go the per-trace tables and their computed
 // summary lines, svg24.go the plot across the traces.
+//
+// UpperBound (bound.go) bounds what any policy could allocate on a seed's
+// arrivals at 100% and 130% arrival: the weak-duality value of a linear
+// relaxation of the offline packing of each arrival prefix (node types,
+// pod shapes, card and node cuts from dual-feasible functions), solved by
+// the small dense simplex of lp.go and replayed through Curve.At's bins and
+// rounding. bound_test.go checks it against exhaustive search on small
+// instances.
 package quality
