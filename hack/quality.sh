@@ -25,7 +25,7 @@ fi
 started=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 t0=$(date +%s)
 
-set -- --trace-dir "$DIR" --traces all --policies all --seeds 42-51 --parallel 2 \
+set -- --trace-dir "$DIR" --traces all --policies all --seeds 42-51 --parallel 2 --bound \
 	--csv "$OUT/quality.csv" --seeds-csv "$OUT/quality-seeds.csv" --svg "$OUT" \
 	--markdown-file "$md" "$@"
 echo "$GO run ./bench/quality/cmd/quality $*" >&2

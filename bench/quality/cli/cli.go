@@ -27,6 +27,10 @@ type Options struct {
 	// Curves picks the traces that get an allocation-vs-arrival plot
 	// under SVG: "tuning" (the default), "all" or "none".
 	Curves string
+	// Bound adds the upper bound on any policy (quality.MeanBound over
+	// the results' seeds, from the traces in Dir): the bound100 and
+	// bound130 CSV columns and the markdown's distance table.
+	Bound bool
 }
 
 // Run evaluates every trace x policy over the seeds and writes CSV rows to
@@ -57,11 +61,19 @@ func Run(o Options, out, log io.Writer) error {
 		return fmt.Errorf("no results")
 	}
 	o.Seeds = quality.FormatSeeds(results[0].Seeds)
-	if err := quality.WriteCSV(out, results); err != nil {
+	cols := quality.CSVColumns()
+	var bounds map[string]quality.Bound
+	if o.Bound {
+		if bounds, err = boundsOf(o.Dir, results); err != nil {
+			return err
+		}
+		cols = append(cols, quality.BoundColumns(bounds)...)
+	}
+	if err := quality.WriteCSVColumns(out, cols, results); err != nil {
 		return err
 	}
 	if o.CSV != "" {
-		if err := writeFile(o.CSV, func(w io.Writer) error { return quality.WriteCSV(w, results) }); err != nil {
+		if err := writeFile(o.CSV, func(w io.Writer) error { return quality.WriteCSVColumns(w, cols, results) }); err != nil {
 			return err
 		}
 	}
@@ -72,12 +84,12 @@ func Run(o Options, out, log io.Writer) error {
 	}
 	if o.Markdown {
 		fmt.Fprintln(out)
-		if err := writeMarkdown(out, o.Seeds, results); err != nil {
+		if err := writeMarkdown(out, o.Seeds, results, bounds); err != nil {
 			return err
 		}
 	}
 	if o.MarkdownFile != "" {
-		if err := writeFile(o.MarkdownFile, func(w io.Writer) error { return writeMarkdown(w, o.Seeds, results) }); err != nil {
+		if err := writeFile(o.MarkdownFile, func(w io.Writer) error { return writeMarkdown(w, o.Seeds, results, bounds) }); err != nil {
 			return err
 		}
 	}
@@ -140,7 +152,7 @@ func readSeeds(path string) ([]*quality.Result, error) {
 // writeMarkdown writes the report: the published table's policies x
 // tuning traces (with the paper's values), then the per-trace comparison
 // (quality.WriteComparison).
-func writeMarkdown(w io.Writer, seeds string, results []*quality.Result) error {
+func writeMarkdown(w io.Writer, seeds string, results []*quality.Result, bounds map[string]quality.Bound) error {
 	var tuning []*quality.Result
 	for _, r := range results {
 		if quality.IsTuning(r.Trace) {
@@ -158,7 +170,37 @@ func writeMarkdown(w io.Writer, seeds string, results []*quality.Result) error {
 			return fmt.Errorf("write markdown: %w", err)
 		}
 	}
-	return quality.WriteComparison(w, results)
+	if err := quality.WriteComparison(w, results); err != nil {
+		return err
+	}
+	if len(bounds) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return fmt.Errorf("write markdown: %w", err)
+	}
+	return quality.WriteBoundTable(w, results, bounds)
+}
+
+// boundsOf computes the upper bound of every trace of results over the
+// seeds its results ran.
+func boundsOf(dir string, results []*quality.Result) (map[string]quality.Bound, error) {
+	out := map[string]quality.Bound{}
+	for _, r := range results {
+		if _, done := out[r.Trace]; done {
+			continue
+		}
+		t, err := quality.LoadTrace(dir, r.Trace)
+		if err != nil {
+			return nil, fmt.Errorf("bound: load trace %s: %w", r.Trace, err)
+		}
+		b, err := quality.MeanBound(t, r.Seeds)
+		if err != nil {
+			return nil, fmt.Errorf("bound: %w", err)
+		}
+		out[r.Trace] = b
+	}
+	return out, nil
 }
 
 // writePlots writes quality-traces.svg (the key policies across every

@@ -1,0 +1,54 @@
+package quality
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestClosed(t *testing.T) {
+	if got := Closed(96, 95, 98); math.Abs(got-1.0/3) > 1e-12 {
+		t.Errorf("Closed(96, 95, 98) = %v, want 1/3", got)
+	}
+	if got := Closed(94, 95, 98); got >= 0 {
+		t.Errorf("Closed(94, 95, 98) = %v, want negative (further from the bound than the base)", got)
+	}
+	if got := Closed(96, 98, 98); !math.IsNaN(got) {
+		t.Errorf("Closed with the base at the bound = %v, want NaN", got)
+	}
+}
+
+func TestBoundReport(t *testing.T) {
+	res := func(trace, policy string, a100, a130 float64) *Result {
+		return &Result{Trace: trace, Policy: policy, Seeds: []int64{42}, Alloc100: a100, Alloc130: a130,
+			SeedAlloc100: []float64{a100}, SeedAlloc130: []float64{a130}}
+	}
+	results := []*Result{
+		res("default", PolicyFragment, 96, 96.5), res("default", PolicyFGD, 95, 95.5),
+		res("gpushare20", PolicyFragment, 90, 91), res("gpushare20", PolicyFGD, 91, 92),
+	}
+	bounds := map[string]Bound{"default": {Alloc100: 99, Alloc130: 98.5}, "gpushare20": {Alloc100: 95, Alloc130: 96}}
+	var b bytes.Buffer
+	if err := WriteBoundTable(&b, results, bounds); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| default | tuning | 98.50 | 95.50 | 96.50 | 33% | 99.00 | 95.00 | 96.00 | 25% |",
+		"| gpushare20 | held-out | 96.00 | 92.00 | 91.00 | -25% | 95.00 | 91.00 | 90.00 | -25% |",
+		"On the 1 tuning traces fragment closes on average 33% of FGD's distance to the bound at 130% arrival and 25% at 100%.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bound table lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := WriteCSVColumns(&b, append(CSVColumns(), BoundColumns(map[string]Bound{"default": bounds["default"]})...), results[:1]); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if !strings.HasSuffix(lines[0], ",tuning,bound100,bound130") || !strings.HasSuffix(lines[1], ",yes,99.00,98.50") {
+		t.Errorf("CSV with bound columns:\n%s", b.String())
+	}
+}
