@@ -26,21 +26,7 @@ import (
 //	go test -run '^$' -bench ShippedConfPlacement -benchtime 1x ./deviceshare/
 func BenchmarkShippedConfPlacement(b *testing.B) {
 	shipped := shippedSchedulerConf(b)
-	alone := `
-actions: "enqueue, allocate"
-tiers:
-- plugins:
-  - name: rankorder
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: deviceshare
-    arguments:
-      deviceshare.VGPUEnable: true
-      deviceshare.SchedulePolicy: fragment
-      deviceshare.ScheduleWeight: 10
-`
+	alone := aloneConf("fragment", true)
 	for _, trace := range []string{"default", "cpu250", "gpuspec33"} {
 		confs := []struct{ name, conf string }{{"alone", alone}, {"shipped", shipped},
 			{"shipped-weight100", strings.Replace(shipped, "deviceshare.ScheduleWeight: 10\n", "deviceshare.ScheduleWeight: 100\n", 1)}}

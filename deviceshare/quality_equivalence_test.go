@@ -164,21 +164,31 @@ func describe(tr *quality.Trace, p quality.Placement) string {
 // placeInSessions runs one session per arrival and returns where each pod
 // was bound, reading the cards from the binding's vgpu-ids-new.
 func placeInSessions(t testing.TB, tr *quality.Trace, arr *quality.Arrivals, policy string) []quality.Placement {
-	return placeInSessionsWith(t, tr, arr, fmt.Sprintf(`
+	return placeInSessionsWith(t, tr, arr, aloneConf(policy, true))
+}
+
+// aloneConf is a scheduler configuration in which the plugin, under
+// policy, decides the node order alone (no nodeorder or binpack plugin),
+// with the rankorder tie-break ahead of it when rankOrder is set.
+func aloneConf(policy string, rankOrder bool) string {
+	first := ""
+	if rankOrder {
+		first = "  - name: rankorder\n"
+	}
+	return `
 actions: "enqueue, allocate"
 tiers:
 - plugins:
-  - name: rankorder
-  - name: priority
+` + first + `  - name: priority
   - name: gang
 - plugins:
   - name: predicates
   - name: deviceshare
     arguments:
       deviceshare.VGPUEnable: true
-      deviceshare.SchedulePolicy: %s
+      deviceshare.SchedulePolicy: ` + policy + `
       deviceshare.ScheduleWeight: 10
-`, policy))
+`
 }
 
 // placeInSessionsWith is placeInSessions under a scheduler configuration,

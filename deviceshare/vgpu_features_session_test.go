@@ -181,20 +181,7 @@ func TestVGPUFragmentPlacesPodsWithoutDevices(t *testing.T) {
 	}
 	// No nodeorder plugin: its least-requested score would prefer the
 	// roomier node for reasons of its own.
-	fragConf := `
-actions: "enqueue, allocate"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: deviceshare
-    arguments:
-      deviceshare.VGPUEnable: true
-      deviceshare.SchedulePolicy: fragment
-      deviceshare.ScheduleWeight: 10
-`
+	fragConf := aloneConf("fragment", false)
 	// Volcano breaks ties at random: each case places several pods one
 	// session at a time, so a tie would show as a split.
 	t.Run("bare node first", func(t *testing.T) {
