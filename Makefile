@@ -101,9 +101,8 @@ bench: $(BENCHSTAT)
 # -race `make unit` skips the full-trace runs, which take minutes there.
 # VSHARE_QUALITY_REQUIRED=1 turns a skip (trace missing) into a failure, and
 # the recipe fails if a test did not run (renamed, -run pattern stale).
-# Measured 2026-11-26 on the shared 2-core machine at load average 11, Go
-# build cache warm: 1 min 10 s wall, 26.6 s CPU, 0.85 GB peak RSS (the five
-# traces run as parallel subtests; gpuspec33's fragment run is the longest).
+# In make test at 80873e7 on the shared 2-core machine, beside a quality run:
+# bench/quality 47 s and deviceshare 59 s, in parallel.
 # bench/results/quality-check.txt holds that run's output.
 # TestSimulatorPlacesAsVolcano (deviceshare) checks, arrival by arrival on
 # 35-node samples of four traces, that Volcano's allocate action with our
