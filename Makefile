@@ -106,8 +106,7 @@ bench: $(BENCHSTAT)
 # bench/results/quality-check.txt holds that run's output.
 # TestSimulatorPlacesAsVolcano (deviceshare) checks, arrival by arrival on
 # 35-node samples of four traces, that Volcano's allocate action with our
-# plugin places every pod where the simulator does ("One code path"; about
-# 50 s of it).
+# plugin places every pod where the simulator does ("One code path").
 QUALITY_CHECK_TESTS := TestAnchorsSeed42 TestFragmentBelowFGDSeed42 TestSimulatorPlacesAsVolcano
 empty :=
 space := $(empty) $(empty)
