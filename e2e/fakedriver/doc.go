@@ -20,7 +20,11 @@
 // (unix(7)). A process keeps one connection for its lifetime; when the last
 // connection of a pid ends (exit, SIGKILL, close) the daemon frees its
 // memory, drops its contexts and discards its queued work, as the kernel
-// driver does when a process exits.
+// driver does when a process exits. The kernel driver has done so before
+// the exit is visible to the parent's wait(2); so that a request sent after
+// such a wait never sees the dead process's memory, every request that
+// reads or takes memory first counts the end of each connection whose peer
+// has hung up (poll(2)), before its goroutine reads the EOF (Driver.reap).
 //
 // Memory. Each device has a capacity; ALLOC beyond the free memory is OOM
 // (CUDA_ERROR_OUT_OF_MEMORY). Memory is counted per process and device, with

@@ -32,7 +32,16 @@ type Driver struct {
 	wg      sync.WaitGroup
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	conns map[*net.UnixConn]*conn
+}
+
+// conn is one open connection and the process it speaks for.
+type conn struct {
+	c *net.UnixConn
+	p *process
+	// ended is set, under st.mu, when the connection's end has been
+	// counted (st.end): by its own goroutine, or earlier by reap.
+	ended bool
 }
 
 // Start validates cfg, listens on socketPath (a Unix stream socket, mode
@@ -65,7 +74,7 @@ func Start(socketPath string, cfg Config) (*Driver, error) {
 		st:      newState(cfg.Devices, clk.Now()),
 		ln:      ln,
 		closing: make(chan struct{}),
-		conns:   make(map[net.Conn]struct{}),
+		conns:   make(map[*net.UnixConn]*conn),
 	}
 	// The ticker exists before Start returns, so a test stepping a fake
 	// clock right after Start cannot step past it.
@@ -138,7 +147,7 @@ func (dr *Driver) accept() {
 }
 
 // track adds c to the open connections; false once Close has begun.
-func (dr *Driver) track(c net.Conn) bool {
+func (dr *Driver) track(c *net.UnixConn) bool {
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
 	select {
@@ -146,15 +155,58 @@ func (dr *Driver) track(c net.Conn) bool {
 		return false
 	default:
 	}
-	dr.conns[c] = struct{}{}
+	dr.conns[c] = &conn{c: c}
 	return true
 }
 
 // untrack removes c from the open connections.
-func (dr *Driver) untrack(c net.Conn) {
+func (dr *Driver) untrack(c *net.UnixConn) {
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
 	delete(dr.conns, c)
+}
+
+// reap counts the end of every connection whose peer has hung up but
+// whose goroutine has not yet seen it.
+//
+// The kernel driver frees a process's memory while the process exits: the
+// exit closes its files, the driver's release of its device file frees
+// what it held, and only then does the parent's wait(2) return (exit(3),
+// "the process's open file descriptors are closed"; the CUDA driver holds
+// a process's allocations on those files). The daemon learns of an exit
+// from its connection's EOF, which its goroutine may read after the
+// parent, woken by the same exit, has already sent a request: without
+// this, a test that SIGKILLs a process and allocates in its parent could
+// see the dead process's memory still held, which no real driver shows.
+// A hung-up peer is seen at once by poll(2) (POLLRDHUP/POLLHUP, unix(7):
+// the kernel shuts the peer's socket down when its last descriptor is
+// closed), so every request that reads or takes memory, and every reader
+// of the ground truth, first reaps.
+func (dr *Driver) reap() {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	for _, cn := range dr.conns {
+		if cn.p == nil || !hungUp(cn.c) {
+			continue
+		}
+		dr.st.end(cn)
+	}
+}
+
+// hungUp reports whether c's peer has closed its end.
+func hungUp(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	up := false
+	_ = raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			up = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+		}
+	})
+	return up
 }
 
 // serve speaks the protocol on c for the process that opened it, and
@@ -173,7 +225,11 @@ func (dr *Driver) serve(c *net.UnixConn) {
 		group = dr.groupOf(pid)
 	}
 	p := dr.st.attach(pid, group)
-	defer dr.st.detach(p)
+	dr.mu.Lock()
+	cn := dr.conns[c]
+	cn.p = p
+	dr.mu.Unlock()
+	defer dr.st.end(cn)
 	klog.V(3).InfoS("Process connected to the fake GPU driver", "pid", pid, "group", group)
 	defer klog.V(3).InfoS("Process left the fake GPU driver", "pid", pid)
 
@@ -189,7 +245,7 @@ func (dr *Driver) serve(c *net.UnixConn) {
 		defer close(gone)
 		readRequests(c, lines, done)
 	}()
-	sess := &session{st: dr.st, waveNS: dr.waveNS, proc: p, gone: gone}
+	sess := &session{st: dr.st, waveNS: dr.waveNS, proc: p, gone: gone, reap: dr.reap}
 	for {
 		var req request
 		select {

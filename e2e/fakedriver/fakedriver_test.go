@@ -141,6 +141,25 @@ func TestProcessDeathFreesMemory(t *testing.T) {
 	}
 }
 
+// TestExitFreesBeforeWaitReturns: the kernel driver frees a process's
+// memory while the process exits, before its parent's wait returns (see
+// Driver.reap), so memory a SIGKILLed child held is free to the next
+// request sent after the wait, not some time later. Several rounds: the
+// daemon's goroutine reading the child's hang-up races the request.
+func TestExitFreesBeforeWaitReturns(t *testing.T) {
+	dr := startDriver(t)
+	c := dial(t, dr.Path())
+	whole := strconv.FormatUint(dev0Mem, 10)
+	for round := 0; round < 20; round++ {
+		ch := startChild(t, "hold", dr.Path(), fmt.Sprint(envBytes, "=", dev0Mem))
+		ch.kill()
+		if got := c.do(t, "ALLOC 0 "+whole); got != "OK" {
+			t.Fatalf("round %d: ALLOC of the whole device right after the holder's wait returned: %q, want OK", round, got)
+		}
+		c.expect(t, "FREE 0 "+whole, "OK")
+	}
+}
+
 func TestSingleProcessGetsWholeDevice(t *testing.T) {
 	dr := startDriver(t)
 	probe := dial(t, dr.Path())

@@ -33,6 +33,9 @@ type session struct {
 	waveNS uint64
 	proc   *process
 	gone   <-chan struct{}
+	// reap counts the ends of connections whose processes have exited
+	// (Driver.reap); nil in tests of the protocol alone.
+	reap func()
 }
 
 // requestError is a request the driver refuses; its text is the ERR reason.
@@ -62,6 +65,13 @@ func (s *session) dispatch(verb string, args []string) (string, error) {
 		return s.dev(args)
 	case "SELF":
 		return s.self(args)
+	case "ALLOC", "MEM", "PROCS":
+		// What reads or takes memory sees exited processes gone.
+		if s.reap != nil {
+			s.reap()
+		}
+	}
+	switch verb {
 	case "ALLOC":
 		return s.alloc(args)
 	case "FREE":

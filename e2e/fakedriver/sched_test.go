@@ -177,12 +177,12 @@ func TestProcessEndReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := queue(t, s, 7, 1, time.Second) // a third connection
-	s.detach(a)
-	s.detach(b)
+	s.end(&conn{p: a})
+	s.end(&conn{p: b})
 	if _, used := s.memInfo(1); used != 200 {
 		t.Fatalf("after closing 2 of 3 connections: used %d on device 1, want 200", used)
 	}
-	s.detach(c)
+	s.end(&conn{p: c})
 	for d := range 2 {
 		if _, used := s.memInfo(d); used != 0 {
 			t.Errorf("device %d: used %d after the process ended, want 0", d, used)

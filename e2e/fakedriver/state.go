@@ -124,13 +124,18 @@ func (s *state) attach(pid int, group string) *process {
 	return p
 }
 
-// detach records the end of one of p's connections. The end of the last
-// one is the end of the process: like the kernel driver when a process
-// exits, the driver frees its memory and drops its contexts and queued
-// work.
-func (s *state) detach(p *process) {
+// end records the end of connection cn, once however often it is called.
+// The end of a process's last connection is the end of the process: like
+// the kernel driver when a process exits, the driver frees its memory and
+// drops its contexts and queued work.
+func (s *state) end(cn *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if cn.ended {
+		return
+	}
+	cn.ended = true
+	p := cn.p
 	p.conns--
 	if p.conns > 0 {
 		return
@@ -162,6 +167,11 @@ func (s *state) alloc(p *process, d int, bytes uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dev := s.devs[d]
+	if p.conns <= 0 {
+		// Gone (reaped) while its last request was on the way: a dead
+		// process takes nothing.
+		return false
+	}
 	if bytes > dev.cfg.TotalBytes-dev.used {
 		return false
 	}

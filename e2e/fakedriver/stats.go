@@ -59,6 +59,7 @@ type GroupStats struct {
 
 // Stats returns a snapshot of every device.
 func (dr *Driver) Stats() Stats {
+	dr.reap()
 	s := dr.st
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -127,6 +128,7 @@ func (dr *Driver) Processes(d int) []ProcessStats {
 	if !dr.validDevice(d) {
 		return nil
 	}
+	dr.reap()
 	return dr.st.listed(d)
 }
 
