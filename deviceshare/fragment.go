@@ -70,7 +70,7 @@ func tellHost(d api.Devices, idle *vcapi.Resource, taken *vcapi.Resource) {
 // points more GPU at 130% arrival.
 func (s *sessionState) hostOnlyScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo) float64 {
 	var score float64
-	sn := s.nodes[node.Name]
+	sn := s.nodeOf(node)
 	for i, b := range s.backends {
 		bs, ok := b.(bareNodeScorer)
 		if !ok {

@@ -3,6 +3,7 @@ package deviceshare
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,10 @@ const metricsPrefix = "volcano_deviceshare_"
 type metrics struct {
 	reg            prometheus.Registerer
 	filterFailures *prometheus.CounterVec
+	// filterCounters caches filterFailures' children by [device, reason]:
+	// the predicate counts every node it rejects, and WithLabelValues
+	// hashes both labels and takes the vector's lock on each call.
+	filterCounters sync.Map
 	allocations    *prometheus.CounterVec
 	lockBusy       prometheus.Counter
 	agentWaits     *prometheus.CounterVec
@@ -94,9 +99,17 @@ func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 }
 
 func (m *metrics) filterFailed(device, reason string) {
-	if m != nil {
-		m.filterFailures.WithLabelValues(device, reason).Inc()
+	if m == nil {
+		return
 	}
+	key := [2]string{device, reason}
+	if c, ok := m.filterCounters.Load(key); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := m.filterFailures.WithLabelValues(device, reason)
+	m.filterCounters.Store(key, c)
+	c.Inc()
 }
 
 func (m *metrics) allocated(device, result string) {

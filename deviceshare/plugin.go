@@ -128,16 +128,29 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 		evicted:     make(map[vcapi.TaskID]*evictedPod),
 	}
 	now := st.clock.Now()
+	// One allocation each for the nodes, their device slices and their
+	// devices: the predicate and the score read them for every node of
+	// every pod, and scattered small objects cost a cache miss each.
+	nb := len(backends)
+	nodeSlab := make([]sessionNode, len(ssn.Nodes))
+	ptrSlab := make([]*sessionDevices, len(ssn.Nodes)*nb)
+	devSlab := make([]sessionDevices, 0, len(ssn.Nodes)*nb) // never grows: pointers into it stay valid
+	s.byInfo = make(map[*vcapi.NodeInfo]*sessionNode, len(ssn.Nodes))
+	k := 0
 	for name, ni := range ssn.Nodes {
-		sn := &sessionNode{devices: make([]*sessionDevices, len(backends))}
+		sn := &nodeSlab[k]
+		sn.devices = ptrSlab[k*nb : (k+1)*nb : (k+1)*nb]
+		k++
 		nv := view[name]
 		for i, b := range backends {
 			v, ok := nv[b.Name()]
 			if !ok || (v.devices == nil && v.invErr == nil) {
 				continue
 			}
-			sn.devices[i] = &sessionDevices{base: v.devices, invErr: v.invErr}
+			devSlab = append(devSlab, sessionDevices{base: v.devices, invErr: v.invErr})
+			sn.devices[i] = &devSlab[len(devSlab)-1]
 		}
+		s.byInfo[ni] = sn
 		if args.NodeLockEnable {
 			sn.lockedOutside = inflight[name] || lockedByAnnotation(ni.Node, backends, now, args.NodeLockExpiry)
 		}
@@ -145,9 +158,9 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 		s.nodes[name] = sn
 	}
 	volcano.EachTask(ssn, vcapi.Pending, func(_ *vcapi.JobInfo, task *vcapi.TaskInfo) {
-		if r := s.computeRequest(task.Pod); r != nil {
-			s.requests[task.UID] = r
-		}
+		// nil (no device request) is kept too: requestOf is called for
+		// every node a pod is predicated and scored on.
+		s.requests[task.UID] = s.computeRequest(task.Pod)
 	})
 	return s
 }

@@ -2,6 +2,8 @@ package deviceshare
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -47,7 +49,7 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 		p.st.metrics.filterFailed("request", "invalid request")
 		return fitError(task, node, api.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
 	}
-	sn := s.nodes[node.Name]
+	sn := s.nodeOf(node)
 	if sn == nil {
 		return fitError(task, node, api.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
 	}
@@ -99,8 +101,8 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 	// a copy of the node's devices per failing node, is skipped.
 	if resolvable && !unresolvable && volcano.EvictingActionsEnabled() {
 		if pl := s.newPlanner(pod, req, sn); pl != nil && !p.evictionCouldHelp(task, node, pl) {
-			for _, st := range statuses {
-				st.Code = api.UnschedulableAndUnresolvable
+			for i, st := range statuses {
+				statuses[i] = status(api.UnschedulableAndUnresolvable, st.Reason)
 			}
 			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, ReasonEvictionWouldNotHelp))
 		}
@@ -137,9 +139,39 @@ func fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, code int, reason strin
 	return vcapi.NewFitErrWithStatus(task, node, status(code, reason))
 }
 
+// status returns the plugin's status of code and reason. Statuses are
+// shared (statusCache): neither Volcano nor this plugin modifies one after
+// it is returned (the eviction check replaces them with new ones).
 func status(code int, reason string) *vcapi.Status {
-	return &vcapi.Status{Code: code, Reason: reason, Plugin: PluginName}
+	key := statusKey{code, reason}
+	if st, ok := statusCache.Load(key); ok {
+		return st.(*vcapi.Status)
+	}
+	st := &vcapi.Status{Code: code, Reason: reason, Plugin: PluginName}
+	// Reasons are stable strings (Reason* constants, the backends' per-card
+	// reasons); the bound only guards against a backend that formats them.
+	if statusCacheSize.Load() < maxCachedStatuses {
+		if _, loaded := statusCache.LoadOrStore(key, st); !loaded {
+			statusCacheSize.Add(1)
+		}
+	}
+	return st
 }
+
+type statusKey struct {
+	code   int
+	reason string
+}
+
+// statusCache holds the statuses the predicate returns for rejected nodes,
+// one per code and reason: a node rejected for the same reason as the
+// last thousand costs no allocation for its status.
+var (
+	statusCache     sync.Map // statusKey -> *vcapi.Status
+	statusCacheSize atomic.Int64
+)
+
+const maxCachedStatuses = 4096
 
 func reasons(sts []*vcapi.Status) []string {
 	out := make([]string, 0, len(sts))

@@ -19,7 +19,7 @@ func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64,
 	if req == nil || req.invalid != nil || s.args.ScheduleWeight == 0 {
 		return 0, nil
 	}
-	sn := s.nodes[node.Name]
+	sn := s.nodeOf(node)
 	if sn == nil {
 		return 0, nil
 	}

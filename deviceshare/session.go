@@ -22,7 +22,12 @@ type sessionState struct {
 	args     Args
 	backends []api.Backend
 	nodes    map[string]*sessionNode
-	// requests holds, per pending task, which backends it asks for.
+	// byInfo is nodes keyed by Volcano's NodeInfo of the session (the
+	// pointers its actions pass to the predicate and the scores): a
+	// pointer hashes and compares without reading the name.
+	byInfo map[*vcapi.NodeInfo]*sessionNode
+	// requests holds, per pending task, which backends it asks for (nil:
+	// no device request).
 	requests map[vcapi.TaskID]*taskRequest
 	// assumedPods are annotated copies of pods whose bind is in flight.
 	assumedPods map[types.UID]*v1.Pod
@@ -152,6 +157,15 @@ type evictedPod struct {
 	parts []*sessionDevices
 	queue vcapi.QueueID
 	held  map[string]float64
+}
+
+// nodeOf returns the session's view of node (nil for a node the session
+// does not know).
+func (s *sessionState) nodeOf(node *vcapi.NodeInfo) *sessionNode {
+	if sn, ok := s.byInfo[node]; ok {
+		return sn
+	}
+	return s.nodes[node.Name]
 }
 
 // requestOf returns what the task asks for, computing it when the task was
