@@ -48,6 +48,10 @@ type crashHook struct {
 	// binds and bursts count the bind requests and batches seen; bound the
 	// binds that succeeded.
 	binds, bursts, bound atomic.Int64
+	// batchStart is bound when the latest batch came, batchSize its tasks
+	// (Volcano's batches rarely overlap, so bound-batchStart is about the
+	// binds of the batch in progress).
+	batchStart, batchSize atomic.Int64
 	// exit ends the process (os.Exit; tests replace it).
 	exit func(code int)
 }
@@ -84,6 +88,8 @@ func (h *crashHook) beforeBurst(tasks []*vcapi.TaskInfo) {
 	if h == nil || len(tasks) == 0 {
 		return
 	}
+	h.batchStart.Store(h.bound.Load())
+	h.batchSize.Store(int64(len(tasks)))
 	if n := h.bursts.Add(1); h.burst && n == h.at {
 		h.crash(fmt.Sprintf("at batch %d of binds (%d tasks, none bound), %d pods bound before by this process", n, len(tasks), h.bound.Load()))
 	}
@@ -95,7 +101,9 @@ func (h *crashHook) beforeBind(task *vcapi.TaskInfo) {
 		return
 	}
 	if n := h.binds.Add(1); !h.burst && n == h.at {
-		h.crash(fmt.Sprintf("before bind %d (pod %s/%s to node %s), %d pods bound before by this process", n, task.Namespace, task.Name, task.NodeName, h.bound.Load()))
+		bound := h.bound.Load()
+		h.crash(fmt.Sprintf("before bind %d (pod %s/%s to node %s), %d of the current batch's %d tasks bound, %d pods bound before by this process",
+			n, task.Namespace, task.Name, task.NodeName, bound-h.batchStart.Load(), h.batchSize.Load(), bound))
 	}
 }
 
