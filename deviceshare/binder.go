@@ -42,8 +42,8 @@ const sweepEvery = time.Minute
 // It is Volcano's cache.Binder (Register checks it at compile time).
 //
 // TEST-ONLY: with EnvTestCrashAtBind (VSHARE_TEST_CRASH_AT_BIND, read once
-// at start, crashhook.go) set, the process exits at a chosen batch or right
-// before a chosen bind, as the e2e fault campaign's
+// at start, crashhook.go) set, the process exits at a chosen Bind call or
+// right before a chosen bind request, as the e2e fault campaign's
 // scheduler-crash-mid-session fault; unset, the hook does nothing.
 //
 // Locking: mu guards notes; Bind runs on the cache's bind goroutine while
@@ -160,7 +160,8 @@ func (b *Binder) take(uid vcapi.TaskID) *bindNote {
 // Tasks for one node are bound in order; nodes are bound in parallel, since
 // a bind may wait for the node agent to serve the node's previous pod.
 func (b *Binder) Bind(client kubernetes.Interface, tasks []*vcapi.TaskInfo) map[vcapi.TaskID]string {
-	b.crash.beforeBurst(tasks) // test-only, inert unless armed
+	b.crash.beforeCall(tasks) // test-only, inert unless armed
+	defer b.crash.afterCall(tasks)
 	var order []string
 	byNode := make(map[string][]*vcapi.TaskInfo)
 	for _, task := range tasks {

@@ -20,17 +20,20 @@ import (
 // use it, as a kill from outside cannot land reliably in that window (a
 // session binds everything within milliseconds).
 //
-// Values:
+// Volcano v1.10 hands the binder the tasks a session placed one per Bind
+// call (BATCH_BIND_NUM, default 1), each call on its own goroutine, so a
+// session's binds run concurrently, one pod per node at a time through the
+// agent turns (serial.go). Values:
 //
-//   - "N" (N >= 1): exit just before the process's N-th bind request, after
-//     that pod's node locks are taken (NodeLockEnable) and its allocation
-//     annotations are built, before the v1.Binding is sent. Binds to other
-//     nodes of the same burst run in parallel, so some of the burst's pods
-//     may be bound and others not: the middle of a burst.
-//   - "burst:N" (N >= 1): exit when Volcano hands the binder its N-th
-//     non-empty batch of tasks, before any of them is bound: the session
-//     decided (Volcano's cache and the ledger assume the allocations), the
-//     API server has seen nothing.
+//   - "call:N" (N >= 1): exit when the binder's N-th non-empty Bind call
+//     arrives, before its agent turn, node locks and bind. In a new
+//     process, "call:1" is the session decided (Volcano's cache and the
+//     ledger assume the allocations), the API server has seen no bind.
+//   - "N" (N >= 1): exit right before the process's N-th bind request,
+//     after that pod's agent turn and node locks (NodeLockEnable) are taken
+//     and its allocation annotations built, before the v1.Binding is sent.
+//     Other binds of the session are bound, in flight or waiting for their
+//     node's turn: the middle of a burst.
 //
 // The allocation annotations travel on the v1.Binding itself (binder.go),
 // so no window exists where a pod carries its allocation but no node.
@@ -42,16 +45,12 @@ const crashHookMessage = "VSHARE_TEST_CRASH_AT_BIND: exiting"
 
 // crashHook is the armed EnvTestCrashAtBind; a nil *crashHook is inert.
 type crashHook struct {
-	// at is the bind (or, with burst, the batch) to exit at.
-	at    int64
-	burst bool
-	// binds and bursts count the bind requests and batches seen; bound the
-	// binds that succeeded.
-	binds, bursts, bound atomic.Int64
-	// batchStart is bound when the latest batch came, batchSize its tasks
-	// (Volcano's batches rarely overlap, so bound-batchStart is about the
-	// binds of the batch in progress).
-	batchStart, batchSize atomic.Int64
+	// at is the bind request (or, with atCall, the Bind call) to exit at.
+	at     int64
+	atCall bool
+	// binds and calls count the bind requests and Bind calls seen; bound
+	// the binds that succeeded; inFlight the Bind calls not returned yet.
+	binds, calls, bound, inFlight atomic.Int64
 	// exit ends the process (os.Exit; tests replace it).
 	exit func(code int)
 }
@@ -61,12 +60,12 @@ func parseCrashHook(v string) (*crashHook, error) {
 	if v == "" {
 		return nil, nil
 	}
-	num, burst := strings.CutPrefix(v, "burst:")
+	num, atCall := strings.CutPrefix(v, "call:")
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n < 1 {
-		return nil, fmt.Errorf("%s=%q: want N or burst:N with N a whole number >= 1 (exit before the N-th bind, or at the N-th batch of binds)", EnvTestCrashAtBind, v)
+		return nil, fmt.Errorf("%s=%q: want N or call:N with N a whole number >= 1 (exit before the N-th bind request, or at the N-th Bind call)", EnvTestCrashAtBind, v)
 	}
-	return &crashHook{at: n, burst: burst, exit: os.Exit}, nil
+	return &crashHook{at: n, atCall: atCall, exit: os.Exit}, nil
 }
 
 // crashHookFromEnv arms the hook from the environment; a malformed value
@@ -78,20 +77,25 @@ func crashHookFromEnv() *crashHook {
 		os.Exit(2)
 	}
 	if h != nil {
-		klog.InfoS("TEST-ONLY crash hook armed: this scheduler exits in the middle of its binds", "env", EnvTestCrashAtBind, "at", h.at, "burst", h.burst)
+		klog.InfoS("TEST-ONLY crash hook armed: this scheduler exits in the middle of its binds", "env", EnvTestCrashAtBind, "at", h.at, "atCall", h.atCall)
 	}
 	return h
 }
 
-// beforeBurst runs when the binder receives a batch of tasks.
-func (h *crashHook) beforeBurst(tasks []*vcapi.TaskInfo) {
+// beforeCall runs when Bind is called; afterCall when it returns.
+func (h *crashHook) beforeCall(tasks []*vcapi.TaskInfo) {
 	if h == nil || len(tasks) == 0 {
 		return
 	}
-	h.batchStart.Store(h.bound.Load())
-	h.batchSize.Store(int64(len(tasks)))
-	if n := h.bursts.Add(1); h.burst && n == h.at {
-		h.crash(fmt.Sprintf("at batch %d of binds (%d tasks, none bound), %d pods bound before by this process", n, len(tasks), h.bound.Load()))
+	others := h.inFlight.Add(1) - 1
+	if n := h.calls.Add(1); h.atCall && n == h.at {
+		h.crash(fmt.Sprintf("at Bind call %d (%d tasks, none bound), %d other Bind calls in flight, %d pods bound before by this process", n, len(tasks), others, h.bound.Load()))
+	}
+}
+
+func (h *crashHook) afterCall(tasks []*vcapi.TaskInfo) {
+	if h != nil && len(tasks) > 0 {
+		h.inFlight.Add(-1)
 	}
 }
 
@@ -100,10 +104,9 @@ func (h *crashHook) beforeBind(task *vcapi.TaskInfo) {
 	if h == nil {
 		return
 	}
-	if n := h.binds.Add(1); !h.burst && n == h.at {
-		bound := h.bound.Load()
-		h.crash(fmt.Sprintf("before bind %d (pod %s/%s to node %s), %d of the current batch's %d tasks bound, %d pods bound before by this process",
-			n, task.Namespace, task.Name, task.NodeName, bound-h.batchStart.Load(), h.batchSize.Load(), bound))
+	if n := h.binds.Add(1); !h.atCall && n == h.at {
+		h.crash(fmt.Sprintf("before bind request %d (pod %s/%s to node %s), %d other Bind calls in flight, %d pods bound before by this process",
+			n, task.Namespace, task.Name, task.NodeName, h.inFlight.Load()-1, h.bound.Load()))
 	}
 }
 

@@ -14,13 +14,13 @@ import (
 
 func TestParseCrashHook(t *testing.T) {
 	for _, tc := range []struct {
-		in    string
-		at    int64
-		burst bool
-		err   bool
+		in     string
+		at     int64
+		atCall bool
+		err    bool
 	}{
-		{in: ""}, {in: "3", at: 3}, {in: "burst:1", at: 1, burst: true},
-		{in: "0", err: true}, {in: "-1", err: true}, {in: "x", err: true}, {in: "burst:", err: true}, {in: "burst:0", err: true}, {in: "bind:2", err: true},
+		{in: ""}, {in: "3", at: 3}, {in: "call:1", at: 1, atCall: true},
+		{in: "0", err: true}, {in: "-1", err: true}, {in: "x", err: true}, {in: "call:", err: true}, {in: "call:0", err: true}, {in: "burst:1", err: true}, {in: "bind:2", err: true},
 	} {
 		h, err := parseCrashHook(tc.in)
 		switch {
@@ -32,8 +32,8 @@ func TestParseCrashHook(t *testing.T) {
 			t.Errorf("parseCrashHook(%q): %v", tc.in, err)
 		case tc.in == "" && h != nil:
 			t.Errorf("parseCrashHook(\"\") = %+v, want nil (not armed)", h)
-		case tc.in != "" && (h == nil || h.at != tc.at || h.burst != tc.burst):
-			t.Errorf("parseCrashHook(%q) = %+v, want at %d burst %t", tc.in, h, tc.at, tc.burst)
+		case tc.in != "" && (h == nil || h.at != tc.at || h.atCall != tc.atCall):
+			t.Errorf("parseCrashHook(%q) = %+v, want at %d atCall %t", tc.in, h, tc.at, tc.atCall)
 		}
 	}
 }
@@ -96,18 +96,18 @@ func TestCrashHookBeforeNthBind(t *testing.T) {
 	}
 }
 
-// "burst:N": the process exits when the binder gets its N-th batch, before
-// any of that batch's bindings; empty batches do not count.
-func TestCrashHookAtNthBurst(t *testing.T) {
-	b, client, exits, _ := crashBinder(t, "burst:2")
+// "call:N": the process exits when the binder gets its N-th Bind call,
+// before any of that call's bindings; empty calls do not count.
+func TestCrashHookAtNthCall(t *testing.T) {
+	b, client, exits, _ := crashBinder(t, "call:2")
 	b.Bind(client, nil)
 	b.Bind(client, crashTasks("a", "n1"))
 	if len(*exits) != 0 {
-		t.Fatalf("exit at the first non-empty batch: %v", *exits)
+		t.Fatalf("exit at the first non-empty call: %v", *exits)
 	}
 	b.Bind(client, crashTasks("b,c", "n1,n2"))
 	if len(*exits) != 1 || (*exits)[0] != 1 {
-		t.Errorf("exits with bindings seen %v, want one exit after the first batch's binding and before the second's", *exits)
+		t.Errorf("exits with bindings seen %v, want one exit after the first call's binding and before the second's", *exits)
 	}
 }
 
@@ -121,7 +121,8 @@ func TestCrashHookInertUnlessSet(t *testing.T) {
 		t.Fatalf("hook armed with %s unset: %+v", EnvTestCrashAtBind, st.binder.crash)
 	}
 	var h *crashHook
-	h.beforeBurst(crashTasks("a", "n1"))
+	h.beforeCall(crashTasks("a", "n1"))
+	h.afterCall(crashTasks("a", "n1"))
 	h.beforeBind(crashTasks("a", "n1")[0])
 	h.afterBind()
 }

@@ -22,13 +22,13 @@ import (
 // pods are submitted to a scheduler armed with the hook, which places them
 // and exits
 //
-//   - before-first-bind (burst:1): when the binder gets the session's first
-//     batch, before any bind: the API server saw nothing, and no pod may
+//   - before-first-bind (call:1): when the binder gets the session's first
+//     task, before any bind: the API server saw no bind, and no pod may
 //     carry a node or an allocation;
-//   - mid-batch (3): right before its third bind request: binds run per
-//     node in parallel and one pod per node at a time (the agent turns), so
-//     one or two pods are bound with their allocation and the rest of their
-//     gangs not.
+//   - mid-burst (3): right before its third bind request: Volcano binds
+//     each task on its own goroutine, one pod per node at a time (the agent
+//     turns), so a few pods are bound with their allocation and the rest of
+//     their gangs not.
 //
 // A normal scheduler is started again. Every gang must then run whole,
 // every pod admitted by its node agent with an Allocate answer matching its
@@ -37,8 +37,8 @@ import (
 // agents' answers (the fault campaign's auditor checks both).
 func TestSchedulerCrashMidSession(t *testing.T) {
 	for _, tc := range []struct{ name, hook string }{
-		{"before-first-bind", "burst:1"},
-		{"mid-batch", "3"},
+		{"before-first-bind", "call:1"},
+		{"mid-burst", "3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { crashMidSession(t, "crash-"+tc.name, tc.hook) })
 	}
@@ -109,10 +109,10 @@ func crashMidSession(t *testing.T, ns, hook string) {
 		}
 	}
 	t.Logf("%d of %d pods bound when the scheduler crashed", len(boundBefore), jobs*perJob)
-	if strings.HasPrefix(hook, "burst:") && len(boundBefore) != 0 {
+	if strings.HasPrefix(hook, "call:") && len(boundBefore) != 0 {
 		t.Errorf("%d pods bound by a scheduler that exited before its first bind", len(boundBefore))
 	}
-	if !strings.HasPrefix(hook, "burst:") && (len(boundBefore) == 0 || len(boundBefore) >= jobs*perJob) {
+	if !strings.HasPrefix(hook, "call:") && (len(boundBefore) == 0 || len(boundBefore) >= jobs*perJob) {
 		t.Errorf("%d of %d pods bound by a scheduler that exited at its third bind request, want some but not all", len(boundBefore), jobs*perJob)
 	}
 

@@ -45,8 +45,8 @@ const (
 	FaultCardUnhealthy FaultKind = "card-unhealthy"
 	// FaultSchedulerCrash crashes the scheduler inside a session, between
 	// Volcano's allocate callbacks (the allocations noted with our binder,
-	// assumed by the ledger) and the bindings: before a batch's first bind,
-	// or in the middle of a batch, some pods bound and some not. It uses
+	// assumed by the ledger) and the bindings: before the session's first
+	// bind, or in the middle of its binds, some pods bound and some not. It uses
 	// deviceshare's test-only crash hook (CrashAtBind), as a kill from
 	// outside lands there only by chance.
 	FaultSchedulerCrash FaultKind = "scheduler-crash-mid-session"

@@ -18,8 +18,8 @@ const crashHookMessage = "VSHARE_TEST_CRASH_AT_BIND: exiting"
 
 // CrashAtBind is the scheduler environment that arms deviceshare's
 // test-only crash hook (deviceshare.EnvTestCrashAtBind): value "N" exits
-// right before the process's N-th bind request, "burst:N" when the binder
-// gets its N-th batch of tasks, before any of them is bound.
+// right before the process's N-th bind request, "call:N" when the binder's
+// N-th Bind call arrives (Volcano makes one per task), before it binds.
 func CrashAtBind(value string) []string {
 	return []string{deviceshare.EnvTestCrashAtBind + "=" + value}
 }
@@ -55,7 +55,7 @@ func (c *Cluster) WaitSchedulerCrash(ctx context.Context, timeout time.Duration)
 
 // crashMidSession stops the scheduler (SIGTERM, only to arm the next one),
 // starts one armed with the test-only crash hook at a random point (before
-// the 1st to 8th bind, or at the 1st to 3rd batch of binds), waits up to
+// the 1st to 8th bind request, or at the 1st to 3rd Bind call), waits up to
 // 20 s for it to exit there, then starts a normal scheduler and, 5 s later,
 // checks that every pod bound before (by the crashed process included)
 // kept its node and allocation. The campaign's workload keeps pods
@@ -63,7 +63,7 @@ func (c *Cluster) WaitSchedulerCrash(ctx context.Context, timeout time.Duration)
 func (inj *injector) crashMidSession(ctx context.Context) error {
 	value := fmt.Sprintf("%d", 1+inj.r.IntN(8))
 	if inj.r.IntN(2) == 0 {
-		value = fmt.Sprintf("burst:%d", 1+inj.r.IntN(3))
+		value = fmt.Sprintf("call:%d", 1+inj.r.IntN(3))
 	}
 	inj.c.StopScheduler()
 	armed := inj.spec
@@ -80,7 +80,7 @@ func (inj *injector) crashMidSession(ctx context.Context) error {
 		inj.note("scheduler-crash not triggered: no bind within 20s")
 	case err == nil:
 		inj.count(FaultSchedulerCrash)
-		inj.note("scheduler-crash " + crashWindow(value, line))
+		inj.note("scheduler-crash " + crashWindow(line))
 		fmt.Fprintf(inj.opts.Log, "faults: scheduler-crash-mid-session %s=%s: %s\n", deviceshare.EnvTestCrashAtBind, value, line)
 	}
 	snap := inj.a.SnapshotBound()
@@ -107,15 +107,18 @@ func (inj *injector) crashMidSession(ctx context.Context) error {
 	return err
 }
 
-// crashWindow names the window a crash hit, for the report's notes: before
-// any bind of a batch (the session decided, the API server saw nothing) or
-// in the middle of one (the hook's line says some of the batch's pods were
-// bound, the others not).
-func crashWindow(value, line string) string {
+// crashWindow names the window a crash hit, for the report's notes, from
+// the hook's line: "before the session's first bind" (nothing bound by the
+// process yet), "mid-burst" (other Bind calls of the process in flight:
+// some of the session's pods bound or being bound, others not) or "between
+// binds" (none in flight).
+func crashWindow(line string) string {
 	switch {
-	case strings.HasPrefix(value, "burst:"), strings.Contains(line, ", 0 of the current batch's"):
-		return "before a batch's first bind"
+	case strings.Contains(line, ", 0 pods bound before"):
+		return "before the session's first bind"
+	case strings.Contains(line, ", 0 other Bind calls in flight"):
+		return "between binds"
 	default:
-		return "mid-batch"
+		return "mid-burst"
 	}
 }
