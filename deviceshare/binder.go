@@ -41,6 +41,11 @@ const sweepEvery = time.Minute
 //
 // It is Volcano's cache.Binder (Register checks it at compile time).
 //
+// TEST-ONLY: with EnvTestCrashAtBind (VSHARE_TEST_CRASH_AT_BIND, read once
+// at start, crashhook.go) set, the process exits at a chosen Bind call or
+// right before a chosen bind request, as the e2e fault campaign's
+// scheduler-crash-mid-session fault; unset, the hook does nothing.
+//
 // Locking: mu guards notes; Bind runs on the cache's bind goroutine while
 // sessions add notes.
 type Binder struct {
@@ -52,6 +57,9 @@ type Binder struct {
 	// turns serialise binds per node for device types whose node agent
 	// serves pending pods in order (api.OrderedAgent).
 	turns *agentTurns
+	// crash is the TEST-ONLY EnvTestCrashAtBind hook (crashhook.go); nil,
+	// and inert, unless that variable is set.
+	crash *crashHook
 }
 
 type bindNote struct {
@@ -79,7 +87,7 @@ type nodeLocks struct {
 }
 
 func newBinder(st *State) *Binder {
-	b := &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote), turns: newAgentTurns()}
+	b := &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote), turns: newAgentTurns(), crash: crashHookFromEnv()}
 	b.turns.waited = st.metrics.agentWaited
 	return b
 }
@@ -152,6 +160,8 @@ func (b *Binder) take(uid vcapi.TaskID) *bindNote {
 // Tasks for one node are bound in order; nodes are bound in parallel, since
 // a bind may wait for the node agent to serve the node's previous pod.
 func (b *Binder) Bind(client kubernetes.Interface, tasks []*vcapi.TaskInfo) map[vcapi.TaskID]string {
+	b.crash.beforeCall(tasks) // test-only, inert unless armed
+	defer b.crash.afterCall(tasks)
 	var order []string
 	byNode := make(map[string][]*vcapi.TaskInfo)
 	for _, task := range tasks {
@@ -238,10 +248,12 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations},
 		Target:     v1.ObjectReference{Kind: "Node", Name: task.NodeName},
 	}
+	b.crash.beforeBind(task) // test-only, inert unless armed: a crash after the locks, before the bind
 	if err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		b.release(ctx, client, task.NodeName, held, podName)
 		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
 	}
+	b.crash.afterBind()
 	klog.V(3).InfoS("Bound pod", "pod", podName, "node", task.NodeName, "noted", n != nil, "agentTurns", len(turns))
 	if len(turns) > 0 {
 		bound = &agentBoundPod{pod: podName, uid: pod.UID, pending: func(p *v1.Pod) bool {

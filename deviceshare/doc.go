@@ -38,4 +38,9 @@
 // allocation annotations on the v1.Binding (the API server copies them onto
 // the pod), takes node locks where the bind happens and refuses binds whose
 // allocation failed.
+//
+// TEST ONLY: VSHARE_TEST_CRASH_AT_BIND (crashhook.go), read once when the
+// State is created and inert when unset, makes the process exit at a chosen
+// Bind call or right before a chosen bind request: the e2e fault campaign's
+// scheduler-crash-mid-session and TestSchedulerCrashMidSession.
 package deviceshare

@@ -31,7 +31,8 @@ const (
 
 // TestFaultCampaign runs the randomized fault campaign (docs/reliability.md)
 // for each seed: Jobs of mixed vGPU sizes are submitted and deleted
-// continuously while the scheduler is killed and restarted, agents are
+// continuously while the scheduler is killed and restarted or crashes inside
+// a session (deviceshare's test-only VSHARE_TEST_CRASH_AT_BIND), agents are
 // killed in the middle of Allocate, pods are deleted between scheduling and
 // the agent's Allocate, kubelet.sock is recreated and cards turn unhealthy
 // and healthy again; even seeds run with deviceshare.NodeLockEnable and a

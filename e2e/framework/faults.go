@@ -43,11 +43,18 @@ const (
 	// ECC error through the mock NVML); it is healthy again after the
 	// agent's --health-recovery.
 	FaultCardUnhealthy FaultKind = "card-unhealthy"
+	// FaultSchedulerCrash crashes the scheduler inside a session, between
+	// Volcano's allocate callbacks (the allocations noted with our binder,
+	// assumed by the ledger) and the bindings: before the session's first
+	// bind, or in the middle of its binds, some pods bound and some not. It uses
+	// deviceshare's test-only crash hook (CrashAtBind), as a kill from
+	// outside lands there only by chance.
+	FaultSchedulerCrash FaultKind = "scheduler-crash-mid-session"
 )
 
 // AllFaults lists every fault kind.
 func AllFaults() []FaultKind {
-	return []FaultKind{FaultSchedulerKill, FaultAgentKill, FaultBoundPodDelete, FaultPendingPodDelete, FaultKubeletSocket, FaultCardUnhealthy}
+	return []FaultKind{FaultSchedulerKill, FaultAgentKill, FaultBoundPodDelete, FaultPendingPodDelete, FaultKubeletSocket, FaultCardUnhealthy, FaultSchedulerCrash}
 }
 
 // LockKey is the node lock annotation of the vGPU device type.

@@ -75,6 +75,8 @@ func (inj *injector) inject(ctx context.Context, kind FaultKind) error {
 		return inj.recreateSocket(ctx)
 	case FaultCardUnhealthy:
 		return inj.cardUnhealthy(ctx)
+	case FaultSchedulerCrash:
+		return inj.crashMidSession(ctx)
 	}
 	return nil
 }

@@ -40,6 +40,9 @@ type SchedulerSpec struct {
 	// BinStockScheduler (Volcano v1.10.0's own, with its built-in
 	// deviceshare).
 	Binary string
+	// Env is added to the scheduler's environment, for example the
+	// test-only deviceshare.EnvTestCrashAtBind (CrashAtBind).
+	Env []string
 }
 
 // StartScheduler (re)starts our vc-scheduler with the cluster's
@@ -96,7 +99,8 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) er
 	if spec.Binary == BinScheduler {
 		args = append(args, "--allocation-key-file="+c.AllocationKeyFile())
 	}
-	p, err := c.start(name, spec.Binary, args, []string{"KUBECONFIG=" + c.Kubeconfig}) // Volcano's vGPU code builds its own client from it
+	env := append([]string{"KUBECONFIG=" + c.Kubeconfig}, spec.Env...) // Volcano's vGPU code builds its own client from KUBECONFIG
+	p, err := c.start(name, spec.Binary, args, env)
 	if err != nil {
 		return err
 	}
