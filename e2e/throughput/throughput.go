@@ -361,6 +361,10 @@ type Breakdown struct {
 	Overlapped int
 	// NodeChainP50, NodeChainMax: per node, first bind to last admission.
 	NodeChainP50, NodeChainMax time.Duration
+	// NodesUsed is how many nodes got pods; PodsPerNodeP50 and
+	// PodsPerNodeMax how many they got; LongestChainPods how many the node
+	// with the longest chain got.
+	NodesUsed, PodsPerNodeP50, PodsPerNodeMax, LongestChainPods int
 	// FirstBound is when the first pod was bound.
 	FirstBound time.Duration
 	// BoundBy50 is when half the pods were bound.
@@ -374,6 +378,7 @@ func (tr *tracker) breakdown(t0 time.Time) Breakdown {
 	b.Created = latest(tr.made, t0)
 	var c2b, b2a, a2n, chains, boundAt []time.Duration
 	byNode := map[string][]string{}
+	var perNode []int
 	for name, bt := range tr.bound {
 		boundAt = append(boundAt, bt.Sub(t0))
 		if mt, ok := tr.made[name]; ok {
@@ -402,16 +407,22 @@ func (tr *tracker) breakdown(t0 time.Time) Breakdown {
 			}
 		}
 		if !end.IsZero() {
-			chains = append(chains, end.Sub(tr.bound[pods[0]]))
+			d := end.Sub(tr.bound[pods[0]])
+			chains = append(chains, d)
+			if d >= b.NodeChainMax {
+				b.NodeChainMax, b.LongestChainPods = d, len(pods)
+			}
 		}
+		perNode = append(perNode, len(pods))
+	}
+	sort.Ints(perNode)
+	if b.NodesUsed = len(perNode); b.NodesUsed > 0 {
+		b.PodsPerNodeP50, b.PodsPerNodeMax = perNode[len(perNode)/2], perNode[len(perNode)-1]
 	}
 	b.CreatedToBoundP50, b.CreatedToBoundP99 = pct(c2b)
 	b.BoundToAdmittedP50, b.BoundToAdmittedP99 = pct(b2a)
 	b.AdmittedToNextBoundP50, _ = pct(a2n)
 	b.NodeChainP50, _ = pct(chains)
-	for _, d := range chains {
-		b.NodeChainMax = max(b.NodeChainMax, d)
-	}
 	sortDurations(boundAt)
 	if len(boundAt) > 0 {
 		b.FirstBound = boundAt[0]
@@ -584,9 +595,10 @@ func Details(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "  last pod created %s; first bound %s; half bound by %s\n", ms(b.Created), ms(b.FirstBound), ms(b.BoundBy50))
 	fmt.Fprintf(w, "  created->bound p50 %s p99 %s; bound->admitted p50 %s p99 %s\n",
 		ms(b.CreatedToBoundP50), ms(b.CreatedToBoundP99), ms(b.BoundToAdmittedP50), ms(b.BoundToAdmittedP99))
-	fmt.Fprintf(w, "  per node: first bind to last admission p50 %s max %s; previous pod admitted->next bound p50 %s; "+
-		"pods bound while the node's previous pod was not yet admitted: %d\n",
-		ms(b.NodeChainP50), ms(b.NodeChainMax), ms(b.AdmittedToNextBoundP50), b.Overlapped)
+	fmt.Fprintf(w, "  %d nodes used, pods per node p50 %d max %d; per node: first bind to last admission p50 %s max %s (%d pods there); "+
+		"previous pod admitted->next bound p50 %s; pods bound while the node's previous pod was not yet admitted: %d\n",
+		b.NodesUsed, b.PodsPerNodeP50, b.PodsPerNodeMax, ms(b.NodeChainP50), ms(b.NodeChainMax), b.LongestChainPods,
+		ms(b.AdmittedToNextBoundP50), b.Overlapped)
 	if len(r.Metrics) > 0 {
 		names := make([]string, 0, len(r.Metrics))
 		for k := range r.Metrics {
