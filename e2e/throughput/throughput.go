@@ -357,7 +357,9 @@ type Breakdown struct {
 	// agent's answer and binding), median over such pairs.
 	AdmittedToNextBoundP50 time.Duration
 	// Overlapped counts pods bound to a node while the node's previous pod
-	// there was not yet admitted (0 under the one-pending-pod rule).
+	// there was not yet admitted: 0 under the one-pending-pod rule unless
+	// the previous pod's allocation failed (no longer pending, never
+	// admitted) or, for the floor, always possible.
 	Overlapped int
 	// NodeChainP50, NodeChainMax: per node, first bind to last admission.
 	NodeChainP50, NodeChainMax time.Duration
@@ -596,7 +598,7 @@ func Details(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "  created->bound p50 %s p99 %s; bound->admitted p50 %s p99 %s\n",
 		ms(b.CreatedToBoundP50), ms(b.CreatedToBoundP99), ms(b.BoundToAdmittedP50), ms(b.BoundToAdmittedP99))
 	fmt.Fprintf(w, "  %d nodes used, pods per node p50 %d max %d; per node: first bind to last admission p50 %s max %s (%d pods there); "+
-		"previous pod admitted->next bound p50 %s; pods bound while the node's previous pod was not yet admitted: %d\n",
+		"previous pod admitted->next bound p50 %s; pods bound while the node's previous pod was not yet admitted (or had failed): %d\n",
 		b.NodesUsed, b.PodsPerNodeP50, b.PodsPerNodeMax, ms(b.NodeChainP50), ms(b.NodeChainMax), b.LongestChainPods,
 		ms(b.AdmittedToNextBoundP50), b.Overlapped)
 	if len(r.Metrics) > 0 {
