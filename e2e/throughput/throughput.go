@@ -530,10 +530,16 @@ func Report(w io.Writer, rs []*Result) {
 		if r.Incomplete {
 			pods = fmt.Sprintf("%d (after the %s timeout: %d bound, %d Running, %d admitted)", r.Pods, r.Timeout, r.BoundPods, r.RunningPods, r.AdmittedPods)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s / %s | %.2f | %.2f | %.2f, %.2f | %.0f |\n",
+		perPod := func(n int) string {
+			if r.BoundPods == 0 {
+				return fmt.Sprintf("%d (none bound)", n)
+			}
+			return strconv.FormatFloat(float64(n)/p, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s / %s | %s | %s | %s, %s | %.0f |\n",
 			r.Scheduler, r.Nodes, pods, r.reached(r.Bound, r.BoundPods), r.reached(r.Running, r.RunningPods),
 			r.reached(r.Admitted, r.AdmittedPods), r.reached(r.P50, r.AdmittedPods), r.reached(r.P99, r.AdmittedPods),
-			float64(sched)/p, float64(agent)/p, float64(schedNode)/p, float64(agentNode)/p, idle)
+			perPod(sched), perPod(agent), perPod(schedNode), perPod(agentNode), idle)
 	}
 }
 
