@@ -142,9 +142,13 @@ quality-extra:
 	GO=$(GO) ./hack/quality-extra.sh
 
 # End-to-end scheduling burst on the local control plane: 200 simulated
-# nodes (node agent + fake kubelet each), 100 Jobs x 20 vGPU pods, ours and
-# Volcano v1.10.0's stock scheduler; request counts from the API server's
-# audit log (docs/benchmarks.md). THROUGHPUT_FLAGS=--schedulers=ours etc.
+# nodes (node agent + fake kubelet each), 100 Jobs x 20 pods, three runs on
+# fresh clusters of the same shape: the floor (our scheduler, pods with no
+# device request), ours (vGPU pods) and Volcano v1.10.0's stock scheduler
+# (bounded by --stock-timeout, default 4m: it stalls). Request counts from
+# the API server's audit log (docs/benchmarks.md). Writes
+# bench/results/e2e-burst.csv and e2e-burst.txt (--out to change).
+# THROUGHPUT_FLAGS=--schedulers=floor,ours etc.
 THROUGHPUT_FLAGS ?=
 
 bench-e2e:

@@ -2,12 +2,24 @@
 
 // Package throughput measures scheduling end to end on the local control
 // plane: simulated GPU nodes, each with a real node agent on the mock NVML
-// and a fake kubelet, and a burst of vGPU Volcano Jobs. It reports the time
-// from submission until every pod is bound, Running and admitted by its
-// node agent (bind-phase success), and the API requests the scheduler and
-// the node agents issued meanwhile (from the API server's audit log),
-// including node PATCHes while the cluster sits idle afterwards. It runs
-// our scheduler or Volcano v1.10.0's stock one with the same agents.
+// and a fake kubelet, and a burst of Volcano Jobs (gangs). It reports the
+// time from submission until every pod is bound, Running and admitted, and
+// the API requests the scheduler and the node agents issued meanwhile (from
+// the API server's audit log), including node PATCHes while the cluster sits
+// idle afterwards.
+//
+// Three schedulers, each on a fresh cluster of the same shape:
+//
+//   - floor: our scheduler, the same Jobs, gangs and queue, but pods with no
+//     device request. No node agent takes part in a pod's admission, so
+//     "admitted" is Running (kwok's pod-ready stage, what the kubelet side
+//     gives); this is the cost of the same Volcano and cluster with no
+//     device work at all.
+//   - ours: our scheduler, vGPU pods; admitted is the node agent's
+//     bind-phase success, written when the (fake) kubelet's Allocate for
+//     the pod's last container is served.
+//   - stock: Volcano v1.10.0's own scheduler with its built-in vGPU code and
+//     the same agents (unsigned allocations), admitted as for ours.
 package throughput
 
 import (
@@ -35,8 +47,8 @@ type Options struct {
 	Nodes int
 	// Jobs and PodsPerJob shape the burst: Jobs gangs of PodsPerJob pods.
 	Jobs, PodsPerJob int
-	// Stock runs Volcano v1.10.0's own scheduler instead of ours.
-	Stock bool
+	// Scheduler is SchedulerFloor, SchedulerOurs or SchedulerStock.
+	Scheduler string
 	// Idle is how long the cluster is watched after the burst, to count
 	// the node PATCHes nothing but time causes.
 	Idle time.Duration
@@ -65,7 +77,24 @@ type Result struct {
 	// the times are then those of the pods that did.
 	Incomplete                           bool
 	BoundPods, RunningPods, AdmittedPods int
+	// Timeout is the bound the run had.
+	Timeout time.Duration
+	// Breakdown says where the time went, from the per-pod timestamps.
+	Breakdown Breakdown
+	// Metrics are the scheduler's deviceshare counters at the end of the
+	// burst (ours and floor): name{labels} -> value.
+	Metrics map[string]float64
 }
+
+// The schedulers Run knows.
+const (
+	SchedulerFloor = "floor"
+	SchedulerOurs  = "ours"
+	SchedulerStock = "stock"
+)
+
+// Schedulers are the accepted Options.Scheduler values, in report order.
+var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerStock}
 
 const namespace = "burst"
 
@@ -74,6 +103,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	switch o.Scheduler {
+	case SchedulerFloor, SchedulerOurs, SchedulerStock:
+	default:
+		return nil, fmt.Errorf("scheduler %q: want one of %s", o.Scheduler, strings.Join(Schedulers, ", "))
+	}
+	stock := o.Scheduler == SchedulerStock
 	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n < o.Nodes+64 {
 			fmt.Fprintf(o.Log, "throughput: fs.inotify.max_user_instances is %d; %d agents fall back to polling and may leave "+
@@ -96,9 +131,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			fmt.Fprintf(o.Log, "throughput: logs kept in %s\n", c.WorkDir)
 		}
 	}()
-	res := &Result{Scheduler: "ours", Nodes: o.Nodes, Pods: o.Jobs * o.PodsPerJob}
-	if o.Stock {
-		res.Scheduler = "stock v1.10.0"
+	res := &Result{Scheduler: o.Scheduler, Nodes: o.Nodes, Pods: o.Jobs * o.PodsPerJob, Timeout: o.Timeout}
+	if stock {
 		c.StopScheduler()
 		if err = c.StartSchedulerWith(ctx, framework.SchedulerSpec{Binary: framework.BinStockScheduler}); err != nil {
 			return nil, err
@@ -106,7 +140,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	start := time.Now()
 	// Volcano's stock scheduler does not sign its allocations.
-	if err = addNodes(ctx, c, o.Nodes, framework.AgentSpec{Unsigned: o.Stock}); err != nil {
+	if err = addNodes(ctx, c, o.Nodes, framework.AgentSpec{Unsigned: stock}); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(o.Log, "throughput: %d nodes up in %s\n", o.Nodes, time.Since(start).Round(time.Second))
@@ -117,7 +151,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := newTracker(c, res.Pods)
+	tr := newTracker(c, res.Pods, o.Scheduler == SchedulerFloor)
 	stop := make(chan struct{})
 	defer close(stop)
 	if err = tr.start(stop); err != nil {
@@ -125,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	t0 := time.Now()
 	for j := range o.Jobs {
-		if err = c.CreateJob(ctx, framework.VGPUJob(namespace, fmt.Sprintf("job-%03d", j), task(j, o.PodsPerJob))); err != nil {
+		if err = c.CreateJob(ctx, framework.VGPUJob(namespace, fmt.Sprintf("job-%03d", j), task(j, o.PodsPerJob, o.Scheduler == SchedulerFloor))); err != nil {
 			return nil, err
 		}
 	}
@@ -140,6 +174,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.BoundPods, res.RunningPods, res.AdmittedPods = tr.counts()
 	res.Bound, res.Running, res.Admitted = tr.last(t0)
 	res.P50, res.P99 = tr.percentiles(t0)
+	res.Breakdown = tr.breakdown(t0)
+	if !stock {
+		if res.Metrics, err = deviceshareMetrics(ctx, c); err != nil {
+			fmt.Fprintf(o.Log, "throughput: %v\n", err)
+			err = nil
+		}
+	}
 	after, err := c.AuditCounts()
 	if err != nil {
 		return nil, err
@@ -160,8 +201,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 }
 
 // task is job j's pods: one or (every fifth job) two cards with a spread
-// of memory and cores.
-func task(j, pods int) framework.VGPUTask {
+// of memory and cores; with floor, the same pods asking for no device.
+func task(j, pods int, floor bool) framework.VGPUTask {
+	if floor {
+		return framework.VGPUTask{Name: "w", Replicas: int32(pods)}
+	}
 	mems := []int64{4000, 8000, 10000, 16000, 20000}
 	cores := []int64{10, 20, 25, 30, 50}
 	t := framework.VGPUTask{Name: "w", Replicas: int32(pods), VGPUs: 1, MemoryMiB: mems[j%len(mems)], Cores: cores[j%len(cores)]}
@@ -169,6 +213,47 @@ func task(j, pods int) framework.VGPUTask {
 		t.VGPUs = 2
 	}
 	return t
+}
+
+// deviceshareMetrics scrapes the scheduler's volcano_deviceshare_* series,
+// less the per-node and per-card ones.
+func deviceshareMetrics(ctx context.Context, c *framework.Cluster) (map[string]float64, error) {
+	fams, err := c.SchedulerMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "volcano_deviceshare_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var v float64
+			switch {
+			case m.GetCounter() != nil:
+				v = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				v = m.GetGauge().GetValue()
+			default:
+				continue
+			}
+			var labels []string
+			perObject := false
+			for _, l := range m.GetLabel() {
+				perObject = perObject || l.GetName() == "node" || l.GetName() == "card"
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			if perObject {
+				continue // per-node and per-card gauges: thousands of lines
+			}
+			key := name
+			if len(labels) > 0 {
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			out[key] = v
+		}
+	}
+	return out, nil
 }
 
 // addNodes adds the GPU nodes eight at a time.
@@ -202,19 +287,24 @@ func diff(after, before map[framework.AuditKey]int) map[framework.AuditKey]int {
 	return out
 }
 
-// tracker records when each pod was first seen bound, Running and
-// admitted (bind-phase success).
+// tracker records when each pod was first seen created, bound, Running and
+// admitted (bind-phase success; Running for the floor, whose pods no agent
+// admits), and the node it was bound to.
 type tracker struct {
 	c     *framework.Cluster
 	want  int
+	floor bool
 	mu    sync.Mutex
+	made  map[string]time.Time
 	bound map[string]time.Time
 	run   map[string]time.Time
 	adm   map[string]time.Time
+	node  map[string]string
 }
 
-func newTracker(c *framework.Cluster, want int) *tracker {
-	return &tracker{c: c, want: want, bound: map[string]time.Time{}, run: map[string]time.Time{}, adm: map[string]time.Time{}}
+func newTracker(c *framework.Cluster, want int, floor bool) *tracker {
+	return &tracker{c: c, want: want, floor: floor, made: map[string]time.Time{}, bound: map[string]time.Time{},
+		run: map[string]time.Time{}, adm: map[string]time.Time{}, node: map[string]string{}}
 }
 
 func (tr *tracker) start(stop <-chan struct{}) error {
@@ -233,15 +323,127 @@ func (tr *tracker) start(stop <-chan struct{}) error {
 				m[p.Name] = now
 			}
 		}
+		mark(tr.made, true)
 		mark(tr.bound, p.Spec.NodeName != "")
-		mark(tr.run, p.Status.Phase == v1.PodRunning)
-		mark(tr.adm, p.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseSuccess)
+		if p.Spec.NodeName != "" {
+			tr.node[p.Name] = p.Spec.NodeName
+		}
+		running := p.Status.Phase == v1.PodRunning
+		mark(tr.run, running)
+		if tr.floor {
+			mark(tr.adm, running)
+		} else {
+			mark(tr.adm, p.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseSuccess)
+		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }}); err != nil {
 		return err
 	}
 	f.Start(stop)
 	return nil
+}
+
+// Breakdown splits the burst's time by stage, from the tracker's
+// timestamps (medians over pods, seconds since the first submission where
+// it says so).
+type Breakdown struct {
+	// Created is when the last pod was created (Volcano's job controller).
+	Created time.Duration
+	// CreatedToBound and BoundToAdmitted are medians and p99s per pod.
+	CreatedToBoundP50, CreatedToBoundP99   time.Duration
+	BoundToAdmittedP50, BoundToAdmittedP99 time.Duration
+	// AdmittedToNextBoundP50 is, on each node, the time from one pod's
+	// admission to the next pod's bind there (the scheduler seeing the
+	// agent's answer and binding), median over such pairs.
+	AdmittedToNextBoundP50 time.Duration
+	// Overlapped counts pods bound to a node while the node's previous pod
+	// there was not yet admitted: 0 under the one-pending-pod rule unless
+	// the previous pod's allocation failed (no longer pending, never
+	// admitted) or, for the floor, always possible.
+	Overlapped int
+	// NodeChainP50, NodeChainMax: per node, first bind to last admission.
+	NodeChainP50, NodeChainMax time.Duration
+	// NodesUsed is how many nodes got pods; PodsPerNodeP50 and
+	// PodsPerNodeMax how many they got; LongestChainPods how many the node
+	// with the longest chain got.
+	NodesUsed, PodsPerNodeP50, PodsPerNodeMax, LongestChainPods int
+	// FirstBound is when the first pod was bound.
+	FirstBound time.Duration
+	// BoundBy50 is when half the pods were bound.
+	BoundBy50 time.Duration
+}
+
+func (tr *tracker) breakdown(t0 time.Time) Breakdown {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var b Breakdown
+	b.Created = latest(tr.made, t0)
+	var c2b, b2a, a2n, chains, boundAt []time.Duration
+	byNode := map[string][]string{}
+	var perNode []int
+	for name, bt := range tr.bound {
+		boundAt = append(boundAt, bt.Sub(t0))
+		if mt, ok := tr.made[name]; ok {
+			c2b = append(c2b, bt.Sub(mt))
+		}
+		if at, ok := tr.adm[name]; ok {
+			b2a = append(b2a, at.Sub(bt))
+		}
+		byNode[tr.node[name]] = append(byNode[tr.node[name]], name)
+	}
+	for _, pods := range byNode {
+		sort.Slice(pods, func(i, j int) bool { return tr.bound[pods[i]].Before(tr.bound[pods[j]]) })
+		var end time.Time
+		for i, p := range pods {
+			if at, ok := tr.adm[p]; ok && at.After(end) {
+				end = at
+			}
+			if i == 0 {
+				continue
+			}
+			prev := tr.adm[pods[i-1]]
+			if prev.IsZero() || tr.bound[p].Before(prev) {
+				b.Overlapped++
+			} else {
+				a2n = append(a2n, tr.bound[p].Sub(prev))
+			}
+		}
+		if !end.IsZero() {
+			d := end.Sub(tr.bound[pods[0]])
+			chains = append(chains, d)
+			if d >= b.NodeChainMax {
+				b.NodeChainMax, b.LongestChainPods = d, len(pods)
+			}
+		}
+		perNode = append(perNode, len(pods))
+	}
+	sort.Ints(perNode)
+	if b.NodesUsed = len(perNode); b.NodesUsed > 0 {
+		b.PodsPerNodeP50, b.PodsPerNodeMax = perNode[len(perNode)/2], perNode[len(perNode)-1]
+	}
+	b.CreatedToBoundP50, b.CreatedToBoundP99 = pct(c2b)
+	b.BoundToAdmittedP50, b.BoundToAdmittedP99 = pct(b2a)
+	b.AdmittedToNextBoundP50, _ = pct(a2n)
+	b.NodeChainP50, _ = pct(chains)
+	sortDurations(boundAt)
+	if len(boundAt) > 0 {
+		b.FirstBound = boundAt[0]
+		b.BoundBy50 = boundAt[len(boundAt)/2]
+	}
+	return b
+}
+
+func sortDurations(ds []time.Duration) {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+}
+
+// pct returns the median and the 99th percentile of ds (sorting it).
+func pct(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sortDurations(ds)
+	return ds[len(ds)/2], ds[(len(ds)*99)/100]
 }
 
 func (tr *tracker) wait(ctx context.Context, timeout time.Duration, log io.Writer) error {
@@ -296,11 +498,7 @@ func (tr *tracker) percentiles(t0 time.Time) (p50, p99 time.Duration) {
 	for _, t := range tr.adm {
 		ds = append(ds, t.Sub(t0))
 	}
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[len(ds)/2], ds[(len(ds)*99)/100]
+	return pct(ds)
 }
 
 // Report writes a comparison table of results.
@@ -330,13 +528,53 @@ func Report(w io.Writer, rs []*Result) {
 		p := float64(max(r.BoundPods, 1))
 		pods := fmt.Sprint(r.Pods)
 		if r.Incomplete {
-			pods = fmt.Sprintf("%d (only %d bound, %d admitted before the timeout)", r.Pods, r.BoundPods, r.AdmittedPods)
+			pods = fmt.Sprintf("%d (after the %s timeout: %d bound, %d Running, %d admitted)", r.Pods, r.Timeout, r.BoundPods, r.RunningPods, r.AdmittedPods)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s / %s | %.2f | %.2f | %.2f, %.2f | %.0f |\n",
-			r.Scheduler, r.Nodes, pods, r.Bound.Round(time.Millisecond), r.Running.Round(time.Millisecond),
-			r.Admitted.Round(time.Millisecond), r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond),
-			float64(sched)/p, float64(agent)/p, float64(schedNode)/p, float64(agentNode)/p, idle)
+		perPod := func(n int) string {
+			if r.BoundPods == 0 {
+				return fmt.Sprintf("%d (none bound)", n)
+			}
+			return strconv.FormatFloat(float64(n)/p, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s / %s | %s | %s | %s, %s | %.0f |\n",
+			r.Scheduler, r.Nodes, pods, r.reached(r.Bound, r.BoundPods), r.reached(r.Running, r.RunningPods),
+			r.reached(r.Admitted, r.AdmittedPods), r.reached(r.P50, r.AdmittedPods), r.reached(r.P99, r.AdmittedPods),
+			perPod(sched), perPod(agent), perPod(schedNode), perPod(agentNode), idle)
 	}
+}
+
+// reached formats the time to all pods, or "not reached" when only n were.
+func (r *Result) reached(d time.Duration, n int) string {
+	if n < r.Pods {
+		return "not reached"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// CSVHeader is the header of WriteCSV's rows.
+const CSVHeader = "scheduler,nodes,pods,all_bound_s,all_running_s,all_admitted_s,p50_admitted_s,p99_admitted_s"
+
+// WriteCSV writes CSVHeader and one row per result; a time not reached (not
+// every pod got there before the timeout) is an empty cell, and so are the
+// percentiles then (they would cover only the pods that made it).
+func WriteCSV(w io.Writer, rs []*Result) error {
+	if _, err := fmt.Fprintln(w, CSVHeader); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		cell := func(d time.Duration, n int) string {
+			if n < r.Pods {
+				return ""
+			}
+			return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+		}
+		if _, err := fmt.Fprintf(w, "%s,%d,%d,%s,%s,%s,%s,%s\n", r.Scheduler, r.Nodes, r.Pods,
+			cell(r.Bound, r.BoundPods), cell(r.Running, r.RunningPods), cell(r.Admitted, r.AdmittedPods),
+			cell(r.P50, r.AdmittedPods), cell(r.P99, r.AdmittedPods)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Details writes every client's requests by verb and resource.
@@ -355,9 +593,36 @@ func Details(w io.Writer, r *Result) {
 		}
 		return a.Resource < b.Resource
 	})
-	fmt.Fprintf(w, "\n%s: requests during the burst\n", r.Scheduler)
+	fmt.Fprintf(w, "\n%s: %d nodes, %d pods", r.Scheduler, r.Nodes, r.Pods)
+	if r.Incomplete {
+		fmt.Fprintf(w, ", NOT FINISHED within the %s timeout", r.Timeout)
+	}
+	fmt.Fprintf(w, "\n  pods bound %d, Running %d, admitted %d; last bound %s, Running %s, admitted %s; admitted p50 %s p99 %s\n",
+		r.BoundPods, r.RunningPods, r.AdmittedPods, ms(r.Bound), ms(r.Running), ms(r.Admitted), ms(r.P50), ms(r.P99))
+	b := r.Breakdown
+	fmt.Fprintf(w, "  last pod created %s; first bound %s; half bound by %s\n", ms(b.Created), ms(b.FirstBound), ms(b.BoundBy50))
+	fmt.Fprintf(w, "  created->bound p50 %s p99 %s; bound->admitted p50 %s p99 %s\n",
+		ms(b.CreatedToBoundP50), ms(b.CreatedToBoundP99), ms(b.BoundToAdmittedP50), ms(b.BoundToAdmittedP99))
+	fmt.Fprintf(w, "  %d nodes used, pods per node p50 %d max %d; per node: first bind to last admission p50 %s max %s (%d pods there); "+
+		"previous pod admitted->next bound p50 %s; pods bound while the node's previous pod was not yet admitted (or had failed): %d\n",
+		b.NodesUsed, b.PodsPerNodeP50, b.PodsPerNodeMax, ms(b.NodeChainP50), ms(b.NodeChainMax), b.LongestChainPods,
+		ms(b.AdmittedToNextBoundP50), b.Overlapped)
+	if len(r.Metrics) > 0 {
+		names := make([]string, 0, len(r.Metrics))
+		for k := range r.Metrics {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(w, "  scheduler metrics at the end of the burst:\n")
+		for _, k := range names {
+			fmt.Fprintf(w, "    %s %g\n", k, r.Metrics[k])
+		}
+	}
+	fmt.Fprintf(w, "  requests during the burst (client, verb, resource, count):\n")
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %-26s %-7s %-22s %d\n", k.Client, k.Verb, k.Resource, r.Requests[k])
 	}
 	fmt.Fprintf(w, "  idle node PATCHes per minute by client: %v\n", r.IdleNodePatches)
 }
+
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }

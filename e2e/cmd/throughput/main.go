@@ -1,16 +1,26 @@
 //go:build e2e
 
 // Command throughput runs the end-to-end scheduling benchmark (package
-// e2e/throughput) with our scheduler and Volcano v1.10.0's stock one, and
-// prints a markdown table. `make bench-e2e` runs it.
+// e2e/throughput): the floor (our scheduler, pods with no device request),
+// ours (vGPU pods) and Volcano v1.10.0's stock scheduler, each on a fresh
+// cluster of the same shape. It prints a markdown table and writes
+// e2e-burst.csv and e2e-burst.txt (command line, commit, date, machine,
+// per-run details and request counts) to --out. `make bench-e2e` runs it.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,44 +33,125 @@ func main() {
 	flag.IntVar(&o.Jobs, "jobs", 100, "Volcano Jobs (gangs) in the burst")
 	flag.IntVar(&o.PodsPerJob, "pods-per-job", 20, "pods per Job")
 	flag.DurationVar(&o.Idle, "idle", time.Minute, "how long to count node PATCHes after the burst")
-	flag.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "longest wait for the burst")
-	which := flag.String("schedulers", "ours,stock", "ours, stock, or both comma-separated")
+	flag.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "longest wait for the burst (floor and ours)")
+	stockTimeout := flag.Duration("stock-timeout", 4*time.Minute,
+		"longest wait for the stock scheduler's burst (it stalls on throttled handshake PATCHes); how far it got is reported")
+	which := flag.String("schedulers", "floor,ours,stock", "comma-separated, in run order: floor, ours, stock")
+	out := flag.String("out", "bench/results", "directory for e2e-burst.csv and e2e-burst.txt; empty writes no files")
 	flag.Parse()
+	var runs []string
+	for _, s := range strings.Split(*which, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(throughput.Schedulers, s) {
+			fail(2, "--schedulers=%q: %q is not one of %s", *which, s, strings.Join(throughput.Schedulers, ", "))
+		}
+		runs = append(runs, s)
+	}
+	switch {
+	case len(runs) == 0:
+		fail(2, "--schedulers=%q: name at least one of %s", *which, strings.Join(throughput.Schedulers, ", "))
+	case o.Nodes < 1 || o.Jobs < 1 || o.PodsPerJob < 1:
+		fail(2, "--nodes=%d --jobs=%d --pods-per-job=%d: each must be at least 1", o.Nodes, o.Jobs, o.PodsPerJob)
+	case o.Timeout <= 0 || *stockTimeout <= 0:
+		fail(2, "--timeout=%s --stock-timeout=%s: each must be positive", o.Timeout, *stockTimeout)
+	case o.Idle < 0:
+		fail(2, "--idle=%s: must not be negative", o.Idle)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	var txt bytes.Buffer
+	header(&txt)
+	began := time.Now()
 	var results []*throughput.Result
-	for _, s := range splitComma(*which) {
+	for _, s := range runs {
 		run := o
-		switch s {
-		case "ours":
-		case "stock":
-			run.Stock = true
-		default:
-			fmt.Fprintf(os.Stderr, "throughput: --schedulers=%q: want ours, stock or both\n", *which)
-			os.Exit(2)
+		run.Scheduler = s
+		if s == throughput.SchedulerStock {
+			run.Timeout = *stockTimeout
 		}
 		r, err := throughput.Run(ctx, run)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "throughput (%s): %v\n", s, err)
-			os.Exit(1)
+			fail(1, "throughput (%s): %v", s, err)
 		}
 		results = append(results, r)
-		throughput.Details(os.Stdout, r)
+		throughput.Details(io.MultiWriter(os.Stdout, &txt), r)
 	}
 	fmt.Println()
-	throughput.Report(os.Stdout, results)
+	fmt.Fprintln(&txt)
+	throughput.Report(io.MultiWriter(os.Stdout, &txt), results)
+	fmt.Fprintf(&txt, "\nwhole command: %s\n", time.Since(began).Round(time.Second))
+	if *out == "" {
+		return
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fail(1, "--out=%q: %v", *out, err)
+	}
+	var csv bytes.Buffer
+	if err := throughput.WriteCSV(&csv, results); err != nil {
+		fail(1, "write CSV: %v", err)
+	}
+	for name, data := range map[string][]byte{"e2e-burst.csv": csv.Bytes(), "e2e-burst.txt": txt.Bytes()} {
+		path := filepath.Join(*out, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			fail(1, "--out=%q: %v", *out, err)
+		}
+		fmt.Fprintf(os.Stderr, "throughput: wrote %s\n", path)
+	}
 }
 
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
+// header records what produced the figures: command line, commit, date and
+// machine.
+func header(w io.Writer) {
+	fmt.Fprintf(w, "command: %s\n", strings.Join(os.Args, " "))
+	if wd, err := os.Getwd(); err == nil {
+		fmt.Fprintf(w, "directory: %s\n", wd)
+	}
+	commit := run("git", "rev-parse", "HEAD")
+	if st := run("git", "status", "--porcelain", "--untracked-files=no"); st != "" {
+		commit += " (with uncommitted changes)"
+	}
+	fmt.Fprintf(w, "commit: %s\n", commit)
+	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "go: %s\n", runtime.Version())
+	fmt.Fprintf(w, "uname -a: %s\n", run("uname", "-a"))
+	fmt.Fprintf(w, "nproc: %s\n", run("nproc"))
+	fmt.Fprintf(w, "cpu: %s\n", cpuModel())
+	fmt.Fprintf(w, "load average at start: %s\n", firstLine("/proc/loadavg"))
+}
+
+func run(name string, args ...string) string {
+	b, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return fmt.Sprintf("(%s: %v)", name, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "(unknown)"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
 		}
 	}
-	return out
+	return "(unknown)"
+}
+
+func firstLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(unknown)"
+	}
+	return strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+}
+
+func fail(code int, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "throughput: "+format+"\n", args...)
+	os.Exit(code)
 }
