@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -230,6 +231,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, podsOf func(
 			nodeList[n] = vgpuBenchNode(n)
 		}
 		pods, groups := podsOf(npods)
+		resetBuiltinVGPUMetrics()
 		sc := benchCache(b, nodeList, pods, groups, false)
 		goruntime.GC()
 		b.StartTimer()
@@ -275,6 +277,24 @@ func unthrottleBuiltin() func() {
 	return func() { volcano.SetBuiltinVGPUClient(saved) }
 }
 
+// resetBuiltinVGPUMetrics empties the Prometheus gauges of Volcano's
+// built-in vGPU code. That code runs in every NodeInfo Volcano builds, for
+// every implementation (the cache's nodes and each session's snapshot):
+// NewGPUDevices calls ResetDeviceMetrics per card, whose DeletePartialMatch
+// scans every pod-per-card gauge the process holds, and AddResource adds one
+// per allocated pod and card, with the same annotations ours writes. Left
+// alone, the gauges of one run's 10,000 pods make the next run's cluster
+// setup cost cards x pod-cards label matches (minutes at 5000 nodes, and
+// the ledger benchmark's second run never ended). Each run starts as a
+// fresh scheduler does.
+func resetBuiltinVGPUMetrics() {
+	for _, g := range []*prometheus.GaugeVec{builtinvgpu.VGPUDevicesSharedNumber, builtinvgpu.VGPUDevicesAllocatedMemory,
+		builtinvgpu.VGPUDevicesAllocatedCores, builtinvgpu.VGPUDevicesMemoryTotal,
+		builtinvgpu.VGPUPodMemoryAllocated, builtinvgpu.VGPUPodCoreAllocated} {
+		g.Reset()
+	}
+}
+
 // samplePeakHeap samples the heap in use every 5 ms until the returned
 // function is called, which returns the largest sample.
 func samplePeakHeap() func() uint64 {
@@ -310,6 +330,7 @@ func BenchmarkVGPULedgerMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	resetBuiltinVGPUMetrics()
 	infos := make(map[string]*vcapi.NodeInfo, nodes)
 	for n := 0; n < nodes; n++ {
 		node := vgpuBenchNode(n)

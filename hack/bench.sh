@@ -80,7 +80,7 @@ gpushare() {
 		header gpushare
 		echo "# $GO test -run '^\$' -bench BenchmarkAllocateGPUShare -benchtime 1x -count $BENCH_COUNT ./deviceshare/"
 	} >"$f"
-	$GO test -run '^$' -bench 'BenchmarkAllocateGPUShare' -benchtime 1x -count "$BENCH_COUNT" ./deviceshare/ 2>/dev/null |
+	$GO test -run '^$' -bench 'BenchmarkAllocateGPUShare' -benchtime 1x -count "$BENCH_COUNT" -timeout 0 ./deviceshare/ 2>/dev/null |
 		benchlines | tee "$raw" >>"$f"
 	{
 		echo "## benchstat -col /impl"
@@ -133,8 +133,8 @@ ledger() {
 	local f="$out/bench-ledger.txt"
 	{
 		header ledger
-		echo "# $GO test -run '^\$' -bench 'BenchmarkVGPULedgerMemory\$' -benchtime 1x -count 3 ./deviceshare/"
-		$GO test -run '^$' -bench 'BenchmarkVGPULedgerMemory$' -benchtime 1x -count 3 ./deviceshare/ 2>/dev/null | benchlines
+		echo "# $GO test -run '^\$' -bench 'BenchmarkVGPULedgerMemory\$' -benchtime 1x -count 3 -timeout 0 ./deviceshare/"
+		$GO test -run '^$' -bench 'BenchmarkVGPULedgerMemory$' -benchtime 1x -count 3 -timeout 0 ./deviceshare/ 2>/dev/null | benchlines
 	} >"$f"
 	awk '/^BenchmarkVGPULedgerMemory/ { for (i = 1; i <= NF; i++) if ($i == "B/GPU") { s += $(i-1); n++ } }
 		END { if (n) printf "## ledger: %.0f bytes per GPU, mean of %d (goal: under 1024)\n", s / n, n }' "$f" | tee -a "$f"
@@ -145,7 +145,7 @@ agent() {
 	{
 		header agent
 		echo "# $GO test -run '^\$' -bench Allocate -benchtime ${BENCH_AGENT_N}x ./vgpu-device-plugin/allocate/"
-		$GO test -run '^$' -bench Allocate -benchtime "${BENCH_AGENT_N}x" ./vgpu-device-plugin/allocate/ 2>/dev/null | benchlines
+		$GO test -run '^$' -bench Allocate -benchtime "${BENCH_AGENT_N}x" -timeout 0 ./vgpu-device-plugin/allocate/ 2>/dev/null | benchlines
 	} >"$f"
 	awk '/^BenchmarkAllocate/ { name = $1; sub(/-[0-9]+$/, "", name)
 			for (i = 1; i <= NF; i++) { if ($i == "p50-ns") p50 = $(i-1); if ($i == "p99-ns") p99 = $(i-1) }
@@ -158,7 +158,7 @@ backends() {
 		header backends
 		echo "# $GO test -run '^\$' -bench . -benchmem -count $BENCH_COUNT ./backends/..."
 	} >"$f"
-	$GO test -run '^$' -bench . -benchmem -count "$BENCH_COUNT" ./backends/... 2>/dev/null | benchlines | tee -a "$f" | grep -E '^Benchmark'
+	$GO test -run '^$' -bench . -benchmem -count "$BENCH_COUNT" -timeout 0 ./backends/... 2>/dev/null | benchlines | tee -a "$f" | grep -E '^Benchmark'
 }
 
 for s in gpushare vgpu api ledger agent backends; do
