@@ -78,7 +78,7 @@ gpushare() {
 	raw=$(mktemp)
 	{
 		header gpushare
-		echo "# $GO test -run '^\$' -bench BenchmarkAllocateGPUShare -benchtime 1x -count $BENCH_COUNT ./deviceshare/"
+		echo "# $GO test -run '^\$' -bench BenchmarkAllocateGPUShare -benchtime 1x -count $BENCH_COUNT -timeout 0 ./deviceshare/"
 	} >"$f"
 	$GO test -run '^$' -bench 'BenchmarkAllocateGPUShare' -benchtime 1x -count "$BENCH_COUNT" -timeout 0 ./deviceshare/ 2>/dev/null |
 		benchlines | tee "$raw" >>"$f"
@@ -144,7 +144,7 @@ agent() {
 	local f="$out/bench-agent.txt"
 	{
 		header agent
-		echo "# $GO test -run '^\$' -bench Allocate -benchtime ${BENCH_AGENT_N}x ./vgpu-device-plugin/allocate/"
+		echo "# $GO test -run '^\$' -bench Allocate -benchtime ${BENCH_AGENT_N}x -timeout 0 ./vgpu-device-plugin/allocate/"
 		$GO test -run '^$' -bench Allocate -benchtime "${BENCH_AGENT_N}x" -timeout 0 ./vgpu-device-plugin/allocate/ 2>/dev/null | benchlines
 	} >"$f"
 	awk '/^BenchmarkAllocate/ { name = $1; sub(/-[0-9]+$/, "", name)
@@ -156,9 +156,13 @@ backends() {
 	local f="$out/bench-backends.txt"
 	{
 		header backends
-		echo "# $GO test -run '^\$' -bench . -benchmem -count $BENCH_COUNT ./backends/..."
+		echo "# $GO test -run '^\$' -bench . -benchmem -count $BENCH_COUNT -timeout 0 ./backends/..."
 	} >"$f"
-	$GO test -run '^$' -bench . -benchmem -count "$BENCH_COUNT" -timeout 0 ./backends/... 2>/dev/null | benchlines | tee -a "$f" | grep -E '^Benchmark'
+	$GO test -run '^$' -bench . -benchmem -count "$BENCH_COUNT" -timeout 0 ./backends/... 2>/dev/null | benchlines >>"$f"
+	{
+		echo "## means of the runs"
+		awk -f hack/bench-backends.awk "$f"
+	} | tee -a "$f"
 }
 
 for s in gpushare vgpu api ledger agent backends; do
