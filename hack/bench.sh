@@ -43,7 +43,7 @@ export BENCH_COUNT BENCH_VGPU_COUNT BENCH_VGPU_NODES BENCH_VGPU_PODS BENCH_VGPU_
 
 # header describes the run at the top of every output file.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD -- 2>/dev/null || commit="$commit (with uncommitted changes)"
+git diff --quiet HEAD -- . ':!bench/results' 2>/dev/null || commit="$commit (with uncommitted changes)"
 header() {
 	echo "# command: make bench (hack/bench.sh), section $1"
 	echo "# knobs: BENCH_COUNT=$BENCH_COUNT BENCH_VGPU_COUNT=$BENCH_VGPU_COUNT BENCH_VGPU_NODES=$BENCH_VGPU_NODES" \
