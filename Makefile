@@ -6,7 +6,9 @@
 #                smoke test, and the end-to-end suite
 #   make build   binaries into bin/ (kubectl-vshare included; `make
 #                kubectl-vshare` builds only the kubectl plugin)
-#   make bench   in-process benchmarks, ours against Volcano's built-in
+#   make bench   in-process benchmarks against baselines in the same run (a
+#                no-op plugin, Volcano's built-in, throttled against a real
+#                kube-apiserver, upstream's agent), raw output in bench/results/
 #   make e2e     end-to-end tests on a local control plane (e2e/README.md),
 #                a short fault campaign included
 #   make faults  the long fault campaign (docs/reliability.md): FAULT_SEEDS
@@ -25,7 +27,7 @@ STATICCHECK   := $(TOOLS)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 BENCHSTAT     := $(TOOLS)/benchstat
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
-BENCH_COUNT   ?= 6
+BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
@@ -88,10 +90,15 @@ staticcheck: $(STATICCHECK)
 $(BENCHSTAT):
 	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
-# Benchmarks run ours and Volcano's built-in side by side in one process;
-# hack/bench.sh prints benchstat's comparison and the pods/s ratio.
+# Benchmarks run ours and the baselines side by side; hack/bench.sh writes
+# the raw go test lines, benchstat's comparison and the summaries, each with
+# the command, commit, date and machine, to bench/results/ (bench.txt,
+# bench-*.txt, vgpu-alloc.csv, vgpu-api.csv; docs/benchmarks.md). The
+# throttled built-in runs against a real kube-apiserver (e2e/cmd/benchapi,
+# the e2e harness's cached binaries). BENCH_COUNT, BENCH_VGPU_COUNT,
+# BENCH_SECTIONS etc.: see hack/bench.sh.
 bench: $(BENCHSTAT)
-	BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) ./hack/bench.sh
+	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) ./hack/bench.sh
 
 # The placement-quality claims, checked on every `make test` (docs/quality.md,
 # "Checked on every run") from the trace committed in bench/testdata/openb:

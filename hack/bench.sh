@@ -1,68 +1,171 @@
 #!/usr/bin/env bash
-# In-process benchmarks: Volcano's allocate action over one session with
-# Volcano v1.10.0's built-in deviceshare and with ours, side by side on the
-# same clusters, pods and plugin sets; then the per-backend micro benchmarks.
-# benchstat compares the two implementations column by column.
+# make bench: the in-process benchmarks, each against a baseline measured in
+# the same run, with their raw output in bench/results/ (docs/benchmarks.md
+# quotes only these files):
+#
+#   bench.txt              the run: command, commit, date, machine, section times
+#   bench-gpushare.txt     GPU share: Volcano's allocate action, built-in vs ours
+#   bench-vgpu.txt         vGPU, 10,000 pods at 1000 and 5000 nodes: noop,
+#                          builtin-unthrottled, ours, ours-fragment; benchstat
+#                          and the summary table (ours / noop pods/s)
+#   vgpu-alloc.csv         one row per run (go test -count) of that benchmark
+#   bench-vgpu-api.txt     vGPU, 500 pods: the throttled built-in against a real
+#                          kube-apiserver (e2e/cmd/benchapi) and ours
+#   vgpu-api.csv           one row per run of that benchmark
+#   bench-ledger.txt       BenchmarkVGPULedgerMemory (bytes per GPU)
+#   bench-agent.txt        the node agent's Allocate against upstream's shape
+#   bench-backends.txt     per-backend micro benchmarks
+#
+# Knobs (environment): BENCH_COUNT (default 3: GPU share, backends),
+# BENCH_VGPU_COUNT (3), BENCH_VGPU_NODES (1000,5000), BENCH_VGPU_PODS
+# (10000), BENCH_VGPU_IMPLS, BENCH_API_COUNT (1), BENCH_API_NODES
+# (1000,5000), BENCH_API_PODS (500), BENCH_AGENT_N (200 Allocate calls),
+# BENCH_SECTIONS (all of: gpushare vgpu api ledger agent backends),
+# BENCH_RESULTS (bench/results).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+: "${GO:=go}"
 : "${BENCHSTAT:=benchstat}"
 : "${BENCH_COUNT:=3}"
-out=${BENCH_OUT:-_output/bench}
-mkdir -p "$out"
-
-echo "== allocate action, built-in vs ours (count=$BENCH_COUNT; BENCH_NODES=${BENCH_NODES:-100,1000}) =="
-go test -run '^$' -bench 'BenchmarkAllocateGPUShare' -benchtime 1x -count "$BENCH_COUNT" ./deviceshare/ 2>/dev/null \
-	| grep -E '^(Benchmark|goos|goarch|pkg|cpu)' | tee "$out/allocate.txt"
-"$BENCHSTAT" -col /impl "$out/allocate.txt" | tee "$out/allocate.benchstat"
-
-echo "== pods/s ratio (ours / built-in, mean of runs) =="
-awk '
-/^BenchmarkAllocateGPUShare/ {
-	split($1, parts, "/"); key = parts[2] "/" parts[3]; impl = parts[4]; sub(/-[0-9]+$/, "", impl)
-	for (i = 1; i <= NF; i++) if ($(i) == "pods/s") { sum[key, impl] += $(i-1); n[key, impl]++ }
-	keys[key] = 1
-}
-END {
-	for (k in keys) {
-		b = sum[k, "impl=builtin"] / n[k, "impl=builtin"]; o = sum[k, "impl=ours"] / n[k, "impl=ours"]
-		printf "%-28s built-in %8.1f pods/s   ours %8.1f pods/s   ratio %.2fx\n", k, b, o, o / b
-	}
-}' "$out/allocate.txt" | sort | tee "$out/ratio.txt"
-
-# vGPU at scale: 10,000 mixed pods (fractions and 1-8 card pods) on 1000 and
-# 5000 nodes of 8 cards. The built-in runs unthrottled (its pod patch answered
-# in memory; as shipped it is capped at 5 patches/s); noop is the session's
-# cost without any device plugin work and its cb-us/pod the timer's overhead.
+: "${BENCH_VGPU_COUNT:=3}"
 : "${BENCH_VGPU_NODES:=1000,5000}"
 : "${BENCH_VGPU_PODS:=10000}"
-: "${BENCH_VGPU_COUNT:=1}"
 : "${BENCH_VGPU_IMPLS:=noop,builtin-unthrottled,ours,ours-fragment}"
-echo "== vGPU allocate action at scale (nodes $BENCH_VGPU_NODES, $BENCH_VGPU_PODS pods, count=$BENCH_VGPU_COUNT) =="
-BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS \
-	go test -run '^$' -bench 'BenchmarkAllocateVGPU$' -benchtime 1x -count "$BENCH_VGPU_COUNT" -timeout 0 ./deviceshare/ 2>/dev/null \
-	| grep -E '^(Benchmark|goos|goarch|pkg|cpu)' | tee "$out/vgpu.txt"
-echo "== vGPU: mean per implementation; ratios against the built-in (unthrottled) =="
-awk '
-function metric(name,   i) { for (i = 1; i <= NF; i++) if ($(i) == name) return $(i-1); return 0 }
-/^BenchmarkAllocateVGPU\// {
-	split($1, parts, "/"); nodes = parts[2]; sub(/^nodes=/, "", nodes); impl = parts[4]; sub(/^impl=/, "", impl); sub(/-[0-9]+$/, "", impl)
-	k = nodes SUBSEP impl; n[k]++; seen[nodes] = 1; impls[impl] = 1
-	pps[k] += metric("pods/s"); usp[k] += metric("us/pod"); cb[k] += metric("cb-us/pod")
-	cpu[k] += metric("cpu-us/pod"); heap[k] += metric("peak-heap-MB"); al[k] += metric("allocs/op") / metric("allocated/op")
-}
-END {
-	printf "%-6s %-20s %9s %9s %11s %11s %11s %9s\n", "nodes", "impl", "pods/s", "us/pod", "cb-us/pod", "cpu-us/pod", "allocs/pod", "heap-MB"
-	for (nd in seen) for (im in impls) { k = nd SUBSEP im; if (!n[k]) continue
-		printf "%-6s %-20s %9.1f %9.0f %11.0f %11.0f %11.0f %9.0f\n", nd, im, pps[k]/n[k], usp[k]/n[k], cb[k]/n[k], cpu[k]/n[k], al[k]/n[k], heap[k]/n[k] }
-	for (nd in seen) {
-		b = nd SUBSEP "builtin-unthrottled"; z = nd SUBSEP "noop"
-		if (!n[b]) continue
-		over = n[z] ? cb[z]/n[z] : 0
-		for (im in impls) { if (im != "ours" && im != "ours-fragment") continue; o = nd SUBSEP im; if (!n[o]) continue
-			printf "%s nodes, %s: pods/s %.2fx the built-in; callback time per pod %.1fx lower (%.1fx net of the timer overhead)\n", \
-				nd, im, (pps[o]/n[o]) / (pps[b]/n[b]), (cb[b]/n[b]) / (cb[o]/n[o]), (cb[b]/n[b] - over) / (cb[o]/n[o] - over) }
-	}
-}' "$out/vgpu.txt" | sort -n | tee "$out/vgpu-summary.txt"
+: "${BENCH_API_COUNT:=1}"
+: "${BENCH_API_NODES:=1000,5000}"
+: "${BENCH_API_PODS:=500}"
+: "${BENCH_AGENT_N:=200}"
+: "${BENCH_SECTIONS:=gpushare vgpu api ledger agent backends}"
+out=${BENCH_RESULTS:-bench/results}
+mkdir -p "$out"
+export BENCH_COUNT BENCH_VGPU_COUNT BENCH_VGPU_NODES BENCH_VGPU_PODS BENCH_VGPU_IMPLS \
+	BENCH_API_COUNT BENCH_API_NODES BENCH_API_PODS BENCH_AGENT_N
 
-echo "== backend micro benchmarks =="
-go test -run '^$' -bench . -benchmem -count "$BENCH_COUNT" ./backends/... | tee "$out/backends.txt" | grep -E '^Benchmark'
+# header describes the run at the top of every output file.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- . ':!bench/results' 2>/dev/null || commit="$commit (with uncommitted changes)"
+header() {
+	echo "# command: make bench (hack/bench.sh), section $1"
+	echo "# knobs: BENCH_COUNT=$BENCH_COUNT BENCH_VGPU_COUNT=$BENCH_VGPU_COUNT BENCH_VGPU_NODES=$BENCH_VGPU_NODES" \
+		"BENCH_VGPU_PODS=$BENCH_VGPU_PODS BENCH_VGPU_IMPLS=$BENCH_VGPU_IMPLS BENCH_API_COUNT=$BENCH_API_COUNT" \
+		"BENCH_API_NODES=$BENCH_API_NODES BENCH_API_PODS=$BENCH_API_PODS BENCH_AGENT_N=$BENCH_AGENT_N"
+	echo "# commit: $commit"
+	echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "# machine: $(uname -a)"
+	echo "# nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+	echo "# load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "# go: $($GO version)"
+}
+# benchlines keeps go test's benchmark lines and the context benchstat reads
+# (and mends the lines Volcano's logging splits).
+benchlines() { awk -f hack/bench-lines.awk; }
+want() { [[ " $BENCH_SECTIONS " == *" $1 "* ]]; }
+
+summary="$out/bench.txt"
+header "all ($BENCH_SECTIONS)" >"$summary"
+started=$(date +%s)
+timed() { # name, command...: runs a section and records how long it took
+	local name=$1 t0
+	shift
+	t0=$(date +%s)
+	echo "== $name =="
+	"$@"
+	echo "section $name: $(($(date +%s) - t0)) s" | tee -a "$summary"
+}
+
+gpushare() {
+	local f="$out/bench-gpushare.txt" raw
+	raw=$(mktemp)
+	{
+		header gpushare
+		echo "# $GO test -run '^\$' -bench BenchmarkAllocateGPUShare -benchtime 1x -count $BENCH_COUNT -timeout 0 ./deviceshare/"
+	} >"$f"
+	$GO test -run '^$' -bench 'BenchmarkAllocateGPUShare' -benchtime 1x -count "$BENCH_COUNT" -timeout 0 ./deviceshare/ 2>/dev/null |
+		benchlines | tee "$raw" >>"$f"
+	{
+		echo "## benchstat -col /impl"
+		"$BENCHSTAT" -col /impl "$raw"
+		echo "## pods/s, mean of runs; ratio ours / built-in"
+		awk -f hack/bench-gpushare.awk "$raw"
+	} | tee -a "$f"
+	rm -f "$raw"
+}
+
+vgpu() {
+	local f="$out/bench-vgpu.txt" raw
+	raw=$(mktemp)
+	{
+		header vgpu
+		echo "# BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS" \
+			"$GO test -run '^\$' -bench 'BenchmarkAllocateVGPU\$' -benchtime 1x -count $BENCH_VGPU_COUNT -timeout 0 ./deviceshare/"
+	} >"$f"
+	BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS \
+		$GO test -run '^$' -bench 'BenchmarkAllocateVGPU$' -benchtime 1x -count "$BENCH_VGPU_COUNT" -timeout 0 ./deviceshare/ 2>/dev/null |
+		benchlines | tee "$raw" >>"$f"
+	awk -f hack/bench-vgpu.awk -v mode=csv "$raw" >"$out/vgpu-alloc.csv"
+	{
+		echo "## benchstat -col /impl"
+		"$BENCHSTAT" -col /impl "$raw"
+		echo "## summary (means of the runs in vgpu-alloc.csv; pods/s against noop's at the same size)"
+		awk -f hack/bench-vgpu.awk -v mode=table "$raw"
+	} | tee -a "$f"
+	rm -f "$raw"
+}
+
+api() {
+	local f="$out/bench-vgpu-api.txt" raw
+	raw=$(mktemp)
+	{
+		header api
+		echo "# $GO run -tags e2e ./e2e/cmd/benchapi --nodes $BENCH_API_NODES --pods $BENCH_API_PODS --count $BENCH_API_COUNT --impls builtin,ours"
+	} >"$f"
+	$GO run -tags e2e ./e2e/cmd/benchapi --nodes "$BENCH_API_NODES" --pods "$BENCH_API_PODS" --count "$BENCH_API_COUNT" \
+		--impls builtin,ours 2> >(grep -E '^(e2e|benchapi):' >&2) | benchlines | tee "$raw" >>"$f"
+	awk -f hack/bench-vgpu.awk -v mode=csv "$raw" >"$out/vgpu-api.csv"
+	{
+		echo "## summary (means of the runs in vgpu-api.csv; builtin is throttled, against the real kube-apiserver)"
+		awk -f hack/bench-vgpu.awk -v mode=table -v base=builtin "$raw"
+	} | tee -a "$f"
+	rm -f "$raw"
+}
+
+ledger() {
+	local f="$out/bench-ledger.txt"
+	{
+		header ledger
+		echo "# $GO test -run '^\$' -bench 'BenchmarkVGPULedgerMemory\$' -benchtime 1x -count 3 -timeout 0 ./deviceshare/"
+		$GO test -run '^$' -bench 'BenchmarkVGPULedgerMemory$' -benchtime 1x -count 3 -timeout 0 ./deviceshare/ 2>/dev/null | benchlines
+	} >"$f"
+	awk '/^BenchmarkVGPULedgerMemory/ { for (i = 1; i <= NF; i++) if ($i == "B/GPU") { s += $(i-1); n++ } }
+		END { if (n) printf "## ledger: %.0f bytes per GPU, mean of %d (goal: under 1024)\n", s / n, n }' "$f" | tee -a "$f"
+}
+
+agent() {
+	local f="$out/bench-agent.txt"
+	{
+		header agent
+		echo "# $GO test -run '^\$' -bench Allocate -benchtime ${BENCH_AGENT_N}x -timeout 0 ./vgpu-device-plugin/allocate/"
+		$GO test -run '^$' -bench Allocate -benchtime "${BENCH_AGENT_N}x" -timeout 0 ./vgpu-device-plugin/allocate/ 2>/dev/null | benchlines
+	} >"$f"
+	awk '/^BenchmarkAllocate/ { name = $1; sub(/-[0-9]+$/, "", name)
+			for (i = 1; i <= NF; i++) { if ($i == "p50-ns") p50 = $(i-1); if ($i == "p99-ns") p99 = $(i-1) }
+			printf "## %s: median %.0f us, p99 %.0f us\n", name, p50 / 1e3, p99 / 1e3 }' "$f" | tee -a "$f"
+}
+
+backends() {
+	local f="$out/bench-backends.txt"
+	{
+		header backends
+		echo "# $GO test -run '^\$' -bench . -benchmem -count $BENCH_COUNT -timeout 0 ./backends/..."
+	} >"$f"
+	$GO test -run '^$' -bench . -benchmem -count "$BENCH_COUNT" -timeout 0 ./backends/... 2>/dev/null | benchlines >>"$f"
+	{
+		echo "## means of the runs"
+		awk -f hack/bench-backends.awk "$f"
+	} | tee -a "$f"
+}
+
+for s in gpushare vgpu api ledger agent backends; do
+	want "$s" && timed "$s" "$s"
+done
+echo "total: $(($(date +%s) - started)) s" | tee -a "$summary"
