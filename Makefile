@@ -31,7 +31,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-e2e e2e faults demo clean quality quality-extra quality-check fuzz gpu-check
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e faults demo clean quality quality-extra quality-check fuzz gpu-check
 
 all: build test
 
@@ -99,6 +99,12 @@ $(BENCHSTAT):
 # BENCH_SECTIONS etc.: see hack/bench.sh.
 bench: $(BENCHSTAT)
 	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) ./hack/bench.sh
+
+# Where ours' session time goes against the no-op floor: CPU profiles of
+# one 10,000-pod run each, ours' top functions and ours minus noop
+# (bench/results/vgpu-profile.txt).
+bench-profile:
+	GO=$(GO) ./hack/bench-profile.sh
 
 # The placement-quality claims, checked on every `make test` (docs/quality.md,
 # "Checked on every run") from the trace committed in bench/testdata/openb:

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# make bench-profile: where ours' session time goes against the floor.
+# Runs BenchmarkAllocateVGPU once for impl=noop and once for impl=ours (10,000
+# pods, BENCH_PROFILE_NODES nodes, default 1000) with a CPU profile each, and
+# writes to bench/results/vgpu-profile.txt: command, commit, date, machine,
+# both benchmark lines, the top functions of ours' profile by cumulative
+# time, and the difference ours minus noop (pprof -diff_base), which is the
+# device work and everything Volcano does because of it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${GO:=go}"
+: "${BENCH_PROFILE_NODES:=1000}"
+: "${BENCH_PROFILE_PODS:=10000}"
+out=${BENCH_RESULTS:-bench/results}/vgpu-profile.txt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- . ':!bench/results' || commit="$commit (with uncommitted changes)"
+{
+	echo "# command: make bench-profile (hack/bench-profile.sh), BENCH_PROFILE_NODES=$BENCH_PROFILE_NODES BENCH_PROFILE_PODS=$BENCH_PROFILE_PODS"
+	echo "# commit: $commit"
+	echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "# machine: $(uname -a)"
+	echo "# nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+	echo "# load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "# go: $($GO version)"
+	$GO test -c -o "$tmp/ds.test" ./deviceshare/
+	for impl in noop ours; do
+		echo
+		echo "## impl=$impl: BENCH_NODES=$BENCH_PROFILE_NODES BENCH_PODS=$BENCH_PROFILE_PODS BENCH_IMPLS=$impl deviceshare.test -test.bench 'BenchmarkAllocateVGPU\$' -test.benchtime 1x -test.cpuprofile"
+		BENCH_NODES=$BENCH_PROFILE_NODES BENCH_PODS=$BENCH_PROFILE_PODS BENCH_IMPLS=$impl \
+			"$tmp/ds.test" -test.run '^$' -test.bench 'BenchmarkAllocateVGPU$' -test.benchtime 1x -test.timeout 0 \
+			-test.cpuprofile "$tmp/$impl.cpu" 2>/dev/null | grep -E '^Benchmark' | tr -s ' \t' ' '
+	done
+	echo
+	echo "## impl=ours: top 40 by cumulative CPU time"
+	$GO tool pprof -top -cum -nodecount=40 "$tmp/ds.test" "$tmp/ours.cpu" 2>/dev/null | sed -n '/flat%/,$p'
+	echo
+	echo "## ours minus noop (pprof -diff_base noop): top 40 by cumulative CPU time"
+	$GO tool pprof -top -cum -nodecount=40 -diff_base "$tmp/noop.cpu" "$tmp/ds.test" "$tmp/ours.cpu" 2>/dev/null | sed -n '/^Duration\|Total samples/p;/flat%/,$p'
+} > "$out"
+echo "wrote $out"
