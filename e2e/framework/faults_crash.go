@@ -85,25 +85,9 @@ func (inj *injector) crashMidSession(ctx context.Context) error {
 	}
 	snap := inj.a.SnapshotBound()
 	inj.c.KillScheduler()
-	var startAgain error
-	for attempt := 0; attempt < 3; attempt++ {
-		if startAgain = inj.c.StartSchedulerWith(bg, inj.spec); startAgain == nil {
-			break
-		}
-		inj.c.KillScheduler()
+	if again := inj.restartAndCheckKept(ctx, snap); again != nil {
+		return fmt.Errorf("after a crash mid-session: %w", again)
 	}
-	if startAgain != nil {
-		return fmt.Errorf("start the scheduler again after a crash mid-session: %w", startAgain)
-	}
-	inj.wg.Add(1)
-	go func() {
-		defer inj.wg.Done()
-		time.Sleep(5 * time.Second) // a fixed delay: let the new scheduler's first sessions run
-		kept := inj.a.CheckKept(snap)
-		inj.mu.Lock()
-		inj.kept += kept
-		inj.mu.Unlock()
-	}()
 	return err
 }
 

@@ -118,6 +118,13 @@ func (inj *injector) killScheduler(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-time.After(pause):
 	}
+	return inj.restartAndCheckKept(ctx, snap)
+}
+
+// restartAndCheckKept starts the scheduler again (three tries) and, 5 s
+// later, checks that every pod of snap (bound before the scheduler went)
+// kept its node and allocation.
+func (inj *injector) restartAndCheckKept(ctx context.Context, snap map[types.UID]boundAlloc) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		// Not ctx: the campaign must end with a scheduler running.
