@@ -33,17 +33,10 @@ func EnsureAPIServerBinaries(ctx context.Context, log io.Writer) (Binaries, erro
 		return Binaries{}, err
 	}
 	defer unlock()
-	for _, b := range thirdParty {
-		if b[0] != BinEtcd && b[0] != BinKubeAPIServer {
-			continue
-		}
-		if _, err := os.Stat(bins.Path(b[0])); err == nil {
-			continue
-		}
-		fmt.Fprintf(log, "e2e: building %s (cold builds take minutes; cached in %s)\n", b[0], bins.Dir)
-		if err := goBuild(ctx, root, bins.Path(b[0]), b[1], log); err != nil {
-			return Binaries{}, err
-		}
+	if _, err := buildThirdParty(ctx, root, bins, log, func(name string) bool {
+		return name == BinEtcd || name == BinKubeAPIServer
+	}); err != nil {
+		return Binaries{}, err
 	}
 	return bins, nil
 }

@@ -116,6 +116,27 @@ func CacheDir(root string) (string, error) {
 	return filepath.Join(base, hex.EncodeToString(h[:])[:16]), nil
 }
 
+// buildThirdParty builds into bins.Dir the third-party binaries that want
+// accepts and the cache lacks, and returns their names. The caller holds
+// the cache's build lock.
+func buildThirdParty(ctx context.Context, root string, bins Binaries, log io.Writer, want func(name string) bool) ([]string, error) {
+	var built []string
+	for _, b := range thirdParty {
+		if !want(b[0]) {
+			continue
+		}
+		if _, err := os.Stat(bins.Path(b[0])); err == nil {
+			continue
+		}
+		fmt.Fprintf(log, "e2e: building %s (cold builds take minutes; cached in %s)\n", b[0], bins.Dir)
+		if err := goBuild(ctx, root, bins.Path(b[0]), b[1], log); err != nil {
+			return built, err
+		}
+		built = append(built, b[0])
+	}
+	return built, nil
+}
+
 // EnsureBinaries builds what is missing from the cache and rebuilds this
 // project's own binaries. Progress goes to log. A file lock keeps concurrent
 // runs on one machine from building the same thing twice.
@@ -141,21 +162,10 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (Binaries, error) {
 	}
 	defer unlock()
 
-	var missing []string
-	for _, b := range thirdParty {
-		if _, err := os.Stat(bins.Path(b[0])); err != nil {
-			missing = append(missing, b[0])
-		}
-	}
 	start := time.Now()
-	for _, b := range thirdParty {
-		if _, err := os.Stat(bins.Path(b[0])); err == nil {
-			continue
-		}
-		fmt.Fprintf(log, "e2e: building %s (cold builds take minutes; cached in %s)\n", b[0], bins.Dir)
-		if err := goBuild(ctx, root, bins.Path(b[0]), b[1], log); err != nil {
-			return Binaries{}, err
-		}
+	missing, err := buildThirdParty(ctx, root, bins, log, func(string) bool { return true })
+	if err != nil {
+		return Binaries{}, err
 	}
 	if _, err := os.Stat(bins.Path(BinKwok)); err != nil {
 		missing = append(missing, BinKwok)
