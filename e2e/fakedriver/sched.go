@@ -157,10 +157,18 @@ func (s *state) sync(p *process, d int, gone <-chan struct{}) error {
 }
 
 // await calls try with the lock held until it returns true, waiting for
-// device d's queues to change between calls.
+// device d's queues to change between calls. It gives up with errGone once
+// p has ended, whichever noticed first: its connection's goroutine (gone)
+// or a reap.
 func (s *state) await(p *process, d int, gone <-chan struct{}, try func(*procDev) bool) error {
 	for {
 		s.mu.Lock()
+		if p.conns <= 0 {
+			// Reaped while it waited (Driver.reap dropped its queue and
+			// woke the device): a dead process queues nothing more.
+			s.mu.Unlock()
+			return errGone
+		}
 		if try(&p.devs[d]) {
 			s.mu.Unlock()
 			return nil
