@@ -84,6 +84,9 @@ type Result struct {
 	// Metrics are the scheduler's deviceshare counters at the end of the
 	// burst (ours and floor): name{labels} -> value.
 	Metrics map[string]float64
+	// CPU is the CPU time each component used during the burst (the
+	// harness's children summed by kind, and the harness itself).
+	CPU map[string]time.Duration
 }
 
 // The schedulers Run knows.
@@ -157,6 +160,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err = tr.start(stop); err != nil {
 		return nil, err
 	}
+	cpuBefore, err := c.CPUByComponent()
+	if err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
 	for j := range o.Jobs {
 		if err = c.CreateJob(ctx, framework.VGPUJob(namespace, fmt.Sprintf("job-%03d", j), task(j, o.PodsPerJob, o.Scheduler == SchedulerFloor))); err != nil {
@@ -175,6 +182,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Bound, res.Running, res.Admitted = tr.last(t0)
 	res.P50, res.P99 = tr.percentiles(t0)
 	res.Breakdown = tr.breakdown(t0)
+	cpuAfter, err := c.CPUByComponent()
+	if err != nil {
+		return nil, err
+	}
+	res.CPU = cpuDiff(cpuAfter, cpuBefore)
 	if !stock {
 		if res.Metrics, err = deviceshareMetrics(ctx, c); err != nil {
 			fmt.Fprintf(o.Log, "throughput: %v\n", err)
@@ -275,6 +287,21 @@ func addNodes(ctx context.Context, c *framework.Cluster, n int, spec framework.A
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// cpuDiff is the CPU each component used between two readings; a
+// component whose processes restarted in between (less CPU after than
+// before) counts what the new ones used.
+func cpuDiff(after, before map[string]time.Duration) map[string]time.Duration {
+	out := make(map[string]time.Duration, len(after))
+	for k, a := range after {
+		if d := a - before[k]; d >= 0 {
+			out[k] = d
+		} else {
+			out[k] = a
+		}
+	}
+	return out
 }
 
 func diff(after, before map[framework.AuditKey]int) map[framework.AuditKey]int {
@@ -616,6 +643,19 @@ func Details(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "  scheduler metrics at the end of the burst:\n")
 		for _, k := range names {
 			fmt.Fprintf(w, "    %s %g\n", k, r.Metrics[k])
+		}
+	}
+	if len(r.CPU) > 0 {
+		names := make([]string, 0, len(r.CPU))
+		var total time.Duration
+		for k, d := range r.CPU {
+			names = append(names, k)
+			total += d
+		}
+		sort.Slice(names, func(i, j int) bool { return r.CPU[names[i]] > r.CPU[names[j]] })
+		fmt.Fprintf(w, "  CPU during the burst (user + system, by component; %d nodes' agents summed): %s in all\n", r.Nodes, total.Round(10*time.Millisecond))
+		for _, k := range names {
+			fmt.Fprintf(w, "    %-32s %8.1f s  %4.1f %%\n", k, r.CPU[k].Seconds(), 100*r.CPU[k].Seconds()/total.Seconds())
 		}
 	}
 	fmt.Fprintf(w, "  requests during the burst (client, verb, resource, count):\n")

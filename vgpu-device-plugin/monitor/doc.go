@@ -47,5 +47,9 @@
 // stamp (prio_launch_ns[0], CUDA_TASK_PRIORITY=0) of the other containers on
 // each card into every region on that card (peer_high_ns), so libvgpu in a
 // low-priority container holds its kernel launches while a high-priority
-// neighbour is launching (libvgpu/src/priority.c).
+// neighbour is launching (libvgpu/src/priority.c). It keeps open only the
+// regions on cards where a high-priority container shares the card, and
+// looks for regions that appeared or went every 500 ms
+// (DefaultPriorityRescan), so a pass reads a few words per such region
+// instead of scanning the cache directory.
 package monitor

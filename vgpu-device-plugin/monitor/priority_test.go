@@ -2,11 +2,14 @@ package monitor
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
@@ -47,7 +50,9 @@ func TestPrioritizerRelaysNewestOtherStamp(t *testing.T) {
 	region(nil, "GPU-0", "GPU-1").write(t, lo)
 	region([]uint64{9999}, "GPU-0").write(t, gone)
 
-	p := &Prioritizer{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := &Prioritizer{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}, Clock: clk}
+	defer p.Close()
 	if got := p.Sync(); got != 4 {
 		t.Errorf("first sync wrote %d words, want 4 (lo twice, hi, hi2 on GPU-0)", got)
 	}
@@ -68,11 +73,13 @@ func TestPrioritizerRelaysNewestOtherStamp(t *testing.T) {
 		t.Errorf("an unchanged node wrote %d words", got)
 	}
 
-	// hi dies and its region goes (its stamp only ages in libvgpu); an
-	// older stamp never replaces a newer one already relayed.
+	// hi dies and its region goes (its stamp only ages in libvgpu), seen
+	// at the next rescan; an older stamp never replaces a newer one
+	// already relayed.
 	if err := os.Remove(hi); err != nil {
 		t.Fatal(err)
 	}
+	clk.Step(DefaultPriorityRescan)
 	if got := p.Sync(); got != 0 {
 		t.Errorf("sync after hi left wrote %d words, want 0", got)
 	}
@@ -86,5 +93,115 @@ func TestPrioritizerRelaysNewestOtherStamp(t *testing.T) {
 	}
 	if diff := cmp.Diff([]uint64{1200, 900}, readPeers(t, lo, 2)); diff != "" {
 		t.Errorf("lo after hi2 launched (-want +got):\n%s", diff)
+	}
+}
+
+// Between rescans the Prioritizer reads and writes only the regions it keeps
+// open: new stamps in them are relayed at once, a region that appears is
+// found at the next rescan, and a node whose cards need no relaying (no
+// high-priority region sharing a card) keeps nothing open and writes
+// nothing.
+func TestPrioritizerRescans(t *testing.T) {
+	cacheDir := t.TempDir()
+	indexer := podIndexer(t, "uid-hi", "uid-lo", "uid-lo2", "uid-new")
+	path := func(uid string) string {
+		return filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), "r.cache")
+	}
+	region := func(highPrio bool, high []uint64, u ...string) regionFile {
+		n := len(u)
+		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
+			smLimit: make([]uint32, n), smUtil: make([]uint32, n), highPrio: highPrio, high: high}
+	}
+	// Only low-priority containers: nothing to relay, nothing kept open.
+	lo, lo2 := path("uid-lo"), path("uid-lo2")
+	region(false, nil, "GPU-0").write(t, lo)
+	region(false, nil, "GPU-0").write(t, lo2)
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := &Prioritizer{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}, Clock: clk, Rescan: time.Second}
+	defer p.Close()
+	if got := p.Sync(); got != 0 || len(p.watched) != 0 {
+		t.Fatalf("low-priority node: wrote %d words, keeps %d regions open; want 0, 0", got, len(p.watched))
+	}
+
+	// A high-priority container starts on GPU-0 (not launched yet): found
+	// at the next rescan, not before.
+	hi := path("uid-hi")
+	region(true, nil, "GPU-0").write(t, hi)
+	clk.Step(999 * time.Millisecond)
+	if p.Sync(); len(p.watched) != 0 {
+		t.Fatalf("before the rescan: %d regions open, want 0", len(p.watched))
+	}
+	clk.Step(time.Millisecond)
+	if got := p.Sync(); got != 0 || len(p.watched) != 3 {
+		t.Fatalf("at the rescan: wrote %d words, keeps %d regions open; want 0, 3", got, len(p.watched))
+	}
+	// It launches (libvgpu stamps in place): relayed at the next pass,
+	// without a rescan, to both neighbours.
+	stamp := func(path string, v uint64) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], v)
+		if _, err := f.WriteAt(b[:], offPrioLaunch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stamp(hi, 700)
+	if got := p.Sync(); got != 2 {
+		t.Errorf("after the launch: wrote %d words, want 2", got)
+	}
+	for _, f := range []string{lo, lo2} {
+		if diff := cmp.Diff([]uint64{700}, readPeers(t, f, 1)); diff != "" {
+			t.Errorf("%s peer_high_ns (-want +got):\n%s", f, diff)
+		}
+	}
+	// A container on another card alone is never opened.
+	region(false, nil, "GPU-1").write(t, path("uid-new"))
+	clk.Step(time.Second)
+	if p.Sync(); len(p.watched) != 3 {
+		t.Errorf("a lone container on GPU-1: %d regions open, want 3", len(p.watched))
+	}
+	p.Close()
+	if len(p.watched) != 0 {
+		t.Errorf("after Close: %d regions open", len(p.watched))
+	}
+}
+
+// BenchmarkPrioritizerSync is one 50 ms pass on a node with ten containers,
+// two of them on a card with a high-priority one: between rescans (what
+// nearly every pass is) against a rescan on every pass (what the agent did
+// before the Prioritizer kept regions open).
+func BenchmarkPrioritizerSync(b *testing.B) {
+	cacheDir := b.TempDir()
+	uids := make([]string, 10)
+	for i := range uids {
+		uids[i] = fmt.Sprintf("uid-%d", i)
+	}
+	indexer := podIndexer(b, uids...)
+	for i, uid := range uids {
+		u := fmt.Sprintf("GPU-%d", i%8)
+		r := regionFile{uuids: []string{u}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
+			smLimit: make([]uint32, 1), smUtil: make([]uint32, 1), highPrio: i == 0}
+		r.write(b, filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), "r.cache"))
+	}
+	for _, bc := range []struct {
+		name   string
+		rescan time.Duration
+	}{{"between-rescans", time.Hour}, {"rescan-every-pass", time.Nanosecond}} {
+		b.Run(bc.name, func(b *testing.B) {
+			clk := clocktesting.NewFakeClock(time.Now())
+			p := &Prioritizer{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}, Clock: clk, Rescan: bc.rescan}
+			defer p.Close()
+			p.Sync()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				clk.Step(time.Millisecond)
+				p.Sync()
+			}
+		})
 	}
 }

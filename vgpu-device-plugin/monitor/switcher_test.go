@@ -30,7 +30,7 @@ func readSwitches(t *testing.T, path string, n int) []uint32 {
 
 // podIndexer is the agent's pod indexer holding pods "ns/<uid>" with the
 // given UIDs.
-func podIndexer(t *testing.T, uids ...string) cache.Indexer {
+func podIndexer(t testing.TB, uids ...string) cache.Indexer {
 	t.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
 	for _, uid := range uids {
