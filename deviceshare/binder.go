@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
+	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/nodelock"
@@ -60,6 +61,8 @@ type Binder struct {
 	// crash is the TEST-ONLY EnvTestCrashAtBind hook (crashhook.go); nil,
 	// and inert, unless that variable is set.
 	crash *crashHook
+	// podsOnce hands turns the scheduler's pod informer (followPods).
+	podsOnce sync.Once
 }
 
 type bindNote struct {
@@ -90,6 +93,16 @@ func newBinder(st *State) *Binder {
 	b := &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote), turns: newAgentTurns(), crash: crashHookFromEnv()}
 	b.turns.waited = st.metrics.agentWaited
 	return b
+}
+
+// followPods hands the agent turns the session's pod informer, once: the
+// scheduler cache's informer factory lives as long as the scheduler.
+func (b *Binder) followPods(ssn *framework.Session) {
+	b.podsOnce.Do(func() {
+		if w := newPodWatch(ssn.InformerFactory()); w != nil {
+			b.turns.pods.Store(w)
+		}
+	})
 }
 
 func (b *Binder) note(uid vcapi.TaskID) *bindNote {

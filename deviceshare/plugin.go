@@ -64,6 +64,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	p.sess.queues = p.openQueues(ssn)
 	p.explainInvalidRequests(ssn)
 	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
+	p.st.binder.followPods(ssn)
 	p.register(ssn)
 	p.st.metrics.observeSync(res, p.st.clock.Since(start))
 	klog.V(3).InfoS("Device ledger synced", "plugin", PluginName, "nodes", res.Nodes, "decoded", res.Decoded,

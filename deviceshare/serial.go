@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -50,6 +51,9 @@ type agentTurns struct {
 	mu    sync.Mutex
 	turns map[string]*agentTurn
 	wait  time.Duration
+	// pods, when set, is the scheduler's pod informer, read instead of the
+	// API server while the pod is there.
+	pods atomic.Pointer[podWatch]
 	// waited is called after each wait with "served" or "refused".
 	waited func(result string)
 }
@@ -136,6 +140,11 @@ func (h heldTurns) release(bound *agentBoundPod) {
 func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface, node string, p *agentBoundPod) error {
 	ctx, cancel := context.WithTimeout(ctx, a.wait)
 	defer cancel()
+	if w := a.pods.Load(); w != nil {
+		if done, err := a.waitInformer(ctx, w, node, p); done {
+			return err
+		}
+	}
 	pods := client.CoreV1().Pods(p.pod.Namespace)
 	cur, err := pods.Get(ctx, p.pod.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -159,8 +168,7 @@ func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s: pod %s, bound before, still waits for the node agent after %s; "+
-				"the agent serves one pending pod per node at a time, so this pod is bound later", node, p.pod, a.wait)
+			return a.stillPending(node, p)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return fmt.Errorf("node %s: watch of pod %s ended while it still waits for the node agent", node, p.pod)
@@ -180,6 +188,37 @@ func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface
 			}
 		}
 	}
+}
+
+// waitInformer is waitServed through the scheduler's pod informer; done is
+// false when the informer does not have the pod, for the API server to say
+// whether it is gone.
+func (a *agentTurns) waitInformer(ctx context.Context, w *podWatch, node string, p *agentBoundPod) (done bool, err error) {
+	for {
+		next, stop := w.next(p.pod)
+		cur, ok := w.get(p.pod)
+		if !ok {
+			stop()
+			return false, nil
+		}
+		if p.served(cur) {
+			stop()
+			klog.V(3).InfoS("Previous pod served", "node", node, "pod", p.pod, "uid", cur.UID, "deleting", cur.DeletionTimestamp != nil)
+			return true, nil
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			stop()
+			return true, a.stillPending(node, p)
+		}
+	}
+}
+
+// stillPending is the error of a wait that ran out.
+func (a *agentTurns) stillPending(node string, p *agentBoundPod) error {
+	return fmt.Errorf("node %s: pod %s, bound before, still waits for the node agent after %s; "+
+		"the agent serves one pending pod per node at a time, so this pod is bound later", node, p.pod, a.wait)
 }
 
 // served reports whether cur no longer needs the node agent: replaced by

@@ -11,7 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -241,5 +243,107 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 	ia, ib, ic, is := strings.Index(got, "bind a n1"), strings.Index(got, "bind b n1"), strings.Index(got, "bind c n2"), strings.Index(got, "served a")
 	if ia < 0 || ib < 0 || ic < 0 || is < 0 || ib < is || ia > is || ic > is {
 		t.Errorf("events %q: want a bound, c bound without waiting, and b bound only after a was served", got)
+	}
+}
+
+// With the scheduler's pod informer, a bind waits for the pod bound before
+// through it: no GET and no watch of its own, woken by the informer's event
+// when the agent serves the pod; a pod the informer no longer has is asked
+// of the API server (deleted: no wait); one never served is refused after
+// the wait.
+func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
+	first := phasePod("first", "allocating")
+	client := fake.NewSimpleClientset(first)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	turns := newAgentTurns()
+	w := newPodWatch(factory)
+	if w == nil {
+		t.Fatal("newPodWatch returned nil for a factory")
+	}
+	turns.pods.Store(w)
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	ownRequests := func() (n int) {
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "pods" && (a.GetVerb() == "get" || a.GetVerb() == "watch") {
+				n++
+			}
+		}
+		return n - 1 // the informer's own watch
+	}
+	ctx := context.Background()
+	held, err := turns.acquire(ctx, client, "n1", testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.release(boundAs(first))
+
+	done := make(chan error, 1)
+	go func() {
+		h, err := turns.acquire(ctx, client, "n1", testKeys)
+		if err == nil {
+			h.release(nil)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("second bind went ahead (err %v) while the first pod was still allocating", err)
+	case <-time.After(200 * time.Millisecond): // it waits: nothing to observe but its not returning
+	}
+	setPhase(t, client, "first", "success")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second bind after the first was served: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("second bind still waiting after the informer showed the first pod served")
+	}
+	if n := ownRequests(); n != 1 { // setPhase's GET
+		t.Errorf("the wait made %d GETs or watches of pods, want none", n-1)
+	}
+
+	// Never served: refused after the wait, naming the pod.
+	second := phasePod("second", "allocating")
+	if _, err := client.CoreV1().Pods("ns").Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := w.get(types.NamespacedName{Namespace: "ns", Name: "second"})
+		return ok, nil
+	}); err != nil {
+		t.Fatal("the informer never showed the second pod")
+	}
+	turns.wait = 200 * time.Millisecond
+	held, err = turns.acquire(ctx, client, "n2", testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.release(boundAs(second))
+	if _, err := turns.acquire(ctx, client, "n2", testKeys); err == nil || !strings.Contains(err.Error(), "ns/second") {
+		t.Fatalf("acquire = %v, want a refusal naming ns/second", err)
+	}
+	// Deleted: gone from the informer, the API server says so, no wait.
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "second", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := w.get(types.NamespacedName{Namespace: "ns", Name: "second"})
+		return !ok, nil
+	}); err != nil {
+		t.Fatal("the informer still shows the deleted pod")
+	}
+	held, err = turns.acquire(ctx, client, "n2", testKeys)
+	if err != nil {
+		t.Fatalf("acquire after the pod waited for was deleted: %v", err)
+	}
+	held.release(nil)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.waiters) != 0 {
+		t.Errorf("waiters left behind: %v", w.waiters)
 	}
 }
