@@ -12,6 +12,7 @@ import (
 	"github.com/vgpushare/vshare/deviceshare/api"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 // onAllocate is the allocation event handler (allocate, pipeline and a
@@ -89,6 +90,17 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		if sb, ok := s.backends[i].(api.Signed); ok {
 			signed = append(signed, sb.SignedAnnotations()...)
 		}
+	}
+	// The node locks the bind will take (none for a pipelined task, whose
+	// allocation a later session replaces), signed with the allocation so
+	// the node agent knows whether to release one (nodelock.AnnotationTaken).
+	if pipelined {
+		merged.Annotations[nodelock.AnnotationTaken] = ""
+	} else {
+		merged.Annotations[nodelock.AnnotationTaken] = nodelock.FormatTaken(lockKeys)
+	}
+	if len(signed) > 0 {
+		signed = append(signed, nodelock.AnnotationTaken)
 	}
 	if sig := p.st.signature(task.Pod, task.NodeName, merged.Annotations, signed); sig != "" {
 		merged.Annotations[allocsig.Annotation] = sig

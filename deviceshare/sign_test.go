@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/internal/allocsig"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 const signKey = "a-scheduler-allocation-key-of-32-bytes-or-more"
@@ -50,6 +51,12 @@ func TestVGPUAllocationsAreSigned(t *testing.T) {
 				}
 				if err := ring.Verify(string(p.UID), b.Node, b.Annotations, required); err != nil {
 					t.Errorf("%s: the scheduler's signature does not verify: %v", p.Name, err)
+				}
+				// No node locks without NodeLockEnable: the agent may trust
+				// that and skip reading the node.
+				if v, ok := b.Annotations[nodelock.AnnotationTaken]; !ok || v != "" || !allocsig.Covers(b.Annotations, nodelock.AnnotationTaken) {
+					t.Errorf("%s: %s = %q (present %v), covered %v; want empty, present and signed", p.Name,
+						nodelock.AnnotationTaken, v, ok, allocsig.Covers(b.Annotations, nodelock.AnnotationTaken))
 				}
 				other := pods[1-i]
 				if err := ring.Verify(string(other.UID), b.Node, b.Annotations, required); err == nil {

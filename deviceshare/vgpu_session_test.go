@@ -296,10 +296,16 @@ func TestVGPUNodeLock(t *testing.T) {
 	c.addJob(podGroup("pg1", 1), a)
 	c.addJob(podGroup("pg2", 1), b)
 	msg := sessionFitMessages(c, a, b)
-	c.waitBinds(1)
+	binds := c.waitBinds(1)
 	c.expectNoBind()
 	if !strings.Contains(msg, ReasonNodeLocked) {
 		t.Errorf("fit error %q does not say the node is locked", msg)
+	}
+	// The pod says which lock its bind took, for the agent to release.
+	for _, bd := range binds {
+		if got := bd.Annotations[nodelock.AnnotationTaken]; got != vgpu.Name {
+			t.Errorf("%s = %q, want %q", nodelock.AnnotationTaken, got, vgpu.Name)
+		}
 	}
 }
 

@@ -195,6 +195,22 @@ func (k *Keyring) Verify(uid, node string, ann map[string]string, required []str
 	return nil
 }
 
+// Covers reports whether the signature in ann[Annotation] names key among
+// the annotations it covers. It does not check the signature: call it on
+// annotations Verify accepted.
+func Covers(ann map[string]string, key string) bool {
+	sig, ok := ann[Annotation]
+	if !ok {
+		return false
+	}
+	for _, f := range strings.Split(sig, ";") {
+		if list, ok := strings.CutPrefix(f, "keys="); ok {
+			return slices.Contains(strings.Split(list, ","), key)
+		}
+	}
+	return false
+}
+
 // IDs lists the key IDs, signing key first.
 func (k *Keyring) IDs() []string { return slices.Clone(k.ids) }
 

@@ -238,3 +238,31 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// Covers names exactly the keys the signature lists: those the scheduler
+// passed and the pod has, not a key that only prefixes or extends one.
+func TestCovers(t *testing.T) {
+	k := ring(t, keyA)
+	ann := signed(k, "uid-1", "node-1")
+	for key, want := range map[string]bool{
+		"volcano.sh/vgpu-node":           true,
+		"volcano.sh/bind-time":           true,
+		"volcano.sh/devices-to-allocate": false, // on the pod, not signed
+		"volcano.sh/vgpu":                false,
+		"volcano.sh/vgpu-node-x":         false,
+		"":                               false,
+	} {
+		if got := Covers(ann, key); got != want {
+			t.Errorf("Covers(%q) = %v, want %v", key, got, want)
+		}
+	}
+	ann["vshare.io/absent"] = ""
+	delete(ann, "vshare.io/absent")
+	ann[Annotation] = k.Sign("uid-1", "node-1", ann, append(signedKeys, "vshare.io/absent"))
+	if Covers(ann, "vshare.io/absent") {
+		t.Error("Covers names a key the pod did not have when signed")
+	}
+	if Covers(allocation(), "volcano.sh/vgpu-node") {
+		t.Error("Covers without a signature: true")
+	}
+}

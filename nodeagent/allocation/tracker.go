@@ -33,6 +33,12 @@ type TrackerOptions struct {
 	// pod's admission.
 	Events      record.EventRecorder
 	EventReason string
+	// ReleaseLock, when set, says whether a served pod's node lock needs
+	// releasing (see nodelock.AnnotationTaken); false skips the
+	// Patcher's ReleaseNodeLock, which reads the node. nil releases
+	// always. A failed allocation always releases: what it carries may be
+	// what failed verification.
+	ReleaseLock func(*v1.Pod) bool
 }
 
 // Tracker writes the outcome of a container's allocation on its pod and
@@ -109,7 +115,9 @@ func (t *Tracker) Served(ctx context.Context, pod *v1.Pod, ctr, consumed string,
 	w := written{toAllocate: consumed, phase: p.Allocating, at: t.opts.Clock.Now()}
 	if done {
 		w.phase = p.Success
-		t.releaseLock(ctx, pod)
+		if t.opts.ReleaseLock == nil || t.opts.ReleaseLock(pod) {
+			t.releaseLock(ctx, pod)
+		}
 	}
 	t.written[pod.UID] = w
 	return nil

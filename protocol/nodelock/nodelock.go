@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,4 +164,36 @@ func Release(ctx context.Context, client kubernetes.Interface, nodeName, key str
 		}
 	}
 	return fmt.Errorf("unlock %s on node %s: node kept changing", key, nodeName)
+}
+
+// AnnotationTaken is the pod annotation on which this project's scheduler
+// records, with the allocation, the node locks its bind takes for the pod:
+// their keys, sorted, comma-separated; empty when it takes none (the
+// default: node locks are for HAMi's and Volcano's node agents and
+// NodeLockEnable). The allocation signature covers it, so a node agent that
+// verified the signature knows whether there is a lock to release without
+// reading the node: one GET per served pod, and the request that timed out
+// first on a loaded API server (make bench-e2e). Other schedulers do not
+// write it; without it, or without a signature covering it, an agent reads
+// the node as before.
+const AnnotationTaken = "vshare.io/node-locks"
+
+// FormatTaken is AnnotationTaken's value for keys.
+func FormatTaken(keys []string) string {
+	s := slices.Clone(keys)
+	slices.Sort(s)
+	return strings.Join(slices.Compact(s), ",")
+}
+
+// Taken reports whether AnnotationTaken's value names key.
+func Taken(value, key string) bool {
+	if value == "" {
+		return false
+	}
+	for _, k := range strings.Split(value, ",") {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }

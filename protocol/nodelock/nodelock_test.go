@@ -80,3 +80,27 @@ func TestHeld(t *testing.T) {
 		})
 	}
 }
+
+func TestTaken(t *testing.T) {
+	if got := FormatTaken([]string{"hamivgpu", "hamivnpu", "hamivgpu"}); got != "hamivgpu,hamivnpu" {
+		t.Errorf("FormatTaken = %q, want sorted and distinct", got)
+	}
+	if got := FormatTaken(nil); got != "" {
+		t.Errorf("FormatTaken(nil) = %q, want empty", got)
+	}
+	for _, tc := range []struct {
+		value, key string
+		want       bool
+	}{
+		{"hamivgpu", "hamivgpu", true},
+		{"hamivgpu,hamivnpu", "hamivnpu", true},
+		{"", "hamivgpu", false},
+		{"hamivgpu-x", "hamivgpu", false},
+		{"hamivnpu", "hamivgpu", false},
+		{"", "", false},
+	} {
+		if got := Taken(tc.value, tc.key); got != tc.want {
+			t.Errorf("Taken(%q, %q) = %v, want %v", tc.value, tc.key, got, tc.want)
+		}
+	}
+}

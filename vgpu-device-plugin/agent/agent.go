@@ -158,7 +158,7 @@ func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.T
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir, MPSHostRoot: o.MPSRoot,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 		SchedulerNames: o.SchedulerNames, Events: kube.NewEventRecorder(client, Component, o.NodeName),
-		LivePods: kube.NodePods(client, o.NodeName),
+		LivePods: kube.NodePods(client, o.NodeName), NodeLockName: o.NodeLockName,
 	}
 	if o.AllocationKeyFile != "" {
 		keys, err := allocation.LoadKeys(o.AllocationKeyFile)

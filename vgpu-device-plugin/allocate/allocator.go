@@ -18,6 +18,7 @@ import (
 	"github.com/vgpushare/vshare/internal/allocsig"
 	"github.com/vgpushare/vshare/nodeagent"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
@@ -86,6 +87,11 @@ type Options struct {
 	// does not say which pod it is for, so its error may reach another
 	// pod's admission.
 	Events record.EventRecorder
+	// NodeLockName is the node lock key this agent releases after serving
+	// a pod (agent.Options.NodeLockName). With Keys set, a served pod whose
+	// verified allocation signature covers nodelock.AnnotationTaken and
+	// does not name it had no lock taken, and the node is not read.
+	NodeLockName string
 }
 
 // EventAllocationFailed is the reason of the Warning event recorded on a pod
@@ -140,7 +146,8 @@ func New(opts Options) (*Allocator, error) {
 	return &Allocator{opts: opts, warned: map[types.UID]time.Time{},
 		trust: allocation.Trust{SchedulerNames: opts.SchedulerNames, Keys: opts.Keys, Signed: SignedAnnotations},
 		tracker: allocation.NewTracker(allocation.TrackerOptions{Node: opts.Node, Protocol: protocol, Patcher: opts.Patcher,
-			Kind: "vGPU", StaleAfter: opts.StaleAfter, Clock: opts.Clock, Events: opts.Events, EventReason: EventAllocationFailed}),
+			Kind: "vGPU", StaleAfter: opts.StaleAfter, Clock: opts.Clock, Events: opts.Events, EventReason: EventAllocationFailed,
+			ReleaseLock: func(p *v1.Pod) bool { return lockToRelease(p, opts.Keys != nil, opts.NodeLockName) }}),
 	}, nil
 }
 
@@ -241,4 +248,17 @@ func nextPendingOf(value string) int {
 		return -1
 	}
 	return vgpu.NextPending(entries)
+}
+
+// lockToRelease reports whether a served pod may hold the node lock
+// lockName. Only a signed allocation (signed: the agent serves nothing else)
+// whose signature covers nodelock.AnnotationTaken says so for sure; any
+// other pod may have had a lock taken by its scheduler (Volcano's and
+// HAMi's always take one), so the node is read.
+func lockToRelease(p *v1.Pod, signed bool, lockName string) bool {
+	v, ok := p.Annotations[nodelock.AnnotationTaken]
+	if !signed || !ok || lockName == "" || !allocsig.Covers(p.Annotations, nodelock.AnnotationTaken) {
+		return true
+	}
+	return nodelock.Taken(v, lockName)
 }

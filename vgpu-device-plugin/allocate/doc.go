@@ -19,8 +19,10 @@
 // the oldest vgpu-time whose next pending devices-to-allocate entry has as
 // many cards as the kubelet asks for. It consumes that entry (rewriting
 // devices-to-allocate with the entry emptied); when no entry is left it sets
-// bind-phase success and releases the node lock. A refused allocation sets
-// bind-phase failed and releases the lock.
+// bind-phase success and releases the node lock (reading the node), unless
+// the verified allocation signature covers vshare.io/node-locks and that
+// does not name the agent's lock: our scheduler then took none. A refused
+// allocation sets bind-phase failed and releases the lock.
 //
 // Pods come from a node-scoped informer's indexer (PodLookup), never from a
 // List call per Allocate; writes go through a Patcher. Writes the informer

@@ -15,6 +15,7 @@ import (
 	vgpubackend "github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/allocsig"
+	"github.com/vgpushare/vshare/protocol/nodelock"
 	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
@@ -234,6 +235,58 @@ func TestAllocateRefusesWhileAnUnplacedPodMayBeInAdmission(t *testing.T) {
 			}
 			if got := resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]; got != e.uuids[0] {
 				t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want %s", got, e.uuids[0])
+			}
+		})
+	}
+}
+
+// After serving a pod the agent releases its node lock, reading the node
+// (one GET), unless the pod's verified signature covers
+// nodelock.AnnotationTaken and that does not name the agent's lock: only
+// then is it sure no lock was taken. A failed allocation always releases.
+func TestNodeLockReleasedUnlessSignedAsNotTaken(t *testing.T) {
+	signWith := func(keys ...string) func(*testing.T, *v1.Pod) {
+		return func(t *testing.T, p *v1.Pod) {
+			p.Annotations[allocsig.Annotation] = keyring(t, testKey).Sign(string(p.UID), nodeName, p.Annotations,
+				append((&vgpubackend.Backend{}).SignedAnnotations(), keys...))
+		}
+	}
+	tests := []struct {
+		name        string
+		key         bool   // the agent demands signatures
+		taken       string // the annotation's value; "-" leaves it out
+		sign        func(*testing.T, *v1.Pod)
+		wantRelease bool
+	}{
+		{name: "signed: no lock taken", key: true, taken: "", sign: signWith(nodelock.AnnotationTaken)},
+		{name: "signed: another device's lock", key: true, taken: "hamivnpu", sign: signWith(nodelock.AnnotationTaken)},
+		{name: "signed: this lock taken", key: true, taken: "hamivnpu,hamivgpu", sign: signWith(nodelock.AnnotationTaken), wantRelease: true},
+		{name: "signature does not cover it", key: true, taken: "", sign: signWith(), wantRelease: true},
+		{name: "signed, no annotation (older scheduler)", key: true, taken: "-", sign: signWith(), wantRelease: true},
+		{name: "unsigned agent: not trusted", key: false, taken: "", sign: func(*testing.T, *v1.Pod) {}, wantRelease: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []envOption{func(_ *config.Config, o *allocate.Options) { o.NodeLockName = "hamivgpu" }}
+			if tc.key {
+				opts = append(opts, withKeys(t, testKey))
+			}
+			e := newEnv(t, opts...)
+			pod := newPod("p").container("c", 1, nil).allocated(entry(e.uuids[0], 1000, 0), 1).build()
+			if tc.taken != "-" {
+				pod.Annotations[nodelock.AnnotationTaken] = tc.taken
+			}
+			tc.sign(t, pod)
+			e.add(t, pod)
+			if _, err := e.alloc.Allocate(context.Background(), request(1)); err != nil {
+				t.Fatalf("Allocate: %v", err)
+			}
+			released := false
+			for _, c := range e.rec.Calls() {
+				released = released || (c.Pod == "p" && c.Annotations == nil)
+			}
+			if released != tc.wantRelease {
+				t.Errorf("node lock released: %v, want %v (calls %v)", released, tc.wantRelease, e.rec.Calls())
 			}
 		})
 	}
