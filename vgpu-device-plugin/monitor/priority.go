@@ -216,12 +216,40 @@ func relay(regions []regionRef, write func(region, device int, stamp uint64) err
 }
 
 // Run syncs every interval until ctx ends, and closes what it kept open.
+// While no card needs relaying it only rescans, every Rescan: an idle agent
+// then wakes twice a second instead of twenty times (with 200 agents on two
+// cores, the wake-ups alone were a fifth of a core).
 func (p *Prioritizer) Run(ctx context.Context, clk clock.Clock, interval time.Duration) {
-	if p.Clock == nil && clk != nil {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if p.Clock == nil {
 		p.Clock = clk
 	}
 	defer p.Close()
-	runEvery(ctx, clk, interval, func() { p.Sync() })
+	for {
+		t := clk.NewTimer(p.next(interval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+			p.Sync()
+		}
+	}
+}
+
+// next is how long Run waits before the next Sync: interval while regions
+// are watched, else until the next rescan is due (at least interval).
+func (p *Prioritizer) next(interval time.Duration) time.Duration {
+	if len(p.watched) > 0 || p.scanned.IsZero() {
+		return interval
+	}
+	rescan := p.Rescan
+	if rescan <= 0 {
+		rescan = DefaultPriorityRescan
+	}
+	return max(interval, rescan-p.Clock.Since(p.scanned))
 }
 
 // writePeerHigh writes device i's peer_high_ns word. The word is 8-byte

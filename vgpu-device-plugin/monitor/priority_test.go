@@ -205,3 +205,36 @@ func BenchmarkPrioritizerSync(b *testing.B) {
 		})
 	}
 }
+
+// Run passes at the relay interval only while a card needs relaying; with
+// nothing watched it waits for the next rescan.
+func TestPrioritizerNext(t *testing.T) {
+	cacheDir := t.TempDir()
+	indexer := podIndexer(t, "uid-hi", "uid-lo")
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := &Prioritizer{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}, Clock: clk, Rescan: 500 * time.Millisecond}
+	defer p.Close()
+	const interval = 50 * time.Millisecond
+	if got := p.next(interval); got != interval {
+		t.Errorf("before the first scan: %v, want %v", got, interval)
+	}
+	p.Sync()
+	clk.Step(100 * time.Millisecond)
+	if got := p.next(interval); got != 400*time.Millisecond {
+		t.Errorf("nothing watched, 100ms after the scan: %v, want 400ms", got)
+	}
+	clk.Step(time.Second)
+	if got := p.next(interval); got != interval {
+		t.Errorf("rescan overdue: %v, want %v", got, interval)
+	}
+	for _, uid := range []string{"uid-hi", "uid-lo"} {
+		n := 1
+		regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
+			smLimit: make([]uint32, n), smUtil: make([]uint32, n), highPrio: uid == "uid-hi"}.
+			write(t, filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), "r.cache"))
+	}
+	p.Sync()
+	if got := p.next(interval); got != interval || len(p.watched) != 2 {
+		t.Errorf("two regions watched: next %v with %d open, want %v with 2", got, len(p.watched), interval)
+	}
+}
