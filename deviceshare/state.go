@@ -247,6 +247,7 @@ func (st *State) Ledger() *Ledger { return st.ledger }
 func Register() *State {
 	st := NewState(Options{Registerer: prometheus.DefaultRegisterer})
 	volcano.SilenceBuiltinVGPU()
+	volcano.QuietBuiltinVGPUPodGauges()
 	volcano.Register(PluginName, st.Builder(), st.Binder())
 	return st
 }

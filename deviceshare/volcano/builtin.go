@@ -2,14 +2,17 @@ package volcano
 
 import (
 	"fmt"
+	"sync"
 	_ "unsafe" // go:linkname
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	_ "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu" // owns builtinVGPUClient
+	builtinvgpu "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu" // owns builtinVGPUClient
 )
 
 // builtinVGPUClient is the package-level client of Volcano v1.10's built-in
@@ -53,4 +56,35 @@ func SilenceBuiltinVGPU() {
 			action.GetVerb(), action.GetResource().Resource)
 	})
 	builtinVGPUClient = c
+}
+
+var quietOnce sync.Once
+
+// QuietBuiltinVGPUPodGauges stops the upkeep of the built-in vGPU code's two
+// per-pod gauges (volcano_vgpu_device_memory_allocation_for_a_certain_pod
+// and ..._core_...), whose cost grows with the square of the cluster. That
+// code runs in every NodeInfo Volcano builds (each node update and each
+// session's snapshot of every node): NewGPUDevices calls ResetDeviceMetrics
+// per card, whose DeletePartialMatch scans every series of both gauges, and
+// each pod holding cards adds a series per card. Every snapshot thus costs
+// cards x (pod, card) pairs label matches: perf of make bench-e2e at 200
+// nodes and 2,000 vGPU pods put it at a fifth of the scheduler's CPU. The
+// gauges describe the built-in plugin's view, which deviceshare replaces
+// (its own metrics and the node agent's cover allocations per pod), so they
+// are taken off the default registry and replaced by gauges whose labels
+// are all constrained to "": at most one series, never exported. Safe to
+// call more than once; call it before the scheduler runs.
+func QuietBuiltinVGPUPodGauges() {
+	quietOnce.Do(func() {
+		blank := func(string) string { return "" }
+		for _, g := range []**prometheus.GaugeVec{&builtinvgpu.VGPUPodMemoryAllocated, &builtinvgpu.VGPUPodCoreAllocated} {
+			prometheus.DefaultRegisterer.Unregister(*g)
+			*g = prometheus.V2.NewGaugeVec(prometheus.GaugeVecOpts{
+				GaugeOpts: prometheus.GaugeOpts{Name: "vshare_unexported_builtin_vgpu_pod_gauge", Help: "not exported"},
+				VariableLabels: prometheus.ConstrainedLabels{
+					{Name: "devID", Constraint: blank}, {Name: "NodeName", Constraint: blank}, {Name: "podName", Constraint: blank},
+				},
+			})
+		}
+	})
 }

@@ -104,13 +104,39 @@ func (s *Switcher) regions() []regionRef { return listRegions(s.CacheDir, s.Pods
 
 // listRegions lists the readable regions of pods on the node under cacheDir.
 func listRegions(cacheDir string, pods PodByUID) []regionRef {
+	return listRegionsCached(cacheDir, pods, nil, time.Time{})
+}
+
+// regionDirs remembers, per container directory, the region files it held
+// when last listed, so a directory whose modification time has not moved
+// since is not listed again (the Prioritizer's rescans: the agent adds a
+// region file to a container's directory at Allocate, libvgpu formats it
+// in place).
+type regionDirs map[string]regionDir
+
+type regionDir struct {
+	mtime, listed time.Time
+	files         []string
+}
+
+// mtimeSlack covers file systems whose time stamps are coarse: a listing
+// taken less than this after the directory's modification time may have
+// missed a file created in the same tick, so it is not trusted.
+const mtimeSlack = 2 * time.Second
+
+// listRegionsCached is listRegions, reusing dirs' listings (when dirs is
+// not nil; it is updated, and forgets directories no longer listed) and
+// skipping files too short to hold a header (created by the agent, not
+// yet formatted by libvgpu) without opening them.
+func listRegionsCached(cacheDir string, pods PodByUID, dirs regionDirs, now time.Time) []regionRef {
 	root := filepath.Join(cacheDir, allocate.ContainersDir)
-	dirs, err := os.ReadDir(root)
+	entries, err := os.ReadDir(root)
 	if err != nil {
 		return nil
 	}
+	seen := make(map[string]bool, len(entries))
 	var out []regionRef
-	for _, d := range dirs {
+	for _, d := range entries {
 		uid, _, ok := strings.Cut(d.Name(), "_")
 		if !d.IsDir() || !ok {
 			continue
@@ -118,8 +144,12 @@ func listRegions(cacheDir string, pods PodByUID) []regionRef {
 		if _, found := pods.ByUID(uid); !found {
 			continue
 		}
-		files, _ := filepath.Glob(filepath.Join(root, d.Name(), "*.cache"))
-		for _, f := range files {
+		dir := filepath.Join(root, d.Name())
+		seen[dir] = true
+		for _, f := range regionFiles(dir, dirs, now) {
+			if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() || fi.Size() < HeaderSize {
+				continue
+			}
 			r, err := ReadRegion(f)
 			if err != nil {
 				continue
@@ -127,7 +157,32 @@ func listRegions(cacheDir string, pods PodByUID) []regionRef {
 			out = append(out, regionRef{path: f, uuid: r.UUID, priority: r.Priority, high: r.HighLaunch, peer: r.PeerHigh})
 		}
 	}
+	for dir := range dirs {
+		if !seen[dir] {
+			delete(dirs, dir)
+		}
+	}
 	return out
+}
+
+// regionFiles lists dir's *.cache files, from dirs when its listing is
+// still good.
+func regionFiles(dir string, dirs regionDirs, now time.Time) []string {
+	if dirs == nil {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.cache"))
+		return files
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		delete(dirs, dir)
+		return nil
+	}
+	if c, ok := dirs[dir]; ok && fi.ModTime().Equal(c.mtime) && c.listed.Sub(c.mtime) > mtimeSlack {
+		return c.files
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.cache"))
+	dirs[dir] = regionDir{mtime: fi.ModTime(), listed: now, files: files}
+	return files
 }
 
 // setSwitch writes device i's switch word if it differs and reports whether

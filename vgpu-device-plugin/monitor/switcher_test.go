@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -113,5 +114,80 @@ func TestSwitcherFreesHighPriorityAmongLowOnes(t *testing.T) {
 	if diff := cmp.Diff([][]uint32{{UtilSwitchEnforce}, {UtilSwitchEnforce}, {UtilSwitchEnforce}},
 		[][]uint32{readSwitches(t, hi, 1), readSwitches(t, lo, 1), readSwitches(t, hi2, 1)}); diff != "" {
 		t.Errorf("two high and one low on one card: switches [hi, lo, hi2] (-want +got):\n%s", diff)
+	}
+}
+
+// listRegionsCached lists a container directory again only when its
+// modification time moved, or when the last listing was too close to it to
+// be trusted on a file system with coarse time stamps; a file the agent
+// created but libvgpu has not formatted yet is skipped and found once
+// formatted in place.
+func TestListRegionsCached(t *testing.T) {
+	cacheDir := t.TempDir()
+	pods := allocate.IndexerLookup{Indexer: podIndexer(t, "uid-a")}
+	dir := allocate.ContainerDir(cacheDir, "uid-a", "main")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(dir, "one.cache")
+	if err := os.WriteFile(first, nil, 0o600); err != nil { // as the agent creates it
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	dirs := regionDirs{}
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 0 {
+		t.Fatalf("unformatted file listed as a region: %+v", got)
+	}
+	if c := dirs[dir]; len(c.files) != 1 {
+		t.Fatalf("cached listing %+v, want the one file", c)
+	}
+	one := func(u string) regionFile {
+		return regionFile{uuids: []string{u}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
+			smLimit: make([]uint32, 1), smUtil: make([]uint32, 1)}
+	}
+	// libvgpu formats it in place: the directory does not change, the
+	// cached listing is used, and the region is read.
+	one("GPU-0").write(t, first)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 1 || got[0].uuid[0] != "GPU-0" {
+		t.Fatalf("after formatting: %+v, want the region on GPU-0", got)
+	}
+	// The cached listing is what is used while the directory is unchanged.
+	dirs[dir] = regionDir{mtime: dirs[dir].mtime, listed: dirs[dir].listed}
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 0 {
+		t.Fatalf("an unchanged directory was listed again: %+v", got)
+	}
+	// A new file moves the directory's time: listed again.
+	second := filepath.Join(dir, "two.cache")
+	one("GPU-1").write(t, second)
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 2 {
+		t.Fatalf("after a new file: %d regions, want 2", len(got))
+	}
+	// A listing taken right after the directory changed is not trusted, even
+	// if a later file leaves the same (coarse) time stamp.
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := filepath.Join(dir, "three.cache")
+	one("GPU-2").write(t, third)
+	if err := os.Chtimes(dir, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 3 {
+		t.Fatalf("a file created in the same time stamp: %d regions, want 3", len(got))
+	}
+	// A pod's directory that goes is forgotten.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	listRegionsCached(cacheDir, pods, dirs, time.Now())
+	if len(dirs) != 0 {
+		t.Errorf("listings kept for a removed directory: %v", dirs)
 	}
 }
