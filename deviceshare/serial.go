@@ -11,9 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -136,83 +134,72 @@ func (h heldTurns) release(bound *agentBoundPod) {
 }
 
 // waitServed waits until p is no longer pending with the node agent (see
-// served), or is gone, for at most the turns' wait.
+// served), or is gone, for at most the turns' wait. It reads the pod from
+// the scheduler's pod informer (podWatch) and wakes on that pod's events;
+// only a pod the informer does not have is read from the API server (gone,
+// or not seen yet). Without an informer (tests, or a scheduler whose
+// informer would not take a handler) it reads the API server every
+// pollServed.
 func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface, node string, p *agentBoundPod) error {
 	ctx, cancel := context.WithTimeout(ctx, a.wait)
 	defer cancel()
-	if w := a.pods.Load(); w != nil {
-		if done, err := a.waitInformer(ctx, w, node, p); done {
+	w := a.pods.Load()
+	for {
+		var next <-chan struct{}
+		stop := func() {}
+		if w != nil {
+			next, stop = w.next(p.pod)
+		}
+		served, err := a.check(ctx, client, w, node, p)
+		if served || err != nil {
+			stop()
 			return err
 		}
-	}
-	pods := client.CoreV1().Pods(p.pod.Namespace)
-	cur, err := pods.Get(ctx, p.pod.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("node %s: read pod %s, bound before and maybe still waiting for the node agent: %w", node, p.pod, err)
-	}
-	if p.served(cur) {
-		klog.V(3).InfoS("Previous pod already served", "node", node, "pod", p.pod, "uid", cur.UID, "deleting", cur.DeletionTimestamp != nil)
-		return nil
-	}
-	w, err := pods.Watch(ctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", p.pod.Name).String(),
-		ResourceVersion: cur.ResourceVersion,
-	})
-	if err != nil {
-		return fmt.Errorf("node %s: watch pod %s, bound before and still waiting for the node agent: %w", node, p.pod, err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return a.stillPending(node, p)
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return fmt.Errorf("node %s: watch of pod %s ended while it still waits for the node agent", node, p.pod)
-			}
-			switch ev.Type {
-			case watch.Deleted:
-				if pod, ok := ev.Object.(*v1.Pod); ok && pod.Name == p.pod.Name {
-					return nil
-				}
-			case watch.Added, watch.Modified:
-				if pod, ok := ev.Object.(*v1.Pod); ok && pod.Name == p.pod.Name && p.served(pod) {
-					klog.V(3).InfoS("Previous pod served", "node", node, "pod", p.pod)
-					return nil
-				}
-			case watch.Error:
-				return fmt.Errorf("node %s: watch of pod %s: %v", node, p.pod, apierrors.FromObject(ev.Object))
-			}
-		}
-	}
-}
-
-// waitInformer is waitServed through the scheduler's pod informer; done is
-// false when the informer does not have the pod, for the API server to say
-// whether it is gone.
-func (a *agentTurns) waitInformer(ctx context.Context, w *podWatch, node string, p *agentBoundPod) (done bool, err error) {
-	for {
-		next, stop := w.next(p.pod)
-		cur, ok := w.get(p.pod)
-		if !ok {
-			stop()
-			return false, nil
-		}
-		if p.served(cur) {
-			stop()
-			klog.V(3).InfoS("Previous pod served", "node", node, "pod", p.pod, "uid", cur.UID, "deleting", cur.DeletionTimestamp != nil)
-			return true, nil
+		var poll <-chan time.Time
+		if w == nil {
+			t := time.NewTimer(pollServed)
+			poll = t.C
+			stop = func() { t.Stop() }
 		}
 		select {
 		case <-next:
+		case <-poll:
 		case <-ctx.Done():
 			stop()
-			return true, a.stillPending(node, p)
+			return a.stillPending(node, p)
 		}
+		stop()
 	}
+}
+
+// pollServed is how often waitServed reads the pod without an informer.
+const pollServed = 100 * time.Millisecond
+
+// check reports whether p is served, from the informer's copy when it has
+// one, else from the API server (a pod that is not found is gone).
+func (a *agentTurns) check(ctx context.Context, client kubernetes.Interface, w *podWatch, node string, p *agentBoundPod) (bool, error) {
+	cur, ok := (*v1.Pod)(nil), false
+	if w != nil {
+		cur, ok = w.get(p.pod)
+	}
+	if !ok {
+		got, err := client.CoreV1().Pods(p.pod.Namespace).Get(ctx, p.pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, a.stillPending(node, p)
+			}
+			return false, fmt.Errorf("node %s: read pod %s, bound before and maybe still waiting for the node agent: %w", node, p.pod, err)
+		}
+		cur = got
+	}
+	if p.served(cur) {
+		klog.V(3).InfoS("Previous pod served", "node", node, "pod", p.pod, "uid", cur.UID, "deleting", cur.DeletionTimestamp != nil)
+		return true, nil
+	}
+	return false, nil
 }
 
 // stillPending is the error of a wait that ran out.
@@ -228,7 +215,20 @@ func (a *agentTurns) stillPending(node string, p *agentBoundPod) error {
 // the agent, which skips pods being deleted, would answer that admission
 // with the next pod's allocation if the next pod were already bound (found
 // by the e2e fault campaign, deleting pods right after their bind).
+//
+// A copy of the pod from before its bind (no spec.nodeName: the scheduler's
+// informer had not seen the bind yet) says nothing: the bind is what adds
+// the annotations pending reads, so without them such a copy would look
+// served, and the next pod bound at once would have its allocation swapped
+// with this one's (found by the e2e SM-share test when the wait moved to
+// the informer).
 func (p *agentBoundPod) served(cur *v1.Pod) bool {
+	if cur.UID != p.uid {
+		return true
+	}
+	if cur.Spec.NodeName == "" {
+		return false
+	}
 	terminated := cur.Status.Phase == v1.PodSucceeded || cur.Status.Phase == v1.PodFailed
-	return cur.UID != p.uid || terminated || !p.pending(cur)
+	return terminated || !p.pending(cur)
 }

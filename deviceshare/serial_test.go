@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -23,11 +22,12 @@ const testPhaseKey = "example.com/bind-phase"
 
 func pendingPhase(p *v1.Pod) bool { return p.Annotations[testPhaseKey] == "allocating" }
 
+// phasePod is a pod bound to n1 with the bind-phase phase.
 func phasePod(name, phase string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
 		Annotations: map[string]string{testPhaseKey: phase},
-	}}
+	}, Spec: v1.PodSpec{NodeName: "n1"}}
 }
 
 // setPhase updates the pod's bind-phase as the node agent would.
@@ -44,12 +44,21 @@ func setPhase(t *testing.T, client *fake.Clientset, name, phase string) {
 	}
 }
 
-// watchStarted returns a channel that receives once per pod watch the
-// client starts.
-func watchStarted(client *fake.Clientset) <-chan struct{} {
-	ch := make(chan struct{}, 16)
-	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		ch <- struct{}{}
+// podReads returns a channel that receives once per GET of a pod the client
+// serves after the first n: a bind reading the pod bound before it, again
+// and again while it waits.
+func podReads(client *fake.Clientset, n int) <-chan struct{} {
+	ch := make(chan struct{}, 1024)
+	var mu sync.Mutex
+	client.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if n--; n < 0 {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
 		return false, nil, nil
 	})
 	return ch
@@ -66,7 +75,9 @@ var testKeys = []orderedKey{{backend: "widget", pending: pendingPhase}}
 func TestAgentTurnWaitsForTheAgent(t *testing.T) {
 	first := phasePod("first", "allocating")
 	client := fake.NewSimpleClientset(first)
-	started := watchStarted(client)
+	// The first read finds it allocating; a second one means the bind
+	// waits.
+	started := podReads(client, 1)
 	turns := newAgentTurns()
 	var results []string
 	var mu sync.Mutex
@@ -170,6 +181,9 @@ func TestAgentBoundPodServed(t *testing.T) {
 		{name: "failed by the kubelet", edit: func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }, want: true},
 		// The kubelet may be admitting it: wait until it is gone.
 		{name: "being deleted, still allocating", edit: func(p *v1.Pod) { p.DeletionTimestamp = &now }, want: false},
+		// An informer's copy from before the bind: no node, none of the
+		// bind's annotations. It must not pass for served.
+		{name: "not yet seen bound", edit: func(p *v1.Pod) { p.Spec.NodeName = ""; delete(p.Annotations, testPhaseKey) }, want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,7 +266,11 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 // of the API server (deleted: no wait); one never served is refused after
 // the wait.
 func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
-	first := phasePod("first", "allocating")
+	// The informer first has the pod as it was before its bind: no node,
+	// no bind-phase. That must not pass for served.
+	first := phasePod("first", "")
+	first.Spec.NodeName = ""
+	delete(first.Annotations, testPhaseKey)
 	client := fake.NewSimpleClientset(first)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	turns := newAgentTurns()
@@ -290,8 +308,22 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		t.Fatalf("second bind went ahead (err %v) while the first pod was still allocating", err)
+		t.Fatalf("second bind went ahead (err %v) while the informer had the first pod from before its bind", err)
 	case <-time.After(200 * time.Millisecond): // it waits: nothing to observe but its not returning
+	}
+	// The bind reaches the informer: node and bind-phase allocating.
+	cur, err := client.CoreV1().Pods("ns").Get(ctx, "first", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.NodeName, cur.Annotations[testPhaseKey] = "n1", "allocating"
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("second bind went ahead (err %v) while the first pod was still allocating", err)
+	case <-time.After(200 * time.Millisecond):
 	}
 	setPhase(t, client, "first", "success")
 	select {
@@ -302,8 +334,8 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("second bind still waiting after the informer showed the first pod served")
 	}
-	if n := ownRequests(); n != 1 { // setPhase's GET
-		t.Errorf("the wait made %d GETs or watches of pods, want none", n-1)
+	if n := ownRequests(); n != 2 { // the test's GET above and setPhase's
+		t.Errorf("the wait made %d GETs or watches of pods, want none", n-2)
 	}
 
 	// Never served: refused after the wait, naming the pod.

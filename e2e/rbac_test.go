@@ -523,19 +523,19 @@ func exerciseNodeLock(t *testing.T, ctx context.Context) {
 }
 
 // exerciseAgentTurn runs a gang of two pods on the audit node, without the
-// node lock, while the agent is paused: before binding the second pod the
-// scheduler gets the first, finds it still waiting for the agent and
-// watches it (seen in the audit log before the agent resumes); then the
-// agent serves both.
+// node lock, while the agent is paused: the scheduler binds one and holds
+// the other until the agent serves the first, reading it from its pod
+// informer. The Job is then deleted: the first pod leaves the informer, so
+// the binder asks the API server for it (the GET seen in the audit log)
+// and finds it gone.
 func exerciseAgentTurn(t *testing.T, ctx context.Context, agent *framework.Process) {
 	t.Helper()
 	if err := agent.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	resumed := false
 	defer func() {
-		if !resumed {
-			_ = agent.Resume()
+		if err := agent.Resume(); err != nil {
+			t.Error(err)
 		}
 	}()
 	job := framework.VGPUJob(auditNS, "gang", framework.VGPUTask{Name: "worker", Replicas: 2, VGPUs: 1, MemoryMiB: 1000,
@@ -543,24 +543,35 @@ func exerciseAgentTurn(t *testing.T, ctx context.Context, agent *framework.Proce
 	if err := cluster.CreateJob(ctx, job); err != nil {
 		t.Fatal(err)
 	}
+	waitAudit(t, ctx, "one pod of the gang bound, the other held for the agent's turn", func() (bool, error) {
+		pods, err := cluster.JobPods(ctx, auditNS, "gang")
+		if err != nil || len(pods) != 2 {
+			return false, err
+		}
+		bound := 0
+		for _, p := range pods {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return bound == 1, nil
+	})
+	if err := cluster.DeleteJob(ctx, auditNS, "gang"); err != nil {
+		t.Fatal(err)
+	}
 	schedUser := framework.ServiceAccountUser(auditNS, auditScheduler)
-	waitAudit(t, ctx, "the scheduler watching the pod bound before", func() (bool, error) {
+	waitAudit(t, ctx, "the scheduler reading the pod bound before once it left the informer", func() (bool, error) {
 		reqs, err := cluster.AuditRequests(schedUser)
 		if err != nil {
 			return false, err
 		}
 		for _, r := range reqs {
-			if r.Verb == "watch" && r.Resource == "pods" && r.Namespace == auditNS {
+			if r.Verb == "get" && r.Resource == "pods" && r.Namespace == auditNS {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-	resumed = true
-	if err := agent.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	waitJobServed(t, ctx, "gang", 2)
 }
 
 // runAuditJob runs a Job of n one-vGPU pods on the audit node until the

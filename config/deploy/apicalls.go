@@ -130,6 +130,10 @@ func scanAPICalls(fset *token.FileSet, f *ast.File, out map[APICall][]string) er
 			if !ok {
 				if strings.HasSuffix(sel.Sel.Name, "V1") || strings.Contains(sel.Sel.Name, "V1beta") {
 					if len(call.Args) == 0 && isClientsetLike(sel.X) {
+						if g, ok := informerGroup(sel); ok {
+							informerUses(fset, call, g, parents, out, fail)
+							return true
+						}
 						fail(call, "unknown API group accessor %s", sel.Sel.Name)
 					}
 				}
@@ -155,6 +159,54 @@ func scanAPICalls(fset *token.FileSet, f *ast.File, out map[APICall][]string) er
 		})
 	}
 	return err
+}
+
+// informerGroups are the group accessors of a SharedInformerFactory
+// (factory.Core().V1()), by API group.
+var informerGroups = map[string]string{"Core": ""}
+
+// informerGroup reports whether sel is the version accessor of an informer
+// factory's group (the V1 of factory.Core().V1()), and which group.
+func informerGroup(sel *ast.SelectorExpr) (string, bool) {
+	if sel.Sel.Name != "V1" {
+		return "", false
+	}
+	inner, ok := sel.X.(*ast.CallExpr)
+	if !ok || len(inner.Args) != 0 {
+		return "", false
+	}
+	gsel, ok := inner.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return "", false
+	}
+	g, ok := informerGroups[gsel.Sel.Name]
+	return g, ok
+}
+
+// informerUses records what an informer of a factory the code is handed
+// (factory.Core().V1().Pods(), then .Informer() or .Lister()) stands for:
+// the factory's list and watch of that resource. The factory, made
+// elsewhere (Volcano's scheduler cache), makes the calls; they are listed so
+// the roles are checked against them.
+func informerUses(fset *token.FileSet, v1call *ast.CallExpr, group string, parents map[ast.Node]ast.Node,
+	out map[APICall][]string, fail func(ast.Node, string, ...any)) {
+	res, ok := parents[v1call].(*ast.SelectorExpr)
+	if !ok {
+		fail(v1call, "informer group not followed by a resource")
+		return
+	}
+	resCall, ok := parents[res].(*ast.CallExpr)
+	if !ok || resCall.Fun != res || len(resCall.Args) != 0 {
+		fail(res, "informer resource %s not called without arguments", res.Sel.Name)
+		return
+	}
+	at := fset.Position(resCall.Pos())
+	site := fmt.Sprintf("%s:%d (informer)", at.Filename, at.Line)
+	resource := strings.ToLower(res.Sel.Name)
+	for _, verb := range []string{"list", "watch"} {
+		c := APICall{Group: group, Resource: resource, Verb: verb}
+		out[c] = append(out[c], site)
+	}
 }
 
 // isClientsetLike reports whether e looks like a clientset value (an

@@ -29,7 +29,13 @@ type component struct {
 }
 
 var components = []component{
-	{pkg: "./cmd/vc-scheduler", serviceAccount: "volcano-scheduler", skipRoles: map[string]bool{"ClusterRole/volcano-scheduler": true}},
+	{pkg: "./cmd/vc-scheduler", serviceAccount: "volcano-scheduler", skipRoles: map[string]bool{"ClusterRole/volcano-scheduler": true},
+		notGranted: map[deploy.APICall]string{
+			{Resource: "pods", Verb: "list"}: "deviceshare/podwatch.go reads Volcano's own pod informer (Session.InformerFactory), " +
+				"which Volcano's scheduler cache lists and watches under Volcano's ClusterRole",
+			{Resource: "pods", Verb: "watch"}: "deviceshare/podwatch.go reads Volcano's own pod informer (Session.InformerFactory), " +
+				"which Volcano's scheduler cache lists and watches under Volcano's ClusterRole",
+		}},
 	{pkg: "./cmd/vgpu-device-plugin", serviceAccount: "vgpu-device-plugin", notGranted: map[deploy.APICall]string{
 		{Resource: "events", Verb: "patch"}: "client-go's recorder patches only an event recorded twice; the agent records " +
 			"at most one per pod and message (allocate.Allocator.fail marks the pod failed, warn records once per pod)",
@@ -272,6 +278,33 @@ func TestKubectlReaderGrantsExactlyThePluginsCalls(t *testing.T) {
 	for g := range granted {
 		if _, ok := calls[g]; !ok {
 			t.Errorf("%s is granted but the plugin's code never makes it", g)
+		}
+	}
+}
+
+// An informer of a factory the code is handed stands for that factory's
+// list and watch of the resource; another group of the factory, or a
+// resource accessor with arguments, is refused.
+func TestAPICallScannerReadsHandedInformers(t *testing.T) {
+	dir := t.TempDir()
+	writeGo(t, dir, "package p\nfunc f() {\n\tpods := factory.Core().V1().Pods()\n\t_ = pods.Lister()\n}\n")
+	calls, err := deploy.APICallSites(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for c := range calls {
+		got = append(got, c.String())
+	}
+	sort.Strings(got)
+	if want := "list pods; watch pods"; strings.Join(got, "; ") != want {
+		t.Errorf("calls = %s, want %s", strings.Join(got, "; "), want)
+	}
+	for _, src := range []string{`factory.Apps().V1().Deployments()`, `factory.Core().V1().Pods("ns")`} {
+		dir := t.TempDir()
+		writeGo(t, dir, "package p\nfunc f() {\n\t_ = "+src+"\n}\n")
+		if _, err := deploy.APICallSites(dir); err == nil {
+			t.Errorf("no error for %s", src)
 		}
 	}
 }
