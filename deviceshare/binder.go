@@ -2,8 +2,11 @@ package deviceshare
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -257,6 +260,15 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 			held = append(held, key)
 		}
 	}
+	var bindID string
+	if len(turns) > 0 {
+		// The next bind through these turns waits until this pod is
+		// served, and must know a copy of the pod that reflects this bind
+		// from an older one (agentBoundPod.served).
+		bindID = newBindID()
+		annotations = maps.Clone(annotations)
+		annotations[AnnotationBindID] = bindID
+	}
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations},
 		Target:     v1.ObjectReference{Kind: "Node", Name: task.NodeName},
@@ -269,7 +281,7 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	b.crash.afterBind()
 	klog.V(3).InfoS("Bound pod", "pod", podName, "node", task.NodeName, "noted", n != nil, "agentTurns", len(turns))
 	if len(turns) > 0 {
-		bound = &agentBoundPod{pod: podName, uid: pod.UID, pending: func(p *v1.Pod) bool {
+		bound = &agentBoundPod{pod: podName, uid: pod.UID, bindID: bindID, pending: func(p *v1.Pod) bool {
 			for _, k := range n.ordered {
 				if k.pending(p) {
 					return true
@@ -279,6 +291,23 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 		}}
 	}
 	return nil
+}
+
+// AnnotationBindID is set by the binder, on a pod whose node agent serves
+// pods in order, to a random value new for every bind. A copy of the pod
+// that carries it reflects that bind: the scheduler's informer may still
+// hold an older copy, which Volcano itself edits in place (its session sets
+// spec.nodeName on the cached pod when it allocates), so neither the node
+// name nor a missing bind-phase tells a copy from before the bind.
+const AnnotationBindID = "vshare.io/bind-id"
+
+// newBindID returns a value for AnnotationBindID no pod author can guess.
+func newBindID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux (getrandom)
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // bindingAnnotations are the pod's annotations with the allocation's on

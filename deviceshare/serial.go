@@ -65,8 +65,11 @@ type agentTurn struct {
 }
 
 type agentBoundPod struct {
-	pod     types.NamespacedName
-	uid     types.UID
+	pod types.NamespacedName
+	uid types.UID
+	// bindID is the pod's AnnotationBindID from this bind: a copy without
+	// it predates the bind.
+	bindID  string
 	pending func(*v1.Pod) bool
 }
 
@@ -216,17 +219,17 @@ func (a *agentTurns) stillPending(node string, p *agentBoundPod) error {
 // with the next pod's allocation if the next pod were already bound (found
 // by the e2e fault campaign, deleting pods right after their bind).
 //
-// A copy of the pod from before its bind (no spec.nodeName: the scheduler's
-// informer had not seen the bind yet) says nothing: the bind is what adds
-// the annotations pending reads, so without them such a copy would look
-// served, and the next pod bound at once would have its allocation swapped
-// with this one's (found by the e2e SM-share test when the wait moved to
-// the informer).
+// A copy of the pod without this bind's AnnotationBindID predates the bind
+// and says nothing: before the bind the pod has none of the annotations
+// pending reads, so it would look served, and the next pod bound at once
+// would have its allocation swapped with this one's (found by the e2e
+// placement tests under load when the wait moved to the scheduler's
+// informer, whose copy Volcano edits in place).
 func (p *agentBoundPod) served(cur *v1.Pod) bool {
 	if cur.UID != p.uid {
 		return true
 	}
-	if cur.Spec.NodeName == "" {
+	if cur.Annotations[AnnotationBindID] != p.bindID {
 		return false
 	}
 	terminated := cur.Status.Phase == v1.PodSucceeded || cur.Status.Phase == v1.PodFailed

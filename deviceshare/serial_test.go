@@ -22,11 +22,12 @@ const testPhaseKey = "example.com/bind-phase"
 
 func pendingPhase(p *v1.Pod) bool { return p.Annotations[testPhaseKey] == "allocating" }
 
-// phasePod is a pod bound to n1 with the bind-phase phase.
+// phasePod is a pod as its bind to n1 left it (boundAs's bind ID) with the
+// bind-phase phase.
 func phasePod(name, phase string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
-		Annotations: map[string]string{testPhaseKey: phase},
+		Annotations: map[string]string{testPhaseKey: phase, AnnotationBindID: "bind-" + name},
 	}, Spec: v1.PodSpec{NodeName: "n1"}}
 }
 
@@ -65,7 +66,8 @@ func podReads(client *fake.Clientset, n int) <-chan struct{} {
 }
 
 func boundAs(p *v1.Pod) *agentBoundPod {
-	return &agentBoundPod{pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, uid: p.UID, pending: pendingPhase}
+	return &agentBoundPod{pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, uid: p.UID,
+		bindID: "bind-" + p.Name, pending: pendingPhase}
 }
 
 var testKeys = []orderedKey{{backend: "widget", pending: pendingPhase}}
@@ -181,9 +183,11 @@ func TestAgentBoundPodServed(t *testing.T) {
 		{name: "failed by the kubelet", edit: func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }, want: true},
 		// The kubelet may be admitting it: wait until it is gone.
 		{name: "being deleted, still allocating", edit: func(p *v1.Pod) { p.DeletionTimestamp = &now }, want: false},
-		// An informer's copy from before the bind: no node, none of the
-		// bind's annotations. It must not pass for served.
-		{name: "not yet seen bound", edit: func(p *v1.Pod) { p.Spec.NodeName = ""; delete(p.Annotations, testPhaseKey) }, want: false},
+		// An informer's copy from before the bind: none of the bind's
+		// annotations, though Volcano has set spec.nodeName on it in
+		// place. It must not pass for served.
+		{name: "not yet seen bound", edit: func(p *v1.Pod) { delete(p.Annotations, testPhaseKey); delete(p.Annotations, AnnotationBindID) }, want: false},
+		{name: "an earlier bind's copy", edit: func(p *v1.Pod) { p.Annotations[AnnotationBindID] = "bind-before"; p.Annotations[testPhaseKey] = "success" }, want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,8 +232,8 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 			go func() {
 				time.Sleep(200 * time.Millisecond)
 				record("served a")
-				p := p.DeepCopy()
-				p.Annotations = map[string]string{testPhaseKey: "success"}
+				p := p.DeepCopy() // the agent's merge patch keeps the bind's annotations
+				p.Annotations[testPhaseKey] = "success"
 				_ = client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, "ns")
 			}()
 		}
@@ -266,11 +270,12 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 // of the API server (deleted: no wait); one never served is refused after
 // the wait.
 func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
-	// The informer first has the pod as it was before its bind: no node,
-	// no bind-phase. That must not pass for served.
+	// The informer first has the pod as it was before its bind: none of
+	// the bind's annotations, though Volcano has set spec.nodeName on the
+	// cached copy. That must not pass for served.
 	first := phasePod("first", "")
-	first.Spec.NodeName = ""
 	delete(first.Annotations, testPhaseKey)
+	delete(first.Annotations, AnnotationBindID)
 	client := fake.NewSimpleClientset(first)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	turns := newAgentTurns()
@@ -316,7 +321,7 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur.Spec.NodeName, cur.Annotations[testPhaseKey] = "n1", "allocating"
+	cur.Annotations[testPhaseKey], cur.Annotations[AnnotationBindID] = "allocating", "bind-first"
 	if _, err := client.CoreV1().Pods("ns").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
