@@ -187,7 +187,10 @@ func TestAgentBoundPodServed(t *testing.T) {
 		// annotations, though Volcano has set spec.nodeName on it in
 		// place. It must not pass for served.
 		{name: "not yet seen bound", edit: func(p *v1.Pod) { delete(p.Annotations, testPhaseKey); delete(p.Annotations, AnnotationBindID) }, want: false},
-		{name: "an earlier bind's copy", edit: func(p *v1.Pod) { p.Annotations[AnnotationBindID] = "bind-before"; p.Annotations[testPhaseKey] = "success" }, want: false},
+		{name: "an earlier bind's copy", edit: func(p *v1.Pod) {
+			p.Annotations[AnnotationBindID] = "bind-before"
+			p.Annotations[testPhaseKey] = "success"
+		}, want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
