@@ -108,7 +108,8 @@ func TestSecurityRBACAudit(t *testing.T) {
 	schedUser := framework.ServiceAccountUser(auditNS, auditScheduler)
 	agentUser := framework.ServiceAccountUser(auditNS, auditAgent)
 	var scheduled, agentReqs []framework.AuditRequest
-	waitAudit(t, ctx, "every verb our roles grant", func() (bool, error) {
+	var missing []grant
+	if err := cluster.Poll(ctx, 2*time.Minute, "every verb our roles grant", func(context.Context) (bool, error) {
 		var err error
 		if scheduled, err = cluster.AuditRequests(schedUser); err != nil {
 			return false, err
@@ -116,9 +117,11 @@ func TestSecurityRBACAudit(t *testing.T) {
 		if agentReqs, err = cluster.AuditRequests(agentUser); err != nil {
 			return false, err
 		}
-		return len(unexercised(grants.ours(auditScheduler), scheduled)) == 0 &&
-			len(unexercised(grants.ours(auditAgent), agentReqs)) == 0, nil
-	})
+		missing = append(unexercised(grants.ours(auditScheduler), scheduled), unexercised(grants.ours(auditAgent), agentReqs)...)
+		return len(missing) == 0, nil
+	}); err != nil {
+		t.Fatalf("%v; never used: %v", err, missing)
+	}
 
 	for _, c := range []struct {
 		sa   string

@@ -35,6 +35,8 @@ var components = []component{
 				"which Volcano's scheduler cache lists and watches under Volcano's ClusterRole",
 			{Resource: "pods", Verb: "watch"}: "deviceshare/podwatch.go reads Volcano's own pod informer (Session.InformerFactory), " +
 				"which Volcano's scheduler cache lists and watches under Volcano's ClusterRole",
+			{Resource: "pods", Verb: "get"}: "Volcano's ClusterRole grants it: deviceshare/serial.go gets a pod only when Volcano's " +
+				"pod informer does not have it (gone), and nodelock's podGone only before a lock takeover",
 		}},
 	{pkg: "./cmd/vgpu-device-plugin", serviceAccount: "vgpu-device-plugin", notGranted: map[deploy.APICall]string{
 		{Resource: "events", Verb: "patch"}: "client-go's recorder patches only an event recorded twice; the agent records " +
