@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -92,14 +93,7 @@ func TestAgentTurnWaitsForTheAgent(t *testing.T) {
 	}
 	held.release(boundAs(first))
 
-	done := make(chan error, 1)
-	go func() {
-		h, err := turns.acquire(ctx, client, "n1", testKeys)
-		if err == nil {
-			h.release(nil)
-		}
-		done <- err
-	}()
+	done := acquireAsync(ctx, turns, client, "n1")
 	select {
 	case <-started:
 	case err := <-done:
@@ -306,14 +300,7 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 	}
 	held.release(boundAs(first))
 
-	done := make(chan error, 1)
-	go func() {
-		h, err := turns.acquire(ctx, client, "n1", testKeys)
-		if err == nil {
-			h.release(nil)
-		}
-		done <- err
-	}()
+	done := acquireAsync(ctx, turns, client, "n1")
 	select {
 	case err := <-done:
 		t.Fatalf("second bind went ahead (err %v) while the informer had the first pod from before its bind", err)
@@ -386,4 +373,18 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 	if len(w.waiters) != 0 {
 		t.Errorf("waiters left behind: %v", w.waiters)
 	}
+}
+
+// acquireAsync takes node's turns on another goroutine, gives them back,
+// and sends acquire's error.
+func acquireAsync(ctx context.Context, turns *agentTurns, client kubernetes.Interface, node string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		h, err := turns.acquire(ctx, client, node, testKeys)
+		if err == nil {
+			h.release(nil)
+		}
+		done <- err
+	}()
+	return done
 }

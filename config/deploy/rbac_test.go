@@ -118,18 +118,9 @@ func f() {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 }
 `)
-	calls, err := deploy.APICallSites(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for c := range calls {
-		got = append(got, c.String())
-	}
-	sort.Strings(got)
 	want := "create events; create pods/binding; get pods; patch events; patch nodes/status; watch pods"
-	if strings.Join(got, "; ") != want {
-		t.Errorf("calls = %s, want %s", strings.Join(got, "; "), want)
+	if got := scannedCalls(t, dir); got != want {
+		t.Errorf("calls = %s, want %s", got, want)
 	}
 }
 
@@ -290,6 +281,21 @@ func TestKubectlReaderGrantsExactlyThePluginsCalls(t *testing.T) {
 func TestAPICallScannerReadsHandedInformers(t *testing.T) {
 	dir := t.TempDir()
 	writeGo(t, dir, "package p\nfunc f() {\n\tpods := factory.Core().V1().Pods()\n\t_ = pods.Lister()\n}\n")
+	if got, want := scannedCalls(t, dir), "list pods; watch pods"; got != want {
+		t.Errorf("calls = %s, want %s", got, want)
+	}
+	for _, src := range []string{`factory.Apps().V1().Deployments()`, `factory.Core().V1().Pods("ns")`} {
+		dir := t.TempDir()
+		writeGo(t, dir, "package p\nfunc f() {\n\t_ = "+src+"\n}\n")
+		if _, err := deploy.APICallSites(dir); err == nil {
+			t.Errorf("no error for %s", src)
+		}
+	}
+}
+
+// scannedCalls is the scanner's calls in dir, sorted and joined by "; ".
+func scannedCalls(t *testing.T, dir string) string {
+	t.Helper()
 	calls, err := deploy.APICallSites(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -299,14 +305,5 @@ func TestAPICallScannerReadsHandedInformers(t *testing.T) {
 		got = append(got, c.String())
 	}
 	sort.Strings(got)
-	if want := "list pods; watch pods"; strings.Join(got, "; ") != want {
-		t.Errorf("calls = %s, want %s", strings.Join(got, "; "), want)
-	}
-	for _, src := range []string{`factory.Apps().V1().Deployments()`, `factory.Core().V1().Pods("ns")`} {
-		dir := t.TempDir()
-		writeGo(t, dir, "package p\nfunc f() {\n\t_ = "+src+"\n}\n")
-		if _, err := deploy.APICallSites(dir); err == nil {
-			t.Errorf("no error for %s", src)
-		}
-	}
+	return strings.Join(got, "; ")
 }

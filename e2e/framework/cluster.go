@@ -302,19 +302,24 @@ func (c *Cluster) RemoveWorkDir() error { return os.RemoveAll(c.WorkDir) }
 
 // Tails returns the last n lines of every child's log, for failure reports.
 func (c *Cluster) Tails(n int) string {
+	var b strings.Builder
+	for _, p := range c.children() {
+		fmt.Fprintf(&b, "----- %s (last %d lines of %s) -----\n%s\n", p.Name, n, p.LogPath, p.Tail(n))
+	}
+	return b.String()
+}
+
+// children returns the control-plane children and the node agents.
+func (c *Cluster) children() []*Process {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	procs := append([]*Process(nil), c.procs...)
 	for _, node := range c.nodes {
 		if node.Agent != nil {
 			procs = append(procs, node.Agent)
 		}
 	}
-	c.mu.Unlock()
-	var b strings.Builder
-	for _, p := range procs {
-		fmt.Fprintf(&b, "----- %s (last %d lines of %s) -----\n%s\n", p.Name, n, p.LogPath, p.Tail(n))
-	}
-	return b.String()
+	return procs
 }
 
 // poll runs cond every 100ms until it is true, ctx ends, timeout passes or

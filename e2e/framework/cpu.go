@@ -27,16 +27,8 @@ const HarnessComponent = "harness (fake kubelets, test)"
 // not counted; take the difference of two calls around the interval of
 // interest.
 func (c *Cluster) CPUByComponent() (map[string]time.Duration, error) {
-	c.mu.Lock()
-	procs := append([]*Process(nil), c.procs...)
-	for _, n := range c.nodes {
-		if n.Agent != nil {
-			procs = append(procs, n.Agent)
-		}
-	}
-	c.mu.Unlock()
 	out := map[string]time.Duration{}
-	for _, p := range procs {
+	for _, p := range c.children() {
 		if done, _ := p.Exited(); done {
 			continue
 		}
