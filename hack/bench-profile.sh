@@ -14,16 +14,10 @@ cd "$(dirname "$0")/.."
 out=${BENCH_RESULTS:-bench/results}/vgpu-profile.txt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-commit=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- . ':!bench/results' || commit="$commit (with uncommitted changes)"
+source hack/provenance.sh
 {
 	echo "# command: make bench-profile (hack/bench-profile.sh), BENCH_PROFILE_NODES=$BENCH_PROFILE_NODES BENCH_PROFILE_PODS=$BENCH_PROFILE_PODS"
-	echo "# commit: $commit"
-	echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	echo "# machine: $(uname -a)"
-	echo "# nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-	echo "# load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "# go: $($GO version)"
+	provenance
 	$GO test -c -o "$tmp/ds.test" ./deviceshare/
 	for impl in noop ours; do
 		echo

@@ -42,19 +42,13 @@ export BENCH_COUNT BENCH_VGPU_COUNT BENCH_VGPU_NODES BENCH_VGPU_PODS BENCH_VGPU_
 	BENCH_API_COUNT BENCH_API_NODES BENCH_API_PODS BENCH_AGENT_N
 
 # header describes the run at the top of every output file.
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD -- . ':!bench/results' 2>/dev/null || commit="$commit (with uncommitted changes)"
+source hack/provenance.sh
 header() {
 	echo "# command: make bench (hack/bench.sh), section $1"
 	echo "# knobs: BENCH_COUNT=$BENCH_COUNT BENCH_VGPU_COUNT=$BENCH_VGPU_COUNT BENCH_VGPU_NODES=$BENCH_VGPU_NODES" \
 		"BENCH_VGPU_PODS=$BENCH_VGPU_PODS BENCH_VGPU_IMPLS=$BENCH_VGPU_IMPLS BENCH_API_COUNT=$BENCH_API_COUNT" \
 		"BENCH_API_NODES=$BENCH_API_NODES BENCH_API_PODS=$BENCH_API_PODS BENCH_AGENT_N=$BENCH_AGENT_N"
-	echo "# commit: $commit"
-	echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	echo "# machine: $(uname -a)"
-	echo "# nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-	echo "# load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "# go: $($GO version)"
+	provenance
 }
 # benchlines keeps go test's benchmark lines and the context benchstat reads
 # (and mends the lines Volcano's logging splits).
