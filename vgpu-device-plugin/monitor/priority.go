@@ -85,11 +85,7 @@ func (p *Prioritizer) Sync() int {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	rescan := p.Rescan
-	if rescan <= 0 {
-		rescan = DefaultPriorityRescan
-	}
-	if now := clk.Now(); p.scanned.IsZero() || now.Sub(p.scanned) >= rescan {
+	if now := clk.Now(); p.scanned.IsZero() || now.Sub(p.scanned) >= p.rescanEvery() {
 		p.rescan()
 		p.scanned = now
 	}
@@ -251,11 +247,15 @@ func (p *Prioritizer) next(interval time.Duration) time.Duration {
 	if len(p.watched) > 0 || p.scanned.IsZero() {
 		return interval
 	}
-	rescan := p.Rescan
-	if rescan <= 0 {
-		rescan = DefaultPriorityRescan
+	return max(interval, p.rescanEvery()-p.Clock.Since(p.scanned))
+}
+
+// rescanEvery is Rescan, or DefaultPriorityRescan when it is not set.
+func (p *Prioritizer) rescanEvery() time.Duration {
+	if p.Rescan <= 0 {
+		return DefaultPriorityRescan
 	}
-	return max(interval, rescan-p.Clock.Since(p.scanned))
+	return p.Rescan
 }
 
 // writePeerHigh writes device i's peer_high_ns word. The word is 8-byte
