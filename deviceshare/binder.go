@@ -235,7 +235,7 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	var turns heldTurns
 	if n != nil {
 		var err error
-		if turns, err = b.turns.acquire(ctx, client, task.NodeName, n.ordered); err != nil {
+		if turns, err = b.turns.acquire(ctx, client, task.NodeName, pod.UID, n.ordered); err != nil {
 			return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
 		}
 	}
@@ -274,14 +274,12 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 		Target:     v1.ObjectReference{Kind: "Node", Name: task.NodeName},
 	}
 	b.crash.beforeBind(task) // test-only, inert unless armed: a crash after the locks, before the bind
-	if err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		b.release(ctx, client, task.NodeName, held, podName)
-		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
-	}
-	b.crash.afterBind()
-	klog.V(3).InfoS("Bound pod", "pod", podName, "node", task.NodeName, "noted", n != nil, "agentTurns", len(turns))
-	if len(turns) > 0 {
-		bound = &agentBoundPod{pod: podName, uid: pod.UID, bindID: bindID, pending: func(p *v1.Pod) bool {
+	err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	if len(turns) > 0 && (err == nil || !definite(err)) {
+		// Bound, or maybe bound: the next bind through these turns waits
+		// for this pod (for an uncertain one, until the API server shows
+		// it was not bound by this bind or that the agent served it).
+		bound = &agentBoundPod{pod: podName, uid: pod.UID, bindID: bindID, uncertain: err != nil, pending: func(p *v1.Pod) bool {
 			for _, k := range n.ordered {
 				if k.pending(p) {
 					return true
@@ -290,7 +288,22 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 			return false
 		}}
 	}
+	if err != nil {
+		b.release(ctx, client, task.NodeName, held, podName)
+		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
+	}
+	b.crash.afterBind()
+	klog.V(3).InfoS("Bound pod", "pod", podName, "node", task.NodeName, "noted", n != nil, "agentTurns", len(turns))
 	return nil
+}
+
+// definite reports whether a failed bind request certainly did not bind the
+// pod: the API server answered and refused it. Anything else (a timeout, a
+// lost connection, a server error) may have bound it.
+func definite(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err) ||
+		apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsAlreadyExists(err) ||
+		apierrors.IsUnauthorized(err) || apierrors.IsGone(err) || apierrors.IsMethodNotSupported(err)
 }
 
 // AnnotationBindID is set by the binder, on a pod whose node agent serves

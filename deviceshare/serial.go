@@ -3,6 +3,7 @@ package deviceshare
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
@@ -28,6 +31,15 @@ const agentWait = 10 * time.Second
 type orderedKey struct {
 	backend string
 	pending func(*v1.Pod) bool
+}
+
+// allOrderedKeys returns the ordered device types among backends.
+func allOrderedKeys(backends []api.Backend) []orderedKey {
+	idx := make([]int, len(backends))
+	for i := range idx {
+		idx[i] = i
+	}
+	return orderedKeys(backends, idx)
 }
 
 func orderedKeys(backends []api.Backend, idx []int) []orderedKey {
@@ -54,14 +66,18 @@ type agentTurns struct {
 	pods atomic.Pointer[podWatch]
 	// waited is called after each wait with "served" or "refused".
 	waited func(result string)
+	// inherited are the device types whose pending pods inherit handed
+	// to the turns.
+	inherited map[string]bool
 }
 
 type agentTurn struct {
 	// sem is a one-slot semaphore held from the wait through the bind.
 	sem chan struct{}
-	// last is the pod bound last through this turn, nil once it was seen
-	// served.
-	last *agentBoundPod
+	// waitFor are the pods the next bind through this turn waits for: the
+	// pod bound last through it, and pods found pending with the agent when
+	// the process began (inherit); each leaves once seen served.
+	waitFor []*agentBoundPod
 }
 
 type agentBoundPod struct {
@@ -71,10 +87,77 @@ type agentBoundPod struct {
 	// it predates the bind.
 	bindID  string
 	pending func(*v1.Pod) bool
+	// uncertain marks a bind whose request failed without a definite
+	// answer (a timeout, a lost connection): the pod may or may not be
+	// bound, so it is read from the API server (check), not the informer.
+	uncertain bool
 }
 
 func newAgentTurns() *agentTurns {
-	return &agentTurns{turns: make(map[string]*agentTurn), wait: agentWait, waited: func(string) {}}
+	return &agentTurns{turns: make(map[string]*agentTurn), wait: agentWait, waited: func(string) {},
+		inherited: make(map[string]bool)}
+}
+
+// turn returns the turn of name, creating it. Call with a.mu held.
+func (a *agentTurns) turn(name string) *agentTurn {
+	t := a.turns[name]
+	if t == nil {
+		t = &agentTurn{sem: make(chan struct{}, 1)}
+		a.turns[name] = t
+	}
+	return t
+}
+
+// inherit gives the turns of each ordered device type not inherited before
+// the pods the session shows on a node still pending with that type's
+// agent. They were bound before this process had turn state for them: by a
+// scheduler process that crashed or restarted in the middle of a burst (or
+// before this device type was enabled). Without them the first bind to such
+// a node would not wait, the node would have two pods pending with its
+// agent, and the agent, which answers each admission with the oldest
+// pending pod's allocation, could hand one pod the other's cards when the
+// kubelet admits them out of order. Call it at session open, before the
+// session's binds; a type is inherited once per process, since later binds
+// of it go through its turns.
+func (a *agentTurns) inherit(nodes map[string]*vcapi.NodeInfo, keys []orderedKey) {
+	a.mu.Lock()
+	var fresh []orderedKey
+	for _, k := range keys {
+		if !a.inherited[k.backend] {
+			a.inherited[k.backend] = true
+			fresh = append(fresh, k)
+		}
+	}
+	a.mu.Unlock()
+	if len(fresh) == 0 {
+		return
+	}
+	found := 0
+	for name, node := range nodes {
+		for _, task := range node.Tasks {
+			pod := task.Pod
+			if pod == nil || pod.Spec.NodeName != name || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+				continue
+			}
+			for _, k := range fresh {
+				if !k.pending(pod) {
+					continue
+				}
+				p := &agentBoundPod{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
+					bindID: pod.Annotations[AnnotationBindID], pending: k.pending}
+				a.mu.Lock()
+				t := a.turn(name + "\x00" + k.backend)
+				t.waitFor = append(t.waitFor, p)
+				a.mu.Unlock()
+				found++
+				klog.V(2).InfoS("Pod bound before this scheduler process still waits for its node agent; the next bind to its node waits for it",
+					"pod", p.pod, "node", name, "device", k.backend)
+			}
+		}
+	}
+	if found > 0 {
+		klog.InfoS("Found pods bound earlier and still pending with their node agents", "pods", found)
+	}
 }
 
 // heldTurns are the turns one bind holds, in a fixed order.
@@ -82,8 +165,9 @@ type heldTurns []*agentTurn
 
 // acquire takes the turns of keys on node, in name order (so two binds never
 // wait for each other crosswise), and waits for the node agent to serve the
-// pods bound last through them. On error nothing is held.
-func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, node string, keys []orderedKey) (heldTurns, error) {
+// pods the turns wait for, except self (the pod about to be bound, whose
+// earlier bind may have ended without an answer). On error nothing is held.
+func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, node string, self types.UID, keys []orderedKey) (heldTurns, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -95,11 +179,7 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 	var held heldTurns
 	for _, name := range names {
 		a.mu.Lock()
-		t := a.turns[name]
-		if t == nil {
-			t = &agentTurn{sem: make(chan struct{}, 1)}
-			a.turns[name] = t
-		}
+		t := a.turn(name)
 		a.mu.Unlock()
 		select {
 		case t.sem <- struct{}{}:
@@ -110,27 +190,36 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 		}
 	}
 	for _, t := range held {
-		if t.last == nil {
-			continue
+		// t.waitFor is read and written only by the holder of t.sem
+		// (inherit runs at session open, before the session's binds).
+		var left []*agentBoundPod
+		for i, p := range t.waitFor {
+			if p.uid == self {
+				left = append(left, p)
+				continue
+			}
+			klog.V(3).InfoS("Waiting for the node agent to serve the pod bound before", "node", node, "previous", p.pod)
+			if err := a.waitServed(ctx, client, node, p); err != nil {
+				a.waited("refused")
+				t.waitFor = append(left, t.waitFor[i:]...)
+				held.release(nil)
+				return nil, err
+			}
+			a.waited("served")
 		}
-		klog.V(3).InfoS("Waiting for the node agent to serve the pod bound before", "node", node, "previous", t.last.pod)
-		if err := a.waitServed(ctx, client, node, t.last); err != nil {
-			a.waited("refused")
-			held.release(nil)
-			return nil, err
-		}
-		a.waited("served")
-		t.last = nil
+		t.waitFor = left
 	}
 	return held, nil
 }
 
-// release gives the turns back; bound, when not nil, is the pod just bound,
-// which the next bind through these turns waits for.
+// release gives the turns back; bound, when not nil, is the pod just bound
+// (or maybe bound), which the next bind through these turns waits for in
+// place of any earlier entry of the same pod.
 func (h heldTurns) release(bound *agentBoundPod) {
 	for _, t := range h {
 		if bound != nil {
-			t.last = bound
+			t.waitFor = slices.DeleteFunc(t.waitFor, func(p *agentBoundPod) bool { return p.uid == bound.uid })
+			t.waitFor = append(t.waitFor, bound)
 		}
 		<-t.sem
 	}
@@ -141,8 +230,8 @@ func (h heldTurns) release(bound *agentBoundPod) {
 // the scheduler's pod informer (podWatch) and wakes on that pod's events;
 // only a pod the informer does not have is read from the API server (gone,
 // or not seen yet). Without an informer (tests, or a scheduler whose
-// informer would not take a handler) it reads the API server every
-// pollServed.
+// informer would not take a handler), and for an uncertain bind, it reads
+// the API server every pollServed (and at the pod's informer events).
 func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface, node string, p *agentBoundPod) error {
 	ctx, cancel := context.WithTimeout(ctx, a.wait)
 	defer cancel()
@@ -159,7 +248,7 @@ func (a *agentTurns) waitServed(ctx context.Context, client kubernetes.Interface
 			return err
 		}
 		var poll <-chan time.Time
-		if w == nil {
+		if w == nil || p.uncertain {
 			t := time.NewTimer(pollServed)
 			poll = t.C
 			stop = func() { t.Stop() }
@@ -182,7 +271,7 @@ const pollServed = 100 * time.Millisecond
 // one, else from the API server (a pod that is not found is gone).
 func (a *agentTurns) check(ctx context.Context, client kubernetes.Interface, w *podWatch, node string, p *agentBoundPod) (bool, error) {
 	cur, ok := (*v1.Pod)(nil), false
-	if w != nil {
+	if w != nil && !p.uncertain {
 		cur, ok = w.get(p.pod)
 	}
 	if !ok {
@@ -225,12 +314,16 @@ func (a *agentTurns) stillPending(node string, p *agentBoundPod) error {
 // would have its allocation swapped with this one's (found by the e2e
 // placement tests under load when the wait moved to the scheduler's
 // informer, whose copy Volcano edits in place).
+//
+// An uncertain bind's pod is read from the API server, whose copy nobody
+// edits in place: without this bind's ID it was not bound by this bind,
+// which then leaves nothing pending.
 func (p *agentBoundPod) served(cur *v1.Pod) bool {
 	if cur.UID != p.uid {
 		return true
 	}
 	if cur.Annotations[AnnotationBindID] != p.bindID {
-		return false
+		return p.uncertain
 	}
 	terminated := cur.Status.Phase == v1.PodSucceeded || cur.Status.Phase == v1.PodFailed
 	return terminated || !p.pending(cur)

@@ -2,12 +2,14 @@ package deviceshare
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -87,7 +89,7 @@ func TestAgentTurnWaitsForTheAgent(t *testing.T) {
 	turns.waited = func(r string) { mu.Lock(); results = append(results, r); mu.Unlock() }
 	ctx := context.Background()
 
-	held, err := turns.acquire(ctx, client, "n1", testKeys)
+	held, err := turns.acquire(ctx, client, "n1", "", testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestAgentTurnWaitsForTheAgent(t *testing.T) {
 		t.Fatal("second bind neither waited nor returned")
 	}
 	// Other nodes and other device types are not held up meanwhile.
-	if h, err := turns.acquire(ctx, client, "n2", testKeys); err != nil {
+	if h, err := turns.acquire(ctx, client, "n2", "", testKeys); err != nil {
 		t.Fatalf("a bind to another node: %v", err)
 	} else {
 		h.release(nil)
@@ -134,13 +136,13 @@ func TestAgentTurnRefusesAfterTheWait(t *testing.T) {
 	var results []string
 	turns.waited = func(r string) { results = append(results, r) }
 	ctx := context.Background()
-	held, err := turns.acquire(ctx, client, "n1", testKeys)
+	held, err := turns.acquire(ctx, client, "n1", "", testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	held.release(boundAs(first))
 
-	_, err = turns.acquire(ctx, client, "n1", testKeys)
+	_, err = turns.acquire(ctx, client, "n1", "", testKeys)
 	if err == nil || !strings.Contains(err.Error(), "ns/first") || !strings.Contains(err.Error(), "still waits for the node agent") {
 		t.Fatalf("acquire = %v, want a refusal naming ns/first", err)
 	}
@@ -148,7 +150,7 @@ func TestAgentTurnRefusesAfterTheWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	held, err = turns.acquire(ctx, client, "n1", testKeys)
+	held, err = turns.acquire(ctx, client, "n1", "", testKeys)
 	if err != nil {
 		t.Fatalf("acquire after the pod waited for was deleted: %v", err)
 	}
@@ -294,7 +296,7 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 		return n - 1 // the informer's own watch
 	}
 	ctx := context.Background()
-	held, err := turns.acquire(ctx, client, "n1", testKeys)
+	held, err := turns.acquire(ctx, client, "n1", "", testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,12 +347,12 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 		t.Fatal("the informer never showed the second pod")
 	}
 	turns.wait = 200 * time.Millisecond
-	held, err = turns.acquire(ctx, client, "n2", testKeys)
+	held, err = turns.acquire(ctx, client, "n2", "", testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	held.release(boundAs(second))
-	if _, err := turns.acquire(ctx, client, "n2", testKeys); err == nil || !strings.Contains(err.Error(), "ns/second") {
+	if _, err := turns.acquire(ctx, client, "n2", "", testKeys); err == nil || !strings.Contains(err.Error(), "ns/second") {
 		t.Fatalf("acquire = %v, want a refusal naming ns/second", err)
 	}
 	// Deleted: gone from the informer, the API server says so, no wait.
@@ -363,7 +365,7 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 	}); err != nil {
 		t.Fatal("the informer still shows the deleted pod")
 	}
-	held, err = turns.acquire(ctx, client, "n2", testKeys)
+	held, err = turns.acquire(ctx, client, "n2", "", testKeys)
 	if err != nil {
 		t.Fatalf("acquire after the pod waited for was deleted: %v", err)
 	}
@@ -380,11 +382,175 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 func acquireAsync(ctx context.Context, turns *agentTurns, client kubernetes.Interface, node string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		h, err := turns.acquire(ctx, client, node, testKeys)
+		h, err := turns.acquire(ctx, client, node, "", testKeys)
 		if err == nil {
 			h.release(nil)
 		}
 		done <- err
 	}()
 	return done
+}
+
+// A scheduler that starts (after a crash or a restart in the middle of a
+// burst) finds pods bound by its predecessor still pending with their node
+// agent: the first bind to such a node waits for them as for a pod it bound
+// itself. Served, terminated and other-type pods hold nobody up, and a device
+// type is inherited once per process.
+func TestAgentTurnInheritsPendingPods(t *testing.T) {
+	old := phasePod("old", "allocating") // bound by the previous process
+	delete(old.Annotations, AnnotationBindID)
+	served := phasePod("served", "success")
+	failed := phasePod("failed", "allocating")
+	failed.Status.Phase = v1.PodFailed
+	other := phasePod("other", "")
+	other.Spec.NodeName = "n2"
+	client := fake.NewSimpleClientset(old, served, failed, other)
+	nodes := map[string]*vcapi.NodeInfo{"n1": {Name: "n1", Tasks: map[vcapi.TaskID]*vcapi.TaskInfo{}},
+		"n2": {Name: "n2", Tasks: map[vcapi.TaskID]*vcapi.TaskInfo{}}}
+	for _, p := range []*v1.Pod{old, served, failed, other} {
+		task := vcapi.NewTaskInfo(p)
+		nodes[p.Spec.NodeName].Tasks[task.UID] = task
+	}
+	turns := newAgentTurns()
+	turns.wait = 5 * time.Second
+	otherType := orderedKey{backend: "gadget", pending: func(*v1.Pod) bool { return true }}
+	turns.inherit(nodes, testKeys)
+	turns.inherit(nodes, testKeys) // a later session: nothing twice
+	ctx := context.Background()
+
+	// Another node, another device type: no wait.
+	for _, c := range []struct {
+		node string
+		keys []orderedKey
+	}{{"n2", testKeys}, {"n1", []orderedKey{otherType}}} {
+		h, err := turns.acquire(ctx, client, c.node, "", c.keys)
+		if err != nil {
+			t.Fatalf("acquire %s %s: %v", c.node, c.keys[0].backend, err)
+		}
+		h.release(nil)
+	}
+	reads := podReads(client, 1)
+	done := acquireAsync(ctx, turns, client, "n1")
+	select {
+	case <-reads:
+	case err := <-done:
+		t.Fatalf("first bind to n1 went ahead (err %v) while a pod bound before the restart was allocating there", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("first bind to n1 neither waited nor returned")
+	}
+	setPhase(t, client, "old", "success")
+	if err := <-done; err != nil {
+		t.Fatalf("bind after the inherited pod was served: %v", err)
+	}
+	turns.mu.Lock()
+	defer turns.mu.Unlock()
+	if n := len(turns.turn("n1\x00widget").waitFor); n != 0 {
+		t.Errorf("%d pods still waited for on n1 after all were served", n)
+	}
+}
+
+// A bind request that failed without an answer may have bound the pod: the
+// next bind to the node waits for it when the API server shows it bound by
+// that request, goes ahead when it shows the pod unbound, and the pod itself
+// is bound again (Volcano retries it) without waiting for itself.
+func TestBinderUncertainBind(t *testing.T) {
+	type env struct {
+		client *fake.Clientset
+		bind   func(pod string) error
+	}
+	setup := func(t *testing.T, applied bool) env {
+		a, b := phasePod("a", ""), phasePod("b", "")
+		for _, p := range []*v1.Pod{a, b} {
+			p.Spec.NodeName = ""
+			delete(p.Annotations, AnnotationBindID)
+		}
+		client := fake.NewSimpleClientset(a, b)
+		var mu sync.Mutex
+		binds := map[string]int{}
+		// The API server's bind: copies the binding's annotations and node
+		// onto an unbound pod, refuses a bound one. The first bind of a
+		// loses its answer, after (applied) or before reaching the server.
+		client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() != "binding" {
+				return false, nil, nil
+			}
+			bnd := action.(k8stesting.CreateAction).GetObject().(*v1.Binding)
+			mu.Lock()
+			binds[bnd.Name]++
+			lost := bnd.Name == "a" && binds[bnd.Name] == 1
+			mu.Unlock()
+			if lost && !applied {
+				return true, nil, errors.New("http2: client connection lost")
+			}
+			obj, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), "ns", bnd.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			p := obj.(*v1.Pod).DeepCopy()
+			if p.Spec.NodeName != "" {
+				return true, nil, apierrors.NewConflict(v1.Resource("pods/binding"), bnd.Name, errors.New("pod is already assigned to a node"))
+			}
+			p.Annotations, p.Spec.NodeName = bnd.Annotations, bnd.Target.Name
+			if err := client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, "ns"); err != nil {
+				return true, nil, err
+			}
+			if lost {
+				return true, nil, errors.New("http2: client connection lost")
+			}
+			return true, nil, nil
+		})
+		st := NewState(Options{})
+		t.Cleanup(st.Close)
+		st.binder.turns.wait = 300 * time.Millisecond
+		pods := map[string]*v1.Pod{"a": a, "b": b}
+		return env{client: client, bind: func(name string) error {
+			task := vcapi.NewTaskInfo(pods[name])
+			task.NodeName = "n1"
+			st.binder.annotate(task.UID, "n1", map[string]string{testPhaseKey: "allocating"}, nil, testKeys)
+			for _, msg := range st.binder.Bind(client, []*vcapi.TaskInfo{task}) {
+				return errors.New(msg)
+			}
+			return nil
+		}}
+	}
+	lostAnswer := func(t *testing.T, e env) {
+		t.Helper()
+		if err := e.bind("a"); err == nil || !strings.Contains(err.Error(), "connection lost") {
+			t.Fatalf("first bind of a = %v, want the lost connection", err)
+		}
+	}
+
+	t.Run("bound, answer lost", func(t *testing.T) {
+		e := setup(t, true)
+		lostAnswer(t, e)
+		// Volcano retries a: the API server refuses it (already bound),
+		// without a wait for a itself.
+		if err := e.bind("a"); err == nil || !strings.Contains(err.Error(), "already assigned") {
+			t.Fatalf("retry of a = %v, want the API server's conflict", err)
+		}
+		if err := e.bind("b"); err == nil || !strings.Contains(err.Error(), "ns/a") {
+			t.Fatalf("bind of b = %v, want a refusal naming ns/a, bound by the lost request and still allocating", err)
+		}
+		setPhase(t, e.client, "a", "success")
+		if err := e.bind("b"); err != nil {
+			t.Fatalf("bind of b after a was served: %v", err)
+		}
+	})
+	t.Run("not bound, answer lost", func(t *testing.T) {
+		e := setup(t, false)
+		lostAnswer(t, e)
+		if err := e.bind("b"); err != nil {
+			t.Fatalf("bind of b after a's request never reached the server: %v", err)
+		}
+	})
+	t.Run("not bound, retried", func(t *testing.T) {
+		e := setup(t, false)
+		lostAnswer(t, e)
+		if err := e.bind("a"); err != nil {
+			t.Fatalf("retry of a, not bound before: %v", err)
+		}
+		if err := e.bind("b"); err == nil || !strings.Contains(err.Error(), "ns/a") {
+			t.Fatalf("bind of b = %v, want a refusal naming ns/a, bound by its retry and still allocating", err)
+		}
+	})
 }
