@@ -115,7 +115,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		// pipelined state across sessions either), so the ledger assumes
 		// nothing and no node lock is due. The binder's note only records
 		// the choice: a later session's allocation replaces it.
-		p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, nil, nil)
+		p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, nil, nil, nil)
 		klog.V(4).InfoS("Reserved devices for a pipelined task", "plugin", PluginName, "pod", klog.KObj(task.Pod),
 			"node", task.NodeName, "annotations", merged.Annotations)
 		return
@@ -125,7 +125,11 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	if len(lockKeys) > 0 {
 		locks = &nodeLocks{keys: lockKeys, agent: agentLocks, ttl: s.args.NodeLockExpiry}
 	}
-	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends))
+	inv := make([]inventoryStamp, len(alloc.parts))
+	for j, part := range alloc.parts {
+		inv[j] = inventoryStamp{backend: s.backends[req.backends[j]].Name(), gen: part.devices.gen}
+	}
+	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends), inv)
 	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)
 	klog.V(4).InfoS("Allocated devices", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", task.NodeName,
 		"annotations", merged.Annotations)

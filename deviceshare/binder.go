@@ -78,7 +78,16 @@ type bindNote struct {
 	// ordered are the allocated device types whose node agent serves one
 	// pending pod per node at a time.
 	ordered []orderedKey
-	refused error
+	// inventories are the node's inventories the allocation was made on.
+	inventories []inventoryStamp
+	refused     error
+}
+
+// inventoryStamp names the ledger's generation of one device type's
+// inventory on a node (deviceLedger.gen).
+type inventoryStamp struct {
+	backend string
+	gen     uint64
 }
 
 // nodeLocks are the node locks a bind takes first, and how long a lock
@@ -119,14 +128,31 @@ func (b *Binder) note(uid vcapi.TaskID) *bindNote {
 }
 
 // annotate records an allocation made in a session: the annotations to
-// send with the pod's binding to node, the node locks to take first, and
-// the device types whose node agent must have served the node's previous pod
-// first. It clears an earlier refusal of the task.
-func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks *nodeLocks, ordered []orderedKey) {
+// send with the pod's binding to node, the node locks to take first, the
+// device types whose node agent must have served the node's previous pod
+// first, and the inventories it was made on. It clears an earlier refusal
+// of the task.
+func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks *nodeLocks, ordered []orderedKey, inv []inventoryStamp) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.note(uid)
-	n.node, n.annotations, n.locks, n.ordered, n.refused = node, annotations, locks, ordered, nil
+	n.node, n.annotations, n.locks, n.ordered, n.inventories, n.refused = node, annotations, locks, ordered, inv, nil
+}
+
+// inventoryChanged returns an error when one of the node's inventories the
+// allocation was made on has changed since: a card reported unhealthy,
+// resized or cordoned after the session that chose it (read at a later
+// session's open). The bind is refused and the pod placed again on what the
+// node reports now. A bind that waited for the node agent is the common
+// case: the wait may last agentWait.
+func (b *Binder) inventoryChanged(node string, inv []inventoryStamp) error {
+	for _, s := range inv {
+		if gen, ok := b.st.ledger.inventoryGen(node, s.backend); !ok || gen != s.gen {
+			return fmt.Errorf("node %s reported a new %s inventory (a card's health, size or cordon) after this allocation was made; "+
+				"the pod is placed again on what the node reports now", node, s.backend)
+		}
+	}
+	return nil
 }
 
 // annotationsFor returns the allocation annotations noted for the task.
@@ -241,6 +267,12 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 	}
 	var bound *agentBoundPod
 	defer func() { turns.release(bound) }()
+	if n != nil {
+		if err := b.inventoryChanged(task.NodeName, n.inventories); err != nil {
+			b.st.metrics.inventoryRefused()
+			return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
+		}
+	}
 	var held []string
 	if n != nil && n.locks != nil {
 		for _, key := range n.locks.keys {

@@ -111,7 +111,7 @@ func TestBinderTakesOverDanglingHAMiLock(t *testing.T) {
 			if tc.agent {
 				locks.agent = locks.keys
 			}
-			st.binder.annotate(task.UID, "n1", map[string]string{"k": "v"}, locks, nil)
+			st.binder.annotate(task.UID, "n1", map[string]string{"k": "v"}, locks, nil, nil)
 			errs := st.binder.Bind(client, []*vcapi.TaskInfo{task})
 			if bound := len(errs) == 0; bound != tc.wantBound {
 				t.Fatalf("Bind errors %v, want bound %v", errs, tc.wantBound)

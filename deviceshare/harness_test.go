@@ -62,7 +62,9 @@ type boundPod struct {
 
 // recordingBinder stands in for the API server's side of a bind: it
 // records what the plugin's Binder would put on the v1.Binding (node and
-// annotations, from the binder's notes) and honours its refusals.
+// annotations, from the binder's notes) and honours its refusals, the
+// stale-inventory one included (so every session test also checks that an
+// allocation carries the generations of the inventories it was made on).
 type recordingBinder struct {
 	st    *State
 	mu    sync.Mutex
@@ -77,6 +79,12 @@ func (b *recordingBinder) Bind(_ kubernetes.Interface, tasks []*vcapi.TaskInfo) 
 		if n != nil && n.refused != nil {
 			errs[t.UID] = n.refused.Error()
 			continue
+		}
+		if n != nil && n.node == t.NodeName {
+			if err := b.st.binder.inventoryChanged(t.NodeName, n.inventories); err != nil {
+				errs[t.UID] = err.Error()
+				continue
+			}
 		}
 		key := t.Namespace + "/" + t.Name
 		ann := t.Pod.Annotations

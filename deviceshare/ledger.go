@@ -37,6 +37,8 @@ type Ledger struct {
 	clock   clock.PassiveClock
 	nodes   map[string]*nodeLedger
 	assumed map[types.UID]*assumption
+	// gens numbers decoded inventories (deviceLedger.gen).
+	gens uint64
 }
 
 type nodeLedger struct {
@@ -52,8 +54,12 @@ type deviceLedger struct {
 	// invalid (invErr set).
 	devices api.Devices
 	invErr  error
-	pods    map[types.UID]*accountedPod
-	seen    bool
+	// gen identifies the decoded inventory, unique within the ledger: it
+	// changes whenever the node's inventory does (a card's health, size,
+	// cordon), so a bind can tell its allocation was made on an older one.
+	gen  uint64
+	pods map[types.UID]*accountedPod
+	seen bool
 }
 
 type accountedPod struct {
@@ -184,6 +190,8 @@ func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res
 	}
 	res.Decoded++
 	dl.invKey = key
+	l.gens++
+	dl.gen = l.gens
 	dl.pods = make(map[types.UID]*accountedPod)
 	devs, err := dl.backend.NewDevices(node)
 	dl.devices, dl.invErr = devs, err
@@ -275,6 +283,7 @@ func (a *assumption) effectivePod(pod *v1.Pod) *v1.Pod {
 type deviceView struct {
 	devices api.Devices
 	invErr  error
+	gen     uint64
 }
 
 // view returns the ledger's devices per node and backend name, and the
@@ -287,7 +296,7 @@ func (l *Ledger) view() (map[string]map[string]deviceView, map[types.UID]*v1.Pod
 	for name, nl := range l.nodes {
 		m := make(map[string]deviceView, len(nl.devices))
 		for bname, dl := range nl.devices {
-			m[bname] = deviceView{devices: dl.devices, invErr: dl.invErr}
+			m[bname] = deviceView{devices: dl.devices, invErr: dl.invErr, gen: dl.gen}
 		}
 		out[name] = m
 	}
@@ -300,6 +309,22 @@ func (l *Ledger) view() (map[string]map[string]deviceView, map[types.UID]*v1.Pod
 		inflight[a.node] = true
 	}
 	return out, effective, inflight
+}
+
+// inventoryGen returns the generation of the node's inventory of backend
+// (deviceLedger.gen); false when the ledger has none.
+func (l *Ledger) inventoryGen(node, backend string) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	nl := l.nodes[node]
+	if nl == nil {
+		return 0, false
+	}
+	dl := nl.devices[backend]
+	if dl == nil {
+		return 0, false
+	}
+	return dl.gen, true
 }
 
 // Stats are counts for metrics.

@@ -26,6 +26,7 @@ type metrics struct {
 	allocations    *prometheus.CounterVec
 	lockBusy       prometheus.Counter
 	agentWaits     *prometheus.CounterVec
+	staleBinds     prometheus.Counter
 	argsValid      prometheus.Gauge
 	syncDuration   prometheus.Histogram
 	assumedPods    prometheus.Gauge
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: metricsPrefix + "agent_turn_waits_total",
 			Help: "Binds that waited for the node agent to serve the node's previous pod of the same device type, by result (served, refused).",
 		}, []string{"result"}),
+		staleBinds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricsPrefix + "stale_inventory_binds_total",
+			Help: "Binds refused because the node reported a new device inventory (a card's health, size or cordon) after the allocation was made; the pod is placed again.",
+		}),
 		argsValid: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: metricsPrefix + "arguments_valid",
 			Help: "1 when the plugin arguments in volcano-scheduler.conf are valid, 0 when the plugin serves nothing.",
@@ -76,6 +81,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.allocations = register(reg, m.allocations)
 	m.lockBusy = register(reg, m.lockBusy)
 	m.agentWaits = register(reg, m.agentWaits)
+	m.staleBinds = register(reg, m.staleBinds)
 	m.argsValid = register(reg, m.argsValid)
 	m.syncDuration = register(reg, m.syncDuration)
 	m.assumedPods = register(reg, m.assumedPods)
@@ -129,6 +135,14 @@ func (m *metrics) nodeLockBusy() {
 func (m *metrics) agentWaited(result string) {
 	if m != nil {
 		m.agentWaits.WithLabelValues(result).Inc()
+	}
+}
+
+// inventoryRefused counts a bind refused for a stale inventory
+// (Binder.inventoryChanged).
+func (m *metrics) inventoryRefused() {
+	if m != nil {
+		m.staleBinds.Inc()
 	}
 }
 

@@ -149,7 +149,7 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 			if !ok || (v.devices == nil && v.invErr == nil) {
 				continue
 			}
-			devSlab = append(devSlab, sessionDevices{base: v.devices, invErr: v.invErr})
+			devSlab = append(devSlab, sessionDevices{base: v.devices, invErr: v.invErr, gen: v.gen})
 			sn.devices[i] = &devSlab[len(devSlab)-1]
 		}
 		s.byInfo[ni] = sn

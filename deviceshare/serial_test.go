@@ -248,7 +248,7 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 	}{{a, "n1"}, {b, "n1"}, {c, "n2"}} {
 		task := vcapi.NewTaskInfo(x.pod)
 		task.NodeName = x.node
-		binder.annotate(task.UID, x.node, map[string]string{testPhaseKey: "allocating"}, nil, testKeys)
+		binder.annotate(task.UID, x.node, map[string]string{testPhaseKey: "allocating"}, nil, testKeys, nil)
 		tasks = append(tasks, task)
 	}
 	if errs := binder.Bind(client, tasks); len(errs) != 0 {
@@ -506,7 +506,7 @@ func TestBinderUncertainBind(t *testing.T) {
 		return env{client: client, bind: func(name string) error {
 			task := vcapi.NewTaskInfo(pods[name])
 			task.NodeName = "n1"
-			st.binder.annotate(task.UID, "n1", map[string]string{testPhaseKey: "allocating"}, nil, testKeys)
+			st.binder.annotate(task.UID, "n1", map[string]string{testPhaseKey: "allocating"}, nil, testKeys, nil)
 			for _, msg := range st.binder.Bind(client, []*vcapi.TaskInfo{task}) {
 				return errors.New(msg)
 			}

@@ -69,6 +69,8 @@ type sessionDevices struct {
 	base   api.Devices
 	own    api.Devices
 	invErr error
+	// gen is the ledger's generation of base's inventory.
+	gen uint64
 	// releasing are the terminating pods whose cards the view treats as
 	// free, by UID, as accounted (with their allocation annotations).
 	releasing map[types.UID]*v1.Pod
