@@ -190,8 +190,9 @@ func (k *FakeKubelet) finalize(ctx context.Context, pod *v1.Pod) {
 }
 
 // failPod sets the pod's phase to Failed as the kubelet does on an admission
-// error. It waits until kwok has started the pod: kwok's ready stage would
-// otherwise set it Running again.
+// error (its containers never start). kwok's ready stage does not start a
+// Failed pod, but one it was already starting may land after this write and
+// set the pod Running, so the pod is read again until it is seen Failed.
 func (k *FakeKubelet) failPod(ctx context.Context, namespace, name string, uid types.UID, cause error) {
 	msg := fmt.Sprintf("Allocate failed due to %v, which is unexpected", cause)
 	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -201,8 +202,6 @@ func (k *FakeKubelet) failPod(ctx context.Context, namespace, name string, uid t
 			return apierrors.IsNotFound(err), nil
 		case pod.UID != uid || pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodFailed || pod.Status.Phase == v1.PodSucceeded:
 			return true, nil
-		case pod.Status.PodIP == "":
-			return false, nil
 		}
 		pod.Status.Phase = v1.PodFailed
 		pod.Status.Reason = ReasonUnexpectedAdmissionError
@@ -211,7 +210,7 @@ func (k *FakeKubelet) failPod(ctx context.Context, namespace, name string, uid t
 		if err == nil {
 			k.faults.logf("failed %s/%s uid=%s: %s", namespace, name, uid, msg)
 		}
-		return err == nil || !apierrors.IsConflict(err), nil
+		return false, nil // seen Failed at the next read
 	})
 }
 

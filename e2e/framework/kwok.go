@@ -12,10 +12,16 @@ import (
 
 // kwokStages are kwok's "fast" pod-ready and pod-delete stages only: its
 // default pod-complete stage matches pods owned by any kind named Job,
-// Volcano Jobs included, and would complete them at once. A pod with a
-// finalizer is not deleted by kwok: the fault campaign's fake kubelets hold
-// the pods they admit that way and delete them themselves, as a kubelet
-// confirms a pod's deletion only once it is done with it.
+// Volcano Jobs included, and would complete them at once. A pod whose
+// vGPU allocation is still pending with its node agent (bind-phase
+// allocating) is not started: the kubelet starts containers only after
+// admission, of which the device plugin's Allocate is part. (Started at
+// bind, kwok also wrote such a pod's status twice, once more on the
+// agent's bind-phase update, which arrives before kwok's first write.) A
+// pod a fake kubelet failed at admission is not started either. A
+// pod with a finalizer is not deleted by kwok: the fault campaign's fake
+// kubelets hold the pods they admit that way and delete them themselves, as
+// a kubelet confirms a pod's deletion only once it is done with it.
 const kwokStages = `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -30,6 +36,12 @@ spec:
       operator: 'DoesNotExist'
     - key: '.status.podIP'
       operator: 'DoesNotExist'
+    - key: '.metadata.annotations["volcano.sh/bind-phase"]'
+      operator: 'NotIn'
+      values: ['allocating']
+    - key: '.status.phase'
+      operator: 'NotIn'
+      values: ['Failed', 'Succeeded']
   next:
     statusTemplate: |
       {{ $now := Now }}
