@@ -37,7 +37,13 @@
 // The Binder replaces Volcano's default binder: it puts the noted
 // allocation annotations on the v1.Binding (the API server copies them onto
 // the pod), takes node locks where the bind happens and refuses binds whose
-// allocation failed.
+// allocation failed, or was made on a node inventory a later session has
+// seen replaced (ledger generations, inventoryChanged). For device types
+// whose node agent serves the oldest pending pod (api.OrderedAgent) it binds
+// one pod per node at a time (serial.go, agentTurns): a bind waits until the
+// pods its turn waits for are served — the pod bound last, a pod whose bind
+// request ended without an answer, and, once per process, the pods a
+// previous scheduler process left pending (inherit).
 //
 // TEST ONLY: VSHARE_TEST_CRASH_AT_BIND (crashhook.go), read once when the
 // State is created and inert when unset, makes the process exit at a chosen
