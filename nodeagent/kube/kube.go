@@ -36,40 +36,15 @@ func NewPodInformer(ctx context.Context, client kubernetes.Interface, node strin
 	return cache.NewSharedIndexInformer(lw, &v1.Pod{}, 0, cache.Indexers{})
 }
 
-// NodePods returns a function listing the pods bound to node as the API
-// server has them now (at least as fresh as the moment of the call), for an
-// Allocate that must know what is pending now (the vGPU agent's
-// allocate.Options.LivePods).
-//
-// A plain quorum list (resourceVersion "") of one node's pods is served,
-// before Kubernetes 1.31 (or with ConsistentListFromCache off), by reading
-// every pod of the cluster from etcd and filtering by node in the API
-// server: at 2,000 pods it was most of the API server's CPU in make
-// bench-e2e. Instead it first reads the current etcd revision with a
-// quorum list that reads nothing (pods of the kube-node-lease namespace,
-// which holds only Leases, limit 1: a list's resourceVersion is etcd's
-// revision at the read), then lists the node's pods from the API server's
-// watch cache with resourceVersionMatch NotOlderThan that revision (the
-// cache waits until it has caught up, and filters by its spec.nodeName
-// index). That is how 1.31+ serves a consistent list from its cache. If
-// either step fails (an API server that refuses the second, a cache that
-// does not catch up in time), the quorum list is read as before.
-// (API concepts, "Resource versions" and "Semantics for get and list":
-// https://kubernetes.io/docs/reference/using-api/api-concepts/)
+// NodePods returns a function listing the pods bound to node from the API
+// server (a quorum read, not a cache), for an Allocate that must know what
+// is pending now (the vGPU agent's allocate.Options.LivePods).
 func NodePods(client kubernetes.Interface, node string) func(context.Context) ([]*v1.Pod, error) {
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	return func(ctx context.Context) ([]*v1.Pod, error) {
-		pods := client.CoreV1().Pods(v1.NamespaceAll)
-		var list *v1.PodList
-		probe, err := client.CoreV1().Pods(v1.NamespaceNodeLease).List(ctx, metav1.ListOptions{Limit: 1})
-		if err == nil && probe.ResourceVersion != "" {
-			list, err = pods.List(ctx, metav1.ListOptions{FieldSelector: selector,
-				ResourceVersion: probe.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
-		}
-		if list == nil || err != nil {
-			if list, err = pods.List(ctx, metav1.ListOptions{FieldSelector: selector}); err != nil {
-				return nil, fmt.Errorf("list the pods of node %s: %w", node, err)
-			}
+		list, err := client.CoreV1().Pods(v1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return nil, fmt.Errorf("list the pods of node %s: %w", node, err)
 		}
 		out := make([]*v1.Pod, len(list.Items))
 		for i := range list.Items {
