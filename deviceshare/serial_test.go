@@ -96,13 +96,7 @@ func TestAgentTurnWaitsForTheAgent(t *testing.T) {
 	held.release(boundAs(first))
 
 	done := acquireAsync(ctx, turns, client, "n1")
-	select {
-	case <-started:
-	case err := <-done:
-		t.Fatalf("second bind went ahead (err %v) while the first pod was still allocating", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("second bind neither waited nor returned")
-	}
+	mustWait(t, started, done, "second bind", "the first pod was still allocating")
 	// Other nodes and other device types are not held up meanwhile.
 	if h, err := turns.acquire(ctx, client, "n2", "", testKeys); err != nil {
 		t.Fatalf("a bind to another node: %v", err)
@@ -377,6 +371,20 @@ func TestAgentTurnWaitsThroughTheInformer(t *testing.T) {
 	}
 }
 
+// mustWait fails the test unless the acquire whose result done carries
+// is seen waiting (a read of the pod it waits for arrives on reads) before
+// it returns.
+func mustWait(t *testing.T, reads <-chan struct{}, done <-chan error, what, while string) {
+	t.Helper()
+	select {
+	case <-reads:
+	case err := <-done:
+		t.Fatalf("%s went ahead (err %v) while %s", what, err, while)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s neither waited nor returned", what)
+	}
+}
+
 // acquireAsync takes node's turns on another goroutine, gives them back,
 // and sends acquire's error.
 func acquireAsync(ctx context.Context, turns *agentTurns, client kubernetes.Interface, node string) <-chan error {
@@ -431,13 +439,7 @@ func TestAgentTurnInheritsPendingPods(t *testing.T) {
 	}
 	reads := podReads(client, 1)
 	done := acquireAsync(ctx, turns, client, "n1")
-	select {
-	case <-reads:
-	case err := <-done:
-		t.Fatalf("first bind to n1 went ahead (err %v) while a pod bound before the restart was allocating there", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("first bind to n1 neither waited nor returned")
-	}
+	mustWait(t, reads, done, "first bind to n1", "a pod bound before the restart was allocating there")
 	setPhase(t, client, "old", "success")
 	if err := <-done; err != nil {
 		t.Fatalf("bind after the inherited pod was served: %v", err)
