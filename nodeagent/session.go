@@ -27,6 +27,11 @@ type Setup struct {
 	LockName string
 	// PodIndexers are the indexes the agent's pod lookup needs.
 	PodIndexers cache.Indexers
+	// PodHandler, when set, hears of the node's pods as the informer
+	// delivers them, and PodListed of each list it makes (an
+	// allocation.Journal needs both).
+	PodHandler cache.ResourceEventHandler
+	PodListed  func()
 }
 
 // Session is one run of a node agent: its parts run as one group (the first
@@ -53,13 +58,19 @@ type Session struct {
 func Start(ctx context.Context, s Setup) (*Session, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Session{setup: s, ctx: ctx, cancel: cancel, group: rungroup.New(cancel),
-		Pods:    kube.NewPodInformer(ctx, s.Client, s.Node),
+		Pods:    kube.NewPodInformer(ctx, s.Client, s.Node, s.PodListed),
 		Nodes:   kube.NewNodeInformer(ctx, s.Client, s.Node),
 		Patcher: kube.Patcher{Client: s.Client, Node: s.Node, LockName: s.LockName},
 	}
 	if err := r.Pods.AddIndexers(s.PodIndexers); err != nil {
 		cancel()
 		return nil, fmt.Errorf("index the pods of node %s: %w", s.Node, err)
+	}
+	if s.PodHandler != nil {
+		if _, err := r.Pods.AddEventHandler(s.PodHandler); err != nil {
+			cancel()
+			return nil, fmt.Errorf("follow the pods of node %s: %w", s.Node, err)
+		}
 	}
 	return r, nil
 }

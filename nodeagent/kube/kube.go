@@ -21,10 +21,16 @@ import (
 
 // NewPodInformer watches only the pods bound to node; ctx bounds its API
 // calls. Add the indexes the agent's pod lookup needs before it starts.
-func NewPodInformer(ctx context.Context, client kubernetes.Interface, node string) cache.SharedIndexInformer {
+// listed, when not nil, is called at each list the informer makes (the
+// first, and each after a watch could not resume: events between the two
+// may not be delivered; see allocation.Journal).
+func NewPodInformer(ctx context.Context, client kubernetes.Interface, node string, listed func()) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			if listed != nil {
+				listed()
+			}
 			o.FieldSelector = selector
 			return client.CoreV1().Pods(v1.NamespaceAll).List(ctx, o)
 		},

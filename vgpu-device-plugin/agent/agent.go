@@ -55,17 +55,18 @@ func Run(ctx context.Context, o *Options) error {
 	if err := allocate.WritePreload(o.CacheDir); err != nil {
 		return err
 	}
+	journal := allocation.NewJournal(allocate.Protocol, 0, nil)
 	s, err := nodeagent.Start(ctx, nodeagent.Setup{Name: "vGPU node agent", Node: o.NodeName, Client: client,
-		LockName: o.NodeLockName, PodIndexers: allocate.Indexers()})
+		LockName: o.NodeLockName, PodIndexers: allocate.Indexers(), PodHandler: journal, PodListed: journal.Listed})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = s.Stop() }() // on an early return; the normal path waits in serve
-	return serve(s, o, lib, gpus, client)
+	return serve(s, o, lib, gpus, client, journal)
 }
 
 // serve runs the agent's parts in the session.
-func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.GPU, client kubernetes.Interface) error {
+func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.GPU, client kubernetes.Interface, journal *allocation.Journal) error {
 	ctx := s.Context()
 	unit, _ := nvidia.ParseMemoryUnit(o.MemoryUnit)
 	st := &state{node: o.NodeName, gpus: gpus, unit: unit}
@@ -89,7 +90,7 @@ func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.G
 	if err := startRegistrar(s, o, st, tracker, mig); err != nil {
 		return err
 	}
-	alloc, err := newAllocator(s, o, st, tracker, mig, lookup, client)
+	alloc, err := newAllocator(s, o, st, tracker, mig, lookup, client, journal)
 	if err != nil {
 		return err
 	}
@@ -152,13 +153,13 @@ func startRegistrar(s *nodeagent.Session, o *Options, st *state, tracker *health
 // newAllocator builds the Allocate side: the allocator, with the allocation
 // keys when --allocation-key-file is set.
 func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
-	lookup allocate.IndexerLookup, client kubernetes.Interface) (*allocate.Allocator, error) {
+	lookup allocate.IndexerLookup, client kubernetes.Interface, journal *allocation.Journal) (*allocate.Allocator, error) {
 	aopts := allocate.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: s.Patcher,
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir, MPSHostRoot: o.MPSRoot,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 		SchedulerNames: o.SchedulerNames, Events: kube.NewEventRecorder(client, Component, o.NodeName),
-		LivePods: kube.NodePods(client, o.NodeName), NodeLockName: o.NodeLockName,
+		LivePods: kube.NodePods(client, o.NodeName), Journal: journal, NodeLockName: o.NodeLockName,
 	}
 	if o.AllocationKeyFile != "" {
 		keys, err := allocation.LoadKeys(o.AllocationKeyFile)

@@ -74,6 +74,10 @@ type Options struct {
 	// the kubelet asked, while a pod bound later has its own Allocate
 	// coming. nil waits for any pod.
 	LivePods func(ctx context.Context) ([]*v1.Pod, error)
+	// Journal, when set, follows the informer's pods to say what was
+	// pending when a request came without asking the API server
+	// (allocation.Journal); LivePods is asked only when it cannot tell.
+	Journal *allocation.Journal
 	// Keys returns the allocation keys in force (internal/allocsig) and the
 	// error of their last reload, if it failed; with Keys set, only
 	// allocations signed by one of them are served. nil serves unsigned
@@ -92,6 +96,13 @@ type Options struct {
 	// verified allocation signature covers nodelock.AnnotationTaken and
 	// does not name it had no lock taken, and the node is not read.
 	NodeLockName string
+}
+
+// Protocol is the vGPU allocation protocol's annotations, for the node agent
+// kit (nodeagent/allocation).
+var Protocol = allocation.Protocol{
+	ToAllocate: vgpu.AnnotationToAllocate, BindPhase: vgpu.AnnotationBindPhase, Node: vgpu.AnnotationNode,
+	Allocating: vgpu.BindPhaseAllocating, Success: vgpu.BindPhaseSuccess, Failed: vgpu.BindPhaseFailed,
 }
 
 // EventAllocationFailed is the reason of the Warning event recorded on a pod
@@ -139,13 +150,9 @@ func New(opts Options) (*Allocator, error) {
 	if opts.NewID == nil {
 		opts.NewID = func() string { return string(uuid.NewUUID()) }
 	}
-	protocol := allocation.Protocol{
-		ToAllocate: vgpu.AnnotationToAllocate, BindPhase: vgpu.AnnotationBindPhase, Node: vgpu.AnnotationNode,
-		Allocating: vgpu.BindPhaseAllocating, Success: vgpu.BindPhaseSuccess, Failed: vgpu.BindPhaseFailed,
-	}
 	return &Allocator{opts: opts, warned: map[types.UID]time.Time{},
 		trust: allocation.Trust{SchedulerNames: opts.SchedulerNames, Keys: opts.Keys, Signed: SignedAnnotations},
-		tracker: allocation.NewTracker(allocation.TrackerOptions{Node: opts.Node, Protocol: protocol, Patcher: opts.Patcher,
+		tracker: allocation.NewTracker(allocation.TrackerOptions{Node: opts.Node, Protocol: Protocol, Patcher: opts.Patcher,
 			Kind: "vGPU", StaleAfter: opts.StaleAfter, Clock: opts.Clock, Events: opts.Events, EventReason: EventAllocationFailed,
 			ReleaseLock: func(p *v1.Pod) bool { return lockToRelease(p, opts.Keys != nil, opts.NodeLockName) }}),
 	}, nil
@@ -162,17 +169,41 @@ func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 	})
 }
 
+// arrival is what a request may be served: the pods pending when it came.
+// The kubelet asks only for a pod already bound here, so that pod is among
+// them. A pod bound later has its own request coming; serving it to this
+// request (one for a pod deleted meanwhile, say) would give this admission
+// its cards, and that pod's own request the next pod's, and so on down the
+// node's queue (found by the e2e fault campaign).
+type arrival struct {
+	// set is the pods pending when the request came; nil when it cannot
+	// be known (any pending pod may serve the request) or with a journal.
+	set map[types.UID]bool
+	// journal and mark, when journal is set, say it instead of set.
+	journal *allocation.Journal
+	mark    allocation.Mark
+}
+
+// allowed returns the pods the request may be served now (nil: any) and
+// whether no pod can join them, so that a request none of them matches
+// need not wait.
+func (r arrival) allowed() (map[types.UID]bool, bool) {
+	if r.journal == nil {
+		return r.set, r.set != nil && len(r.set) == 0
+	}
+	uids, closed, _ := r.journal.Allowed(r.mark)
+	return uids, closed
+}
+
 // pendingAtArrival returns the pods pending with this agent when a request
-// comes in, before it waits for the requests ahead of it: the kubelet asks
-// only for a pod already bound here, so that pod is among them. A pod bound
-// later has its own request coming; serving it to this request (one for a
-// pod deleted meanwhile, say) would give this admission its cards, and that
-// pod's own request the next pod's, and so on down the node's queue (found
-// by the e2e fault campaign). The informer is read first; when it has none
-// (it may lag the kubelet's), the API server (LivePods). An empty result
-// means nothing was pending; nil, that this cannot be known (no LivePods,
-// or the list failed), and any pending pod may serve the request.
-func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
+// comes in, before it waits for the requests ahead of it. The informer is
+// read first. When it has none (it may lag the kubelet's), the Journal
+// marks the informer's position, if it can vouch for it, and the pods that
+// reach the informer afterwards are allowed up to its cut (see
+// allocation.Journal); else the API server is asked (LivePods). When that
+// cannot be known either (no LivePods, or the list failed), any pending pod
+// may serve the request.
+func (a *Allocator) pendingAtArrival(ctx context.Context) arrival {
 	out := map[types.UID]bool{}
 	if pods, err := a.opts.Lookup.Allocating(); err == nil {
 		for _, p := range pods {
@@ -182,41 +213,47 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) map[types.UID]bool {
 		}
 	}
 	if len(out) > 0 {
-		return out
+		return arrival{set: out}
+	}
+	if a.opts.Journal != nil {
+		if m, ok := a.opts.Journal.Mark(); ok {
+			return arrival{journal: a.opts.Journal, mark: m}
+		}
 	}
 	if a.opts.LivePods == nil {
-		return nil
+		return arrival{}
 	}
 	pods, err := a.opts.LivePods(ctx)
 	if err != nil {
 		klog.ErrorS(err, "Cannot list the node's pods; any pending pod may serve the request", "node", a.opts.Node)
-		return nil
+		return arrival{}
 	}
 	for _, p := range pods {
 		if p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating && p.DeletionTimestamp == nil && !allocation.Terminal(p) {
 			out[p.UID] = true
 		}
 	}
-	return out
+	return arrival{set: out}
 }
 
-// chooseWaiting is choose among the pods in allow (any pod when allow is
-// nil), looking again for up to InformerWait while none matches and none
-// was refused: a pod the API server had pending may not have reached the
-// informer yet. With nothing pending at all it answers at once. The wait is
+// chooseWaiting is choose among the pods the request may be served,
+// looking again for up to InformerWait while none matches and none was
+// refused: a pod pending when the request came may not have reached the
+// informer yet. When no pod can join them it answers at once. The wait is
 // measured in real time (the kubelet's deadline is), whatever clock stamps
 // the allocation.
-func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int, allow map[types.UID]bool) (*candidate, error) {
+func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int, arrived arrival) (*candidate, error) {
 	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
+		allow, final := arrived.allowed()
 		c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now(), allow)
-		return c, refused || (allow != nil && len(allow) == 0), err
+		return c, refused || final, err
 	})
 }
 
 // allocateOne serves one container request for n virtual devices.
-func (a *Allocator) allocateOne(ctx context.Context, n int, allow map[types.UID]bool) (*pluginapi.ContainerAllocateResponse, error) {
+func (a *Allocator) allocateOne(ctx context.Context, n int, arrived arrival) (*pluginapi.ContainerAllocateResponse, error) {
 	inv := a.opts.Inventory()
-	c, err := a.chooseWaiting(ctx, inv, n, allow)
+	c, err := a.chooseWaiting(ctx, inv, n, arrived)
 	if err != nil {
 		return nil, err
 	}

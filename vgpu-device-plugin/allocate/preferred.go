@@ -38,10 +38,11 @@ func (a *Allocator) PreferredCards(ctx context.Context, req *pluginapi.Container
 	inv := a.opts.Inventory()
 	// The kubelet asks right before Allocate, so the pod may not have
 	// reached the informer yet: wait for it as Allocate does.
-	allow := a.pendingAtArrival(ctx)
+	arrived := a.pendingAtArrival(ctx)
 	best, err := allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
+		allow, final := arrived.allowed()
 		c, refused, err := a.look(inv, n, allow)
-		return c, refused || (allow != nil && len(allow) == 0), err
+		return c, refused || final, err
 	})
 	if err != nil {
 		klog.V(4).InfoS("No preferred allocation", "node", a.opts.Node, "size", n, "err", err)

@@ -78,7 +78,7 @@ func newHarness(t *testing.T, s Spec) *harness {
 		t.Fatal(err)
 	}
 
-	podInf := kube.NewPodInformer(ctx, h.client, testNode)
+	podInf := kube.NewPodInformer(ctx, h.client, testNode, nil)
 	if err := podInf.AddIndexers(Indexers(s.Entry.CommonWord)); err != nil {
 		t.Fatal(err)
 	}
