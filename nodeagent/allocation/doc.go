@@ -19,6 +19,8 @@
 //     kubelet, and an error naming why each pending pod did not match;
 //   - Refusal and Status, the classes of refusal and their gRPC codes, with
 //     the refusals both protocols share (ErrForged, ErrStale) and BindTime;
+//   - Journal, which follows the informer's events to say which pods were
+//     pending when a request came before the informer showed them;
 //   - Trust, the check of who placed the pod and of its allocation
 //     signature (internal/allocsig), with LoadKeys.
 package allocation

@@ -13,7 +13,7 @@ import (
 // DefaultJournalHorizon is how long after a list of the node's pods, or
 // after a pending pod left the allocating phase other than by being served,
 // a Journal does not vouch for what was pending when a request came.
-const DefaultJournalHorizon = time.Minute
+const DefaultJournalHorizon = 10 * time.Second
 
 // Journal follows the node's pods in allocating phase as the agent's pod
 // informer delivers them, in the informer's order, to say which pods were
@@ -28,15 +28,21 @@ const DefaultJournalHorizon = time.Minute
 // asked. If the journal had nothing pending at the request (the Mark), A's
 // bind is either still to come through the informer, or A has already left
 // the allocating phase. Pods seen entering the phase after the mark are
-// allowed, until the first of them leaves it (the cut): up to then A, if it
+// allowed until the first of them leaves it (the cut): up to then A, if it
 // is among them, is still pending and every pod entered after A was bound
 // after A, which is older by vgpu-time and chosen first; a pod bound after
 // A was deleted (the scheduler's one-pending-pod-per-node rule lets the
-// next pod in only then) enters after the cut and is never allowed. The
-// case where A left before the mark cannot be told from a pod still to come,
-// so a Mark is refused (ask the API server, as without a journal) within
-// Horizon of a pending pod leaving other than by being served, and of a
-// list. See docs/architecture.md, "Which pod a request is for".
+// next pod in only then) enters after the cut and is never allowed.
+//
+// The case where A left before the mark (or before a list) cannot be told
+// from a pod still to come, so Mark refuses, and the agent asks the API
+// server as it would without a journal, within Horizon of a pending pod
+// leaving other than by being served and of a list. Past the horizon the
+// journal is no weaker than that list: the scheduler binds the node's next
+// pod milliseconds after it sees A deleted (the pod waits for its turn
+// already allocated), so a request coming seconds after A left finds the
+// next pod bound already, in the list as in the journal. See
+// docs/architecture.md, "Which pod a request is for".
 type Journal struct {
 	proto   Protocol
 	horizon time.Duration

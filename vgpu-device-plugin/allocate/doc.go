@@ -24,6 +24,13 @@
 // does not name the agent's lock: our scheduler then took none. A refused
 // allocation sets bind-phase failed and releases the lock.
 //
+// Only a pod pending when the request came is served (a pod bound later
+// has its own request coming): the informer's pending pods, or, when it
+// shows none yet, the pods a nodeagent/allocation.Journal sees entering
+// allocating phase after the request, up to its cut; the API server is
+// listed (LivePods) only when the journal cannot vouch (docs/architecture.md,
+// "Which pod a request is for").
+//
 // Pods come from a node-scoped informer's indexer (PodLookup), never from a
 // List call per Allocate; writes go through a Patcher. Writes the informer
 // has not reflected yet are remembered, so a pod's next container never sees
