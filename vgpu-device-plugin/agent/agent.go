@@ -90,7 +90,10 @@ func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.G
 	if err := startRegistrar(s, o, st, tracker, mig); err != nil {
 		return err
 	}
-	alloc, err := newAllocator(s, o, st, tracker, mig, lookup, client, journal)
+	pending := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPendingLookups,
+		Help: "kubelet requests (Allocate, GetPreferredAllocation) by where the agent learnt which pods were pending when the request came"},
+		[]string{"source"})
+	alloc, err := newAllocator(s, o, st, tracker, mig, lookup, client, journal, pending)
 	if err != nil {
 		return err
 	}
@@ -108,7 +111,7 @@ func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.G
 	}); err != nil {
 		return err
 	}
-	startMonitor(s, o, lib, st, lookup)
+	startMonitor(s, o, lib, st, lookup, pending)
 	klog.InfoS("vGPU node agent running", "node", o.NodeName, "resource", resource, "gpus", len(gpus), "nvml", o.NVML)
 	return s.Wait()
 }
@@ -153,13 +156,14 @@ func startRegistrar(s *nodeagent.Session, o *Options, st *state, tracker *health
 // newAllocator builds the Allocate side: the allocator, with the allocation
 // keys when --allocation-key-file is set.
 func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
-	lookup allocate.IndexerLookup, client kubernetes.Interface, journal *allocation.Journal) (*allocate.Allocator, error) {
+	lookup allocate.IndexerLookup, client kubernetes.Interface, journal *allocation.Journal, pending *prometheus.CounterVec) (*allocate.Allocator, error) {
 	aopts := allocate.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: s.Patcher,
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir, MPSHostRoot: o.MPSRoot,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 		SchedulerNames: o.SchedulerNames, Events: kube.NewEventRecorder(client, Component, o.NodeName),
 		LivePods: kube.NodePods(client, o.NodeName), Journal: journal, NodeLockName: o.NodeLockName,
+		CountPending: func(source string) { pending.WithLabelValues(source).Inc() },
 	}
 	if o.AllocationKeyFile != "" {
 		keys, err := allocation.LoadKeys(o.AllocationKeyFile)
@@ -171,17 +175,23 @@ func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.T
 	return allocate.New(aopts)
 }
 
+// MetricPendingLookups counts kubelet requests by where the agent learnt
+// which pods were pending (label source: allocate.PendingFrom*,
+// allocate.PendingUnknown).
+const MetricPendingLookups = "vshare_agent_pending_lookups_total"
+
 // startMonitor runs the metrics exporter (unless --metrics-address is
 // empty), and the cleaner, utilisation switch and task-priority relay:
 // deleted pods' regions are removed, containers alone on their card run
 // unthrottled (libvgpu's utilisation switch), and low-priority containers
 // learn when a high-priority one on their card is launching, with or
-// without the exporter.
-func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *state, lookup allocate.IndexerLookup) {
+// without the exporter, which also serves the agent's own collectors.
+func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *state, lookup allocate.IndexerLookup, agent ...prometheus.Collector) {
 	ctx := s.Context()
 	if o.MetricsAddress != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(monitor.NewCollector(lib, st.inventory, lookup, o.CacheDir))
+		reg.MustRegister(agent...)
 		s.Go("metrics", func() error { return monitor.Serve(ctx, o.MetricsAddress, reg, nil) })
 	}
 	cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}

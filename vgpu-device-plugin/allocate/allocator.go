@@ -78,6 +78,9 @@ type Options struct {
 	// pending when a request came without asking the API server
 	// (allocation.Journal); LivePods is asked only when it cannot tell.
 	Journal *allocation.Journal
+	// CountPending, when set, is told, for every request, where the agent
+	// learnt which pods were pending (Pending* constants).
+	CountPending func(source string)
 	// Keys returns the allocation keys in force (internal/allocsig) and the
 	// error of their last reload, if it failed; with Keys set, only
 	// allocations signed by one of them are served. nil serves unsigned
@@ -97,6 +100,20 @@ type Options struct {
 	// does not name it had no lock taken, and the node is not read.
 	NodeLockName string
 }
+
+// Where a request learnt which pods were pending when it came
+// (Options.CountPending).
+const (
+	// PendingFromInformer: the agent's informer showed pending pods.
+	PendingFromInformer = "informer"
+	// PendingFromJournal: it showed none yet, and the journal vouched.
+	PendingFromJournal = "journal"
+	// PendingFromAPIServer: the node's pods were listed (LivePods).
+	PendingFromAPIServer = "api-server"
+	// PendingUnknown: no LivePods, or the list failed; any pending pod
+	// may serve the request.
+	PendingUnknown = "unknown"
+)
 
 // Protocol is the vGPU allocation protocol's annotations, for the node agent
 // kit (nodeagent/allocation).
@@ -204,6 +221,14 @@ func (r arrival) allowed() (map[types.UID]bool, bool) {
 // cannot be known either (no LivePods, or the list failed), any pending pod
 // may serve the request.
 func (a *Allocator) pendingAtArrival(ctx context.Context) arrival {
+	r, source := a.lookPending(ctx)
+	if a.opts.CountPending != nil {
+		a.opts.CountPending(source)
+	}
+	return r
+}
+
+func (a *Allocator) lookPending(ctx context.Context) (arrival, string) {
 	out := map[types.UID]bool{}
 	if pods, err := a.opts.Lookup.Allocating(); err == nil {
 		for _, p := range pods {
@@ -213,27 +238,27 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) arrival {
 		}
 	}
 	if len(out) > 0 {
-		return arrival{set: out}
+		return arrival{set: out}, PendingFromInformer
 	}
 	if a.opts.Journal != nil {
 		if m, ok := a.opts.Journal.Mark(); ok {
-			return arrival{journal: a.opts.Journal, mark: m}
+			return arrival{journal: a.opts.Journal, mark: m}, PendingFromJournal
 		}
 	}
 	if a.opts.LivePods == nil {
-		return arrival{}
+		return arrival{}, PendingUnknown
 	}
 	pods, err := a.opts.LivePods(ctx)
 	if err != nil {
 		klog.ErrorS(err, "Cannot list the node's pods; any pending pod may serve the request", "node", a.opts.Node)
-		return arrival{}
+		return arrival{}, PendingUnknown
 	}
 	for _, p := range pods {
 		if p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating && p.DeletionTimestamp == nil && !allocation.Terminal(p) {
 			out[p.UID] = true
 		}
 	}
-	return arrival{set: out}
+	return arrival{set: out}, PendingFromAPIServer
 }
 
 // chooseWaiting is choose among the pods the request may be served,

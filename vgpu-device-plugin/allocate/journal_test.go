@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,14 @@ type informerEnv struct {
 	informer cache.SharedIndexInformer
 	journal  *allocation.Journal
 	lists    atomic.Int32
+	mu       sync.Mutex
+	sources  []string // CountPending's sources, in order
+}
+
+func (ie *informerEnv) pendingSources() []string {
+	ie.mu.Lock()
+	defer ie.mu.Unlock()
+	return append([]string(nil), ie.sources...)
 }
 
 // newInformerEnv starts the informer and ages the journal past its horizon
@@ -68,6 +77,11 @@ func newInformerEnv(t *testing.T, wrap func(allocate.PodLookup) allocate.PodLook
 		o.LivePods = func(ctx context.Context) ([]*v1.Pod, error) {
 			ie.lists.Add(1)
 			return live(ctx)
+		}
+		o.CountPending = func(source string) {
+			ie.mu.Lock()
+			defer ie.mu.Unlock()
+			ie.sources = append(ie.sources, source)
 		}
 	})
 	return ie
@@ -130,6 +144,9 @@ func TestAllocateJournalServesALatePodWithoutListing(t *testing.T) {
 	}
 	if n := ie.lists.Load(); n != 0 {
 		t.Errorf("LivePods called %d times, want 0", n)
+	}
+	if got, want := ie.pendingSources(), []string{allocate.PendingFromJournal}; !cmp.Equal(got, want) {
+		t.Errorf("pending sources %v, want %v", got, want)
 	}
 }
 
@@ -199,6 +216,9 @@ func TestAllocateJournalNeverServesAPodBoundAfterItsPodLeft(t *testing.T) {
 	if got := resp.ContainerResponses[0].Envs["NVIDIA_VISIBLE_DEVICES"]; got != ie.uuids[1] {
 		t.Errorf("b's own request got %s, want %s", got, ie.uuids[1])
 	}
+	if got, want := ie.pendingSources(), []string{allocate.PendingFromJournal, allocate.PendingFromInformer}; !cmp.Equal(got, want) {
+		t.Errorf("pending sources %v, want %v", got, want)
+	}
 }
 
 // A pending pod left (deleted) just before a request came, and the
@@ -215,5 +235,8 @@ func TestAllocateJournalAsksTheAPIServerAfterAPendingPodLeft(t *testing.T) {
 	wantCode(t, err, codes.NotFound)
 	if n := ie.lists.Load(); n != 1 {
 		t.Errorf("LivePods called %d times, want 1", n)
+	}
+	if got, want := ie.pendingSources(), []string{allocate.PendingFromAPIServer}; !cmp.Equal(got, want) {
+		t.Errorf("pending sources %v, want %v", got, want)
 	}
 }
