@@ -57,8 +57,6 @@ type Journal struct {
 	exits []exit
 	// listed is when the informer last listed the node's pods.
 	listed time.Time
-	// changed is closed and replaced at every change.
-	changed chan struct{}
 }
 
 // exit is a pod leaving allocating phase.
@@ -81,7 +79,7 @@ func NewJournal(proto Protocol, horizon time.Duration, clk clock.PassiveClock) *
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Journal{proto: proto, horizon: horizon, clock: clk, pending: map[types.UID]uint64{}, changed: make(chan struct{})}
+	return &Journal{proto: proto, horizon: horizon, clock: clk, pending: map[types.UID]uint64{}}
 }
 
 var _ cache.ResourceEventHandler = (*Journal)(nil)
@@ -92,7 +90,7 @@ func (j *Journal) Listed() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.listed = j.clock.Now()
-	j.bump()
+	j.seq++
 }
 
 // OnAdd implements cache.ResourceEventHandler.
@@ -134,10 +132,10 @@ func (j *Journal) observe(uid types.UID, allocating, served bool) {
 	entered, was := j.pending[uid]
 	switch {
 	case allocating && !was:
-		j.bump()
+		j.seq++
 		j.pending[uid] = j.seq
 	case !allocating && was:
-		j.bump()
+		j.seq++
 		delete(j.pending, uid)
 		now := j.clock.Now()
 		j.exits = append(j.exits, exit{entered: entered, left: j.seq, at: now, served: served})
@@ -155,12 +153,6 @@ func (j *Journal) prune(now time.Time) {
 	if i > 0 {
 		j.exits = append(j.exits[:0], j.exits[i:]...)
 	}
-}
-
-func (j *Journal) bump() {
-	j.seq++
-	close(j.changed)
-	j.changed = make(chan struct{})
 }
 
 // Mark returns the journal's position for a request that has just come;
@@ -185,9 +177,8 @@ func (j *Journal) Mark() (m Mark, ok bool) {
 // Allowed returns the pods a request that came at m may be served: those
 // pending now that entered allocating phase before the cut (the first
 // departure of a pod that entered after m). closed reports that the cut
-// has passed, so the set can only shrink; changed is closed at the
-// journal's next change.
-func (j *Journal) Allowed(m Mark) (uids map[types.UID]bool, closed bool, changed <-chan struct{}) {
+// has passed, so the set can only shrink.
+func (j *Journal) Allowed(m Mark) (uids map[types.UID]bool, closed bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	cut := ^uint64(0)
@@ -202,5 +193,5 @@ func (j *Journal) Allowed(m Mark) (uids map[types.UID]bool, closed bool, changed
 			uids[uid] = true
 		}
 	}
-	return uids, cut != ^uint64(0), j.changed
+	return uids, cut != ^uint64(0)
 }

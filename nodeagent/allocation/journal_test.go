@@ -37,7 +37,7 @@ func newListedJournal(t *testing.T) (*allocation.Journal, *clocktesting.FakeCloc
 }
 
 func allowed(j *allocation.Journal, m allocation.Mark) ([]string, bool) {
-	uids, closed, _ := j.Allowed(m)
+	uids, closed := j.Allowed(m)
 	var names []string
 	for uid := range uids {
 		names = append(names, string(uid))
@@ -151,23 +151,5 @@ func TestJournalPendingIsAllocatingAndLive(t *testing.T) {
 	j.OnAdd(phasePod("live", "allocating"), false)
 	if got, closed := allowed(j, m); !cmp.Equal(got, []string{"live"}) || closed {
 		t.Fatalf("allowed %v closed %v, want [live] open", got, closed)
-	}
-}
-
-// Allowed's channel is closed at the journal's next change.
-func TestJournalSignalsChanges(t *testing.T) {
-	j, _ := newListedJournal(t)
-	m, _ := j.Mark()
-	_, _, changed := j.Allowed(m)
-	select {
-	case <-changed:
-		t.Fatal("changed closed before any change")
-	default:
-	}
-	j.OnAdd(phasePod("a", "allocating"), false)
-	select {
-	case <-changed:
-	default:
-		t.Fatal("changed not closed after a pod entered")
 	}
 }

@@ -208,8 +208,7 @@ func (r arrival) allowed() (map[types.UID]bool, bool) {
 	if r.journal == nil {
 		return r.set, r.set != nil && len(r.set) == 0
 	}
-	uids, closed, _ := r.journal.Allowed(r.mark)
-	return uids, closed
+	return r.journal.Allowed(r.mark)
 }
 
 // pendingAtArrival returns the pods pending with this agent when a request
