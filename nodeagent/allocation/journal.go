@@ -96,14 +96,14 @@ func (j *Journal) Listed() {
 // OnAdd implements cache.ResourceEventHandler.
 func (j *Journal) OnAdd(obj any, _ bool) {
 	if pod, ok := obj.(*v1.Pod); ok {
-		j.observe(pod.UID, j.allocating(pod), false)
+		j.observe(pod.UID, j.proto.Pending(pod), false)
 	}
 }
 
 // OnUpdate implements cache.ResourceEventHandler.
 func (j *Journal) OnUpdate(_, obj any) {
 	if pod, ok := obj.(*v1.Pod); ok {
-		j.observe(pod.UID, j.allocating(pod), pod.Annotations[j.proto.BindPhase] == j.proto.Success)
+		j.observe(pod.UID, j.proto.Pending(pod), pod.Annotations[j.proto.BindPhase] == j.proto.Success)
 	}
 }
 
@@ -120,12 +120,8 @@ func (j *Journal) OnDelete(obj any) {
 	}
 }
 
-// allocating reports whether a pod waits for this agent.
-func (j *Journal) allocating(pod *v1.Pod) bool {
-	return pod.Annotations[j.proto.BindPhase] == j.proto.Allocating && pod.DeletionTimestamp == nil && !Terminal(pod)
-}
-
-// observe records a pod's state; served says it left for success.
+// observe records whether a pod is pending (Protocol.Pending); served says
+// it left for success.
 func (j *Journal) observe(uid types.UID, allocating, served bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

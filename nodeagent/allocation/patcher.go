@@ -30,6 +30,12 @@ type Protocol struct {
 	Node string
 }
 
+// Pending reports whether the pod waits for its node's agent: in
+// allocating phase, not being deleted, not terminal.
+func (p Protocol) Pending(pod *v1.Pod) bool {
+	return pod.Annotations[p.BindPhase] == p.Allocating && pod.DeletionTimestamp == nil && !Terminal(pod)
+}
+
 // Terminal reports whether the pod's containers are done with their
 // devices.
 func Terminal(pod *v1.Pod) bool {

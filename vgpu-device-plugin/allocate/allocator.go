@@ -228,13 +228,9 @@ func (a *Allocator) pendingAtArrival(ctx context.Context) arrival {
 }
 
 func (a *Allocator) lookPending(ctx context.Context) (arrival, string) {
-	out := map[types.UID]bool{}
+	var out map[types.UID]bool
 	if pods, err := a.opts.Lookup.Allocating(); err == nil {
-		for _, p := range pods {
-			if p.DeletionTimestamp == nil && !allocation.Terminal(p) {
-				out[p.UID] = true
-			}
-		}
+		out = pendingUIDs(pods)
 	}
 	if len(out) > 0 {
 		return arrival{set: out}, PendingFromInformer
@@ -252,12 +248,18 @@ func (a *Allocator) lookPending(ctx context.Context) (arrival, string) {
 		klog.ErrorS(err, "Cannot list the node's pods; any pending pod may serve the request", "node", a.opts.Node)
 		return arrival{}, PendingUnknown
 	}
+	return arrival{set: pendingUIDs(pods)}, PendingFromAPIServer
+}
+
+// pendingUIDs returns the UIDs of the pods that are pending (Protocol).
+func pendingUIDs(pods []*v1.Pod) map[types.UID]bool {
+	out := map[types.UID]bool{}
 	for _, p := range pods {
-		if p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating && p.DeletionTimestamp == nil && !allocation.Terminal(p) {
+		if Protocol.Pending(p) {
 			out[p.UID] = true
 		}
 	}
-	return arrival{set: out}, PendingFromAPIServer
+	return out
 }
 
 // chooseWaiting is choose among the pods the request may be served,

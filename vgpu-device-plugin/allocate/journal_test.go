@@ -104,10 +104,16 @@ func (ie *informerEnv) delete(t *testing.T, name string) {
 // waitInformer waits until the informer's copy satisfies ok.
 func (ie *informerEnv) waitInformer(t *testing.T, what string, ok func(cache.Indexer) bool) {
 	t.Helper()
+	waitUntil(t, "the informer showing "+what, func() bool { return ok(ie.informer.GetIndexer()) })
+}
+
+// waitUntil polls cond for up to 5 s, in real time.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for !ok(ie.informer.GetIndexer()) {
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the informer never showed %s", what)
+			t.Fatalf("gave up waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -183,13 +189,7 @@ func TestAllocateJournalNeverServesAPodBoundAfterItsPodLeft(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { _, err := ie.alloc.Allocate(context.Background(), request(1)); done <- err }()
-	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the request never looked twice")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "the request to look twice", func() bool { return calls.Load() >= 2 })
 	ie.create(t, newPod("a").container("c", 1, nil).allocated(entry(ie.uuids[0], 8000, 0), 100).build())
 	ie.waitInformer(t, "a", has("a"))
 	ie.delete(t, "a")
