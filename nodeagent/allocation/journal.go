@@ -53,10 +53,11 @@ type Journal struct {
 	// allocating phase, the seq at which it entered.
 	seq     uint64
 	pending map[types.UID]uint64
-	// exits are the recent departures from allocating phase, oldest first.
+	// exits are the recent departures from allocating phase, oldest first,
+	// and the informer's lists (as departures of an unknown pod).
 	exits []exit
-	// listed is when the informer last listed the node's pods.
-	listed time.Time
+	// listed: the informer has listed the node's pods at least once.
+	listed bool
 }
 
 // exit is a pod leaving allocating phase.
@@ -85,12 +86,19 @@ func NewJournal(proto Protocol, horizon time.Duration, clk clock.PassiveClock) *
 var _ cache.ResourceEventHandler = (*Journal)(nil)
 
 // Listed records that the informer listed the node's pods (call it from
-// the informer's list function, every time).
+// the informer's list function, every time). A list may hide a pod bound
+// and deleted since the last event, so it counts as the departure of an
+// unknown pod entered after every earlier mark: it cuts those marks (pods
+// the list brings are not allowed to them) and, within the horizon, makes
+// Mark refuse.
 func (j *Journal) Listed() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.listed = j.clock.Now()
+	j.listed = true
 	j.seq++
+	now := j.clock.Now()
+	j.exits = append(j.exits, exit{entered: j.seq, left: j.seq, at: now})
+	j.prune(now)
 }
 
 // OnAdd implements cache.ResourceEventHandler.
@@ -158,10 +166,10 @@ func (j *Journal) prune(now time.Time) {
 func (j *Journal) Mark() (m Mark, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	now := j.clock.Now()
-	if j.listed.IsZero() || now.Sub(j.listed) <= j.horizon {
+	if !j.listed {
 		return Mark{}, false
 	}
+	now := j.clock.Now()
 	for _, e := range j.exits {
 		if !e.served && now.Sub(e.at) <= j.horizon {
 			return Mark{}, false

@@ -153,3 +153,20 @@ func TestJournalPendingIsAllocatingAndLive(t *testing.T) {
 		t.Fatalf("allowed %v closed %v, want [live] open", got, closed)
 	}
 }
+
+// A list made while a request waits may bring a pod bound after the
+// request's own pod was bound and deleted between two watches: the pods it
+// brings are not allowed to that request; those pending before stay.
+func TestJournalCutsAMarkAtALaterList(t *testing.T) {
+	j, _ := newListedJournal(t)
+	m, ok := j.Mark()
+	if !ok {
+		t.Fatal("Mark refused")
+	}
+	j.OnAdd(phasePod("a", "allocating"), false)
+	j.Listed()
+	j.OnAdd(phasePod("b", "allocating"), false)
+	if got, closed := allowed(j, m); !cmp.Equal(got, []string{"a"}) || !closed {
+		t.Fatalf("after a list brought b: allowed %v closed %v, want [a] closed", got, closed)
+	}
+}
