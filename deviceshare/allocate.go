@@ -28,6 +28,9 @@ import (
 func (p *plugin) onAllocate(ev *framework.Event) {
 	s := p.sess
 	task := ev.Task
+	// Volcano has changed the node's idle resources, which the fragment
+	// policy reads, whatever the task asks for.
+	s.touch(task.NodeName)
 	if e, ok := s.evicted[task.UID]; ok {
 		// An eviction was discarded: the pod keeps the cards it had.
 		delete(s.evicted, task.UID)
@@ -166,7 +169,9 @@ func (p *plugin) refuse(task *vcapi.TaskInfo, pipelined bool, err error) {
 func (p *plugin) onDeallocate(ev *framework.Event) {
 	s := p.sess
 	task := ev.Task
+	s.touch(task.NodeName)
 	if alloc, ok := s.allocs[task.UID]; ok {
+		s.touch(alloc.node)
 		delete(s.allocs, task.UID)
 		p.rollback(alloc)
 		s.queues.add(alloc.queue, alloc.held, -1)

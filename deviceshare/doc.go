@@ -17,6 +17,13 @@
 // annotations yet. The session then reads the ledger's devices and copies a
 // node's devices on its first allocation there.
 //
+// Within a session, the predicate outcome and the node score of a pod
+// whose backends key their results (api.ResultKeyer) are kept per request
+// key and node in dense result tables (results.go), valid while the node's
+// stamp (moved by every allocation event on the node and every write to
+// its devices) and the backends' epochs hold: most pods of a session share
+// a few keys and answer from one table entry per node.
+//
 // # Extension points
 //
 //   - PredicateFn: per-card fit with stable, countable reasons; a node

@@ -135,13 +135,17 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 	// every pod, and scattered small objects cost a cache miss each.
 	nb := len(backends)
 	nodeSlab := make([]sessionNode, len(ssn.Nodes))
+	s.slab = nodeSlab
+	s.stamps = make([]nodeStamp, len(ssn.Nodes))
+	s.results = make(map[string]*resultTable)
 	ptrSlab := make([]*sessionDevices, len(ssn.Nodes)*nb)
 	devSlab := make([]sessionDevices, 0, len(ssn.Nodes)*nb) // never grows: pointers into it stay valid
-	s.byInfo = make(map[*vcapi.NodeInfo]*sessionNode, len(ssn.Nodes))
+	s.byInfo = make(map[*vcapi.NodeInfo]int32, len(ssn.Nodes))
 	k := 0
 	for name, ni := range ssn.Nodes {
 		sn := &nodeSlab[k]
 		sn.devices = ptrSlab[k*nb : (k+1)*nb : (k+1)*nb]
+		sn.idx = int32(k)
 		k++
 		nv := view[name]
 		for i, b := range backends {
@@ -149,10 +153,10 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 			if !ok || (v.devices == nil && v.invErr == nil) {
 				continue
 			}
-			devSlab = append(devSlab, sessionDevices{base: v.devices, invErr: v.invErr, gen: v.gen})
+			devSlab = append(devSlab, sessionDevices{base: v.devices, invErr: v.invErr, gen: v.gen, stamp: &s.stamps[sn.idx]})
 			sn.devices[i] = &devSlab[len(devSlab)-1]
 		}
-		s.byInfo[ni] = sn
+		s.byInfo[ni] = sn.idx
 		if args.NodeLockEnable {
 			sn.lockedOutside = inflight[name] || lockedByAnnotation(ni.Node, backends, now, args.NodeLockExpiry)
 		}
@@ -162,7 +166,11 @@ func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framewo
 	volcano.EachTask(ssn, vcapi.Pending, func(_ *vcapi.JobInfo, task *vcapi.TaskInfo) {
 		// nil (no device request) is kept too: requestOf is called for
 		// every node a pod is predicated and scored on.
-		s.requests[task.UID] = s.computeRequest(task.Pod)
+		r := s.computeRequest(task.Pod)
+		if r != nil {
+			r.results = s.resultTableFor(task, r)
+		}
+		s.requests[task.UID] = r
 	})
 	return s
 }

@@ -49,37 +49,77 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 		p.st.metrics.filterFailed("request", "invalid request")
 		return fitError(task, node, api.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
 	}
-	sn := s.nodeOf(node)
-	if sn == nil {
+	idx, ok := s.indexOf(node)
+	if !ok {
 		return fitError(task, node, api.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
 	}
-	if s.args.NodeLockEnable && sn.locked() {
+	if s.args.NodeLockEnable && s.slab[idx].locked() {
 		p.st.metrics.filterFailed("node", ReasonNodeLocked)
 		return fitError(task, node, api.Unschedulable, ReasonNodeLocked)
 	}
+	t := req.results
+	if t == nil {
+		f, _ := p.filter(task, node, req, &s.slab[idx])
+		return f.fitError(task, node)
+	}
+	epoch := t.epoch()
+	hit, ent := s.lookup(t, idx, epoch)
+	if hit != nil {
+		if f := hit.fail; f != nil {
+			for _, c := range f.counted {
+				p.st.metrics.filterFailed(c[0], c[1])
+			}
+			return f.fitError(task, node)
+		}
+		return nil
+	}
+	f, keep := p.filter(task, node, req, &s.slab[idx])
+	if ent != nil && keep {
+		s.fill(ent, idx, epoch, f)
+	}
+	return f.fitError(task, node)
+}
+
+// filter is the predicate's device work on a known, unlocked node: each of
+// the request's backends' FilterNode. It returns the failure (nil: the
+// node fits) and whether the outcome holds for every task with the same
+// request key (false when it depended on the task: the eviction check).
+func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) (*keptFailure, bool) {
+	s := p.sess
 	pod := task.Pod
 	var statuses []*vcapi.Status
+	var counted [][2]string
+	fail := func(device, counter string, st *vcapi.Status) {
+		statuses = append(statuses, st)
+		if counter != "" {
+			counted = append(counted, [2]string{device, counter})
+			p.st.metrics.filterFailed(device, counter)
+		}
+	}
 	resolvable, unresolvable := false, false
 	for _, i := range req.backends {
 		name := s.backends[i].Name()
 		d := sn.devices[i]
 		switch {
 		case d == nil:
-			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
-			p.st.metrics.filterFailed(name, "no devices")
+			fail(name, "no devices", status(api.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
 			unresolvable = true
 			continue
 		case d.invErr != nil:
-			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
-			p.st.metrics.filterFailed(name, "invalid registration")
+			fail(name, "invalid registration", status(api.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
 			unresolvable = true
 			continue
+		}
+		if s.args.SchedulePolicy == api.PolicyFragment {
+			// The fragment policy's card choice weighs the node's idle CPU
+			// and memory: the predicate sees the node as the score and
+			// the allocation do.
+			tellHost(d.read(), node.Idle, nil)
 		}
 		st := d.read().FilterNode(pod, s.args.SchedulePolicy)
 		if st.IsSuccess() {
 			if len(d.releasing) > 0 && volcano.WillBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
-				statuses = append(statuses, status(api.Unschedulable, ReasonTerminating))
-				p.st.metrics.filterFailed(name, ReasonTerminating)
+				fail(name, ReasonTerminating, status(api.Unschedulable, ReasonTerminating))
 			}
 			continue
 		}
@@ -89,17 +129,18 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 			unresolvable = true
 		}
 		for _, r := range st.Reasons {
-			statuses = append(statuses, status(st.Code, r))
-			p.st.metrics.filterFailed(name, r)
+			fail(name, r, status(st.Code, r))
 		}
 		if len(st.Reasons) == 0 {
-			statuses = append(statuses, status(st.Code, name+" devices do not fit"))
+			fail(name, "", status(st.Code, name+" devices do not fit"))
 		}
 	}
 	// Only actions that evict (preempt, reclaim) read whether a failure is
 	// resolvable: without them the eviction-feasibility check, which costs
 	// a copy of the node's devices per failing node, is skipped.
+	keep := true
 	if resolvable && !unresolvable && volcano.EvictingActionsEnabled() {
+		keep = false
 		if pl := s.newPlanner(pod, req, sn); pl != nil && !p.evictionCouldHelp(task, node, pl) {
 			for i, st := range statuses {
 				statuses[i] = status(api.UnschedulableAndUnresolvable, st.Reason)
@@ -108,13 +149,23 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 		}
 	}
 	if len(statuses) == 0 {
+		return nil, keep
+	}
+	return &keptFailure{statuses: statuses[:len(statuses):len(statuses)], counted: counted}, keep
+}
+
+// fitError is the predicate's error for a node that failed with f (nil
+// for a node that fits). Each call builds its own FitError: Volcano
+// stores it per task and sets its node name.
+func (f *keptFailure) fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
+	if f == nil {
 		return nil
 	}
 	if klog.V(5).Enabled() {
-		klog.V(5).InfoS("Filtered node", "plugin", PluginName, "pod", klog.KObj(pod), "node", node.Name,
-			"reasons", reasons(statuses))
+		klog.V(5).InfoS("Filtered node", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", node.Name,
+			"reasons", reasons(f.statuses))
 	}
-	return vcapi.NewFitErrWithStatus(task, node, statuses...)
+	return vcapi.NewFitErrWithStatus(task, node, f.statuses...)
 }
 
 // explainInvalidRequests records the reason of every pending task whose

@@ -1,6 +1,8 @@
 package deviceshare
 
 import (
+	"math"
+
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
@@ -19,10 +21,35 @@ func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64,
 	if req == nil || req.invalid != nil || s.args.ScheduleWeight == 0 {
 		return 0, nil
 	}
-	sn := s.nodeOf(node)
-	if sn == nil {
+	idx, ok := s.indexOf(node)
+	if !ok {
 		return 0, nil
 	}
+	// A node the predicate kept a result for: its score is kept beside it.
+	var ent *resultEntry
+	score := math.NaN()
+	if t := req.results; t != nil {
+		if hit, _ := s.lookup(t, idx, t.epoch()); hit != nil && hit.fail == nil {
+			ent, score = hit, hit.score
+		}
+	}
+	if math.IsNaN(score) {
+		score = s.deviceScore(task, node, req, &s.slab[idx])
+		if ent != nil {
+			ent.score = score
+		}
+	}
+	// Guarded: once per node and task, and the arguments cost even when
+	// the level is off (a tenth of this function's time at 1000 nodes).
+	if klog.V(5).Enabled() {
+		klog.V(5).InfoS("Scored node", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", node.Name, "score", score)
+	}
+	return score, nil
+}
+
+// deviceScore is nodeOrder's work on a known node: the weighted sum of
+// the request's backends' ScoreNode, batch scorers left out.
+func (s *sessionState) deviceScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) float64 {
 	var score float64
 	for _, i := range req.backends {
 		if _, batch := s.backends[i].(api.BatchScorer); batch {
@@ -35,13 +62,7 @@ func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64,
 			score += d.read().ScoreNode(task.Pod, s.args.SchedulePolicy)
 		}
 	}
-	score *= float64(s.args.ScheduleWeight)
-	// Guarded: once per node and task, and the arguments cost even when
-	// the level is off (a tenth of this function's time at 1000 nodes).
-	if klog.V(5).Enabled() {
-		klog.V(5).InfoS("Scored node", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", node.Name, "score", score)
-	}
-	return score, nil
+	return score * float64(s.args.ScheduleWeight)
 }
 
 // batchNodeOrder is the BatchNodeOrderFn: backends whose score depends on

@@ -1,6 +1,8 @@
 package deviceshare
 
 import (
+	"sync"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -22,10 +24,20 @@ type sessionState struct {
 	args     Args
 	backends []api.Backend
 	nodes    map[string]*sessionNode
-	// byInfo is nodes keyed by Volcano's NodeInfo of the session (the
-	// pointers its actions pass to the predicate and the scores): a
-	// pointer hashes and compares without reading the name.
-	byInfo map[*vcapi.NodeInfo]*sessionNode
+	// slab holds the session's nodes; a node's index in it is its index
+	// in stamps and in the result tables.
+	slab []sessionNode
+	// byInfo is the nodes' indexes keyed by Volcano's NodeInfo of the
+	// session (the pointers its actions pass to the predicate and the
+	// scores): a pointer hashes and compares without reading the name.
+	byInfo map[*vcapi.NodeInfo]int32
+	// stamps and results are the result tables (results.go): per node
+	// index its version, per request key its table.
+	stamps  []nodeStamp
+	results map[string]*resultTable
+	// failures interns the rejections the result tables keep.
+	failuresMu sync.Mutex
+	failures   map[string]*keptFailure
 	// requests holds, per pending task, which backends it asks for (nil:
 	// no device request).
 	requests map[vcapi.TaskID]*taskRequest
@@ -51,6 +63,8 @@ type sessionNode struct {
 	lockedOutside bool
 	// inSession counts this session's allocations on the node.
 	inSession int
+	// idx is the node's index in the session's slab and stamps.
+	idx int32
 }
 
 // locked reports whether node locking keeps further allocations off the node.
@@ -74,6 +88,9 @@ type sessionDevices struct {
 	// releasing are the terminating pods whose cards the view treats as
 	// free, by UID, as accounted (with their allocation annotations).
 	releasing map[types.UID]*v1.Pod
+	// stamp is the node's version for the result tables: every write
+	// moves it.
+	stamp *nodeStamp
 }
 
 func (d *sessionDevices) read() api.Devices {
@@ -84,6 +101,7 @@ func (d *sessionDevices) read() api.Devices {
 }
 
 func (d *sessionDevices) write() api.Devices {
+	d.stamp.ver++
 	if d.own == nil {
 		d.own = d.base.DeepCopy()
 	}
@@ -115,6 +133,7 @@ func (d *sessionDevices) release(pod *v1.Pod) error {
 	if d.releasing == nil {
 		d.releasing = make(map[types.UID]*v1.Pod)
 	}
+	d.stamp.volatile = true
 	d.releasing[pod.UID] = pod
 	return nil
 }
@@ -128,6 +147,9 @@ func (d *sessionDevices) restore(pod *v1.Pod) error {
 // taskRequest is what a task asks of the device backends.
 type taskRequest struct {
 	backends []int
+	// results is the table of the request's key (nil: the results are
+	// not kept, see results.go).
+	results *resultTable
 	// invalid is set when a backend refused the request outright.
 	invalid error
 	// unserved names a device resource the pod asks for that no enabled
@@ -164,10 +186,22 @@ type evictedPod struct {
 // nodeOf returns the session's view of node (nil for a node the session
 // does not know).
 func (s *sessionState) nodeOf(node *vcapi.NodeInfo) *sessionNode {
-	if sn, ok := s.byInfo[node]; ok {
-		return sn
+	if i, ok := s.indexOf(node); ok {
+		return &s.slab[i]
 	}
-	return s.nodes[node.Name]
+	return nil
+}
+
+// indexOf returns the node's index in the session's slab, stamps and
+// result tables; ok is false for a node the session does not know.
+func (s *sessionState) indexOf(node *vcapi.NodeInfo) (int32, bool) {
+	if i, ok := s.byInfo[node]; ok {
+		return i, true
+	}
+	if sn := s.nodes[node.Name]; sn != nil {
+		return sn.idx, true
+	}
+	return 0, false
 }
 
 // requestOf returns what the task asks for, computing it when the task was

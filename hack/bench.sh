@@ -85,17 +85,29 @@ gpushare() {
 	rm -f "$raw"
 }
 
+# vgpu runs the benchmark BENCH_VGPU_COUNT rounds of -count 1, each round
+# every implementation at every size, rather than -count N (which runs one
+# implementation N times in a row): the machine's speed drifts over the
+# minutes a section takes, and interleaving puts each baseline run beside
+# the runs it is compared with.
 vgpu() {
-	local f="$out/bench-vgpu.txt" raw
+	local f="$out/bench-vgpu.txt" raw bin round
 	raw=$(mktemp)
+	bin=$(mktemp)
+	$GO test -c -o "$bin" ./deviceshare/
 	{
 		header vgpu
-		echo "# BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS" \
-			"$GO test -run '^\$' -bench 'BenchmarkAllocateVGPU\$' -benchtime 1x -count $BENCH_VGPU_COUNT -timeout 0 ./deviceshare/"
+		echo "# $GO test -c -o deviceshare.test ./deviceshare/; then $BENCH_VGPU_COUNT rounds of:" \
+			"BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS" \
+			"deviceshare.test -test.run '^\$' -test.bench 'BenchmarkAllocateVGPU\$' -test.benchtime 1x -test.count 1 -test.timeout 0"
 	} >"$f"
-	BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS \
-		$GO test -run '^$' -bench 'BenchmarkAllocateVGPU$' -benchtime 1x -count "$BENCH_VGPU_COUNT" -timeout 0 ./deviceshare/ 2>/dev/null |
-		benchlines | tee "$raw" >>"$f"
+	for round in $(seq "$BENCH_VGPU_COUNT"); do
+		echo "# round $round: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)" >>"$f"
+		(cd deviceshare && BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS \
+			"$bin" -test.run '^$' -test.bench 'BenchmarkAllocateVGPU$' -test.benchtime 1x -test.count 1 -test.timeout 0 2>/dev/null) |
+			benchlines | tee -a "$raw" >>"$f"
+	done
+	rm -f "$bin"
 	awk -f hack/bench-vgpu.awk -v mode=csv "$raw" >"$out/vgpu-alloc.csv"
 	{
 		echo "## benchstat -col /impl"

@@ -1,6 +1,8 @@
 package vgpu
 
 import (
+	"strconv"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -98,3 +100,28 @@ func (d *Devices) tooFewCards(req *podRequest) bool {
 	}
 	return false
 }
+
+// ResultKey implements api.ResultKeyer: FilterNode and ScoreNode read the
+// pod only through its parsed request, whose key encodes every field they
+// use (see podRequest.key), plus, for a request the fragment policy
+// places, the CPU and memory the pod takes on the host. Pods without a
+// valid vGPU request have no key.
+func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
+	req, err := b.request(pod, policy)
+	if err != nil || req.empty() {
+		return "", false
+	}
+	if req.cardPolicy != PolicyFragment && req.nodePolicy != PolicyFragment {
+		return req.key, true
+	}
+	k := make([]byte, 0, len(req.key)+24)
+	k = append(append(k, req.key...), 0)
+	k = strconv.AppendInt(k, req.host.cpuMilli, 10)
+	k = strconv.AppendInt(append(k, ','), req.host.memMiB, 10)
+	return string(k), true
+}
+
+// ResultEpoch implements api.ResultKeyer: the learned workload's
+// generation, the one input of the fragment policy besides the request,
+// the cards and the host's idle CPU and memory.
+func (b *Backend) ResultEpoch() uint64 { return b.WorkloadGeneration() }

@@ -43,3 +43,22 @@ type NodeLocker interface {
 	// type takes no lock.
 	LockName() string
 }
+
+// ResultKeyer is implemented by backends whose FilterNode and ScoreNode
+// results for a pod depend only on a key of the pod's request, the node's
+// Devices, the node's idle CPU and memory where the Devices take them
+// (the fragment policy's SetHostIdle), and an epoch the backend moves
+// whenever anything else they read changes. The plugin then keeps, per
+// session, one result per key and node in a dense table, and answers
+// every further pod of the same key from it until the node changes: most
+// of a session's pods share a few keys, and the table saves the walk
+// through each node's Devices that a per-node cache still costs.
+type ResultKeyer interface {
+	// ResultKey returns the pod's request key under the policy: two pods
+	// with one key get the same FilterNode and ScoreNode results on the
+	// same node. ok is false when the results must not be shared.
+	ResultKey(pod *v1.Pod, policy string) (key string, ok bool)
+	// ResultEpoch changes (grows) whenever results for an unchanged key
+	// and node may change: for example a new learned workload.
+	ResultEpoch() uint64
+}
