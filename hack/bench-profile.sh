@@ -5,7 +5,9 @@
 # writes to bench/results/vgpu-profile.txt: command, commit, date, machine,
 # both benchmark lines, the top functions of ours' profile by cumulative
 # time, and the difference ours minus noop (pprof -diff_base), which is the
-# device work and everything Volcano does because of it.
+# device work and everything Volcano does because of it; then the same for
+# allocations (a memory profile of each run, ours minus noop by objects
+# allocated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${GO:=go}"
@@ -21,10 +23,10 @@ source hack/provenance.sh
 	$GO test -c -o "$tmp/ds.test" ./deviceshare/
 	for impl in noop ours; do
 		echo
-		echo "## impl=$impl: BENCH_NODES=$BENCH_PROFILE_NODES BENCH_PODS=$BENCH_PROFILE_PODS BENCH_IMPLS=$impl deviceshare.test -test.bench 'BenchmarkAllocateVGPU\$' -test.benchtime 1x -test.cpuprofile"
+		echo "## impl=$impl: BENCH_NODES=$BENCH_PROFILE_NODES BENCH_PODS=$BENCH_PROFILE_PODS BENCH_IMPLS=$impl deviceshare.test -test.bench 'BenchmarkAllocateVGPU\$' -test.benchtime 1x -test.cpuprofile -test.memprofile"
 		BENCH_NODES=$BENCH_PROFILE_NODES BENCH_PODS=$BENCH_PROFILE_PODS BENCH_IMPLS=$impl \
 			"$tmp/ds.test" -test.run '^$' -test.bench 'BenchmarkAllocateVGPU$' -test.benchtime 1x -test.timeout 0 \
-			-test.cpuprofile "$tmp/$impl.cpu" 2>/dev/null | grep -E '^Benchmark' | tr -s ' \t' ' '
+			-test.cpuprofile "$tmp/$impl.cpu" -test.memprofile "$tmp/$impl.mem" 2>/dev/null | grep -E '^Benchmark' | tr -s ' \t' ' '
 	done
 	echo
 	echo "## impl=ours: top 40 by cumulative CPU time"
@@ -32,5 +34,8 @@ source hack/provenance.sh
 	echo
 	echo "## ours minus noop (pprof -diff_base noop): top 40 by cumulative CPU time"
 	$GO tool pprof -top -cum -nodecount=40 -diff_base "$tmp/noop.cpu" "$tmp/ds.test" "$tmp/ours.cpu" 2>/dev/null | sed -n '/^Duration\|Total samples/p;/flat%/,$p'
+	echo
+	echo "## allocations, ours minus noop (pprof -sample_index=alloc_objects -diff_base noop): top 20 by objects allocated"
+	$GO tool pprof -sample_index=alloc_objects -top -nodecount=20 -diff_base "$tmp/noop.mem" "$tmp/ds.test" "$tmp/ours.mem" 2>/dev/null | sed -n '/flat%/,$p'
 } > "$out"
 echo "wrote $out"
