@@ -17,8 +17,8 @@
 #   bench-backends.txt     per-backend micro benchmarks
 #
 # Knobs (environment): BENCH_COUNT (default 3: GPU share, backends),
-# BENCH_VGPU_COUNT (3), BENCH_VGPU_NODES (1000,5000), BENCH_VGPU_PODS
-# (10000), BENCH_VGPU_IMPLS, BENCH_API_COUNT (1), BENCH_API_NODES
+# BENCH_VGPU_COUNT (5), BENCH_VGPU_NODES (1000,5000), BENCH_VGPU_PODS
+# (10000), BENCH_VGPU_IMPLS (noop,ours,ours-fragment,builtin-unthrottled), BENCH_API_COUNT (1), BENCH_API_NODES
 # (1000,5000), BENCH_API_PODS (500), BENCH_AGENT_N (200 Allocate calls),
 # BENCH_SECTIONS (all of: gpushare vgpu api ledger agent backends),
 # BENCH_RESULTS (bench/results).
@@ -27,10 +27,11 @@ cd "$(dirname "$0")/.."
 : "${GO:=go}"
 : "${BENCHSTAT:=benchstat}"
 : "${BENCH_COUNT:=3}"
-: "${BENCH_VGPU_COUNT:=3}"
+: "${BENCH_VGPU_COUNT:=5}"
 : "${BENCH_VGPU_NODES:=1000,5000}"
 : "${BENCH_VGPU_PODS:=10000}"
-: "${BENCH_VGPU_IMPLS:=noop,builtin-unthrottled,ours,ours-fragment}"
+# noop first and next to ours: the pair a ratio compares runs back to back.
+: "${BENCH_VGPU_IMPLS:=noop,ours,ours-fragment,builtin-unthrottled}"
 : "${BENCH_API_COUNT:=1}"
 : "${BENCH_API_NODES:=1000,5000}"
 : "${BENCH_API_PODS:=500}"
