@@ -19,8 +19,10 @@
 //     kubelet, and an error naming why each pending pod did not match;
 //   - Refusal and Status, the classes of refusal and their gRPC codes, with
 //     the refusals both protocols share (ErrForged, ErrStale) and BindTime;
-//   - Journal, which follows the informer's events to say which pods were
-//     pending when a request came before the informer showed them;
+//   - Arrivals, which says which pods a request may be served: those
+//     pending when it came, from the informer, else the Journal, which
+//     follows the informer's events to say which pods were pending before
+//     the informer showed them, else a list from the API server;
 //   - Trust, the check of who placed the pod and of its allocation
 //     signature (internal/allocsig), with LoadKeys.
 package allocation

@@ -111,7 +111,7 @@ func (j *Journal) OnAdd(obj any, _ bool) {
 // OnUpdate implements cache.ResourceEventHandler.
 func (j *Journal) OnUpdate(_, obj any) {
 	if pod, ok := obj.(*v1.Pod); ok {
-		j.observe(pod.UID, j.proto.Pending(pod), pod.Annotations[j.proto.BindPhase] == j.proto.Success)
+		j.observe(pod.UID, j.proto.Pending(pod), j.proto.served(pod))
 	}
 }
 

@@ -170,3 +170,44 @@ func TestJournalCutsAMarkAtALaterList(t *testing.T) {
 		t.Fatalf("after a list brought b: allowed %v closed %v, want [a] closed", got, closed)
 	}
 }
+
+// With Protocol.Serves (agents of several device types sharing the
+// bind-phase), a pod is pending while it still names this agent's devices;
+// when the agent serves its part and the pod stays allocating for another
+// type, it left by being served: the journal keeps vouching, as after a
+// pod served to success. A pod that never named this agent's devices is
+// not pending at all.
+func TestJournalWithServesCountsAPartServedAsServed(t *testing.T) {
+	proto := journalProto
+	proto.Serves = func(p *v1.Pod) bool { return p.Annotations[proto.ToAllocate] != "" }
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	j := allocation.NewJournal(proto, time.Minute, clk)
+	j.Listed()
+	clk.Step(time.Minute + time.Second)
+	mine := phasePod("mine", "allocating")
+	mine.Annotations[proto.ToAllocate] = "card-0"
+	other := phasePod("other", "allocating") // another type's pod
+	j.OnAdd(mine, false)
+	j.OnAdd(other, false)
+	m, ok := j.Mark()
+	if !ok {
+		t.Fatal("Mark: refused, want ok")
+	}
+	if got, _ := allowed(j, m); !cmp.Equal(got, []string{"mine"}) {
+		t.Errorf("allowed %v, want [mine]: other names no device of this agent", got)
+	}
+	served := mine.DeepCopy()
+	served.Annotations[proto.ToAllocate] = ""
+	j.OnUpdate(mine, served)
+	if _, ok := j.Mark(); !ok {
+		t.Error("Mark after this agent served its part of a pod: refused, want ok (it left by being served)")
+	}
+	// A pending pod deleted is not served: the journal stops vouching.
+	again := phasePod("again", "allocating")
+	again.Annotations[proto.ToAllocate] = "card-1"
+	j.OnAdd(again, false)
+	j.OnDelete(again)
+	if _, ok := j.Mark(); ok {
+		t.Error("Mark right after a pending pod was deleted: ok, want refused")
+	}
+}

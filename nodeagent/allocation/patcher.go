@@ -28,12 +28,32 @@ type Protocol struct {
 	Allocating, Success, Failed string
 	// Node names the node the scheduler wrote the allocation for.
 	Node string
+	// Serves, when set, says whether the pod still has devices for this
+	// agent to serve: where agents of several device types share BindPhase
+	// (HAMi's Ascend agents, one per chip type), a pod in allocating phase
+	// waits only for those whose devices it still names.
+	Serves func(pod *v1.Pod) bool
 }
 
 // Pending reports whether the pod waits for its node's agent: in
-// allocating phase, not being deleted, not terminal.
+// allocating phase, not being deleted, not terminal, and (Serves) with
+// devices left for this agent.
 func (p Protocol) Pending(pod *v1.Pod) bool {
-	return pod.Annotations[p.BindPhase] == p.Allocating && pod.DeletionTimestamp == nil && !Terminal(pod)
+	return pod.Annotations[p.BindPhase] == p.Allocating && pod.DeletionTimestamp == nil && !Terminal(pod) &&
+		(p.Serves == nil || p.Serves(pod))
+}
+
+// served reports whether a pod that is no longer pending left because its
+// agent served it: its phase is success or, with Serves, it is still
+// allocating but has nothing left for this agent.
+func (p Protocol) served(pod *v1.Pod) bool {
+	switch pod.Annotations[p.BindPhase] {
+	case p.Success:
+		return true
+	case p.Allocating:
+		return p.Serves != nil && pod.DeletionTimestamp == nil && !Terminal(pod) && !p.Serves(pod)
+	}
+	return false
 }
 
 // Terminal reports whether the pod's containers are done with their

@@ -104,15 +104,10 @@ type Options struct {
 // Where a request learnt which pods were pending when it came
 // (Options.CountPending).
 const (
-	// PendingFromInformer: the agent's informer showed pending pods.
-	PendingFromInformer = "informer"
-	// PendingFromJournal: it showed none yet, and the journal vouched.
-	PendingFromJournal = "journal"
-	// PendingFromAPIServer: the node's pods were listed (LivePods).
-	PendingFromAPIServer = "api-server"
-	// PendingUnknown: no LivePods, or the list failed; any pending pod
-	// may serve the request.
-	PendingUnknown = "unknown"
+	PendingFromInformer  = allocation.PendingFromInformer
+	PendingFromJournal   = allocation.PendingFromJournal
+	PendingFromAPIServer = allocation.PendingFromAPIServer
+	PendingUnknown       = allocation.PendingUnknown
 )
 
 // Protocol is the vGPU allocation protocol's annotations, for the node agent
@@ -186,80 +181,16 @@ func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 	})
 }
 
-// arrival is what a request may be served: the pods pending when it came.
-// The kubelet asks only for a pod already bound here, so that pod is among
-// them. A pod bound later has its own request coming; serving it to this
-// request (one for a pod deleted meanwhile, say) would give this admission
-// its cards, and that pod's own request the next pod's, and so on down the
-// node's queue (found by the e2e fault campaign).
-type arrival struct {
-	// set is the pods pending when the request came; nil when it cannot
-	// be known (any pending pod may serve the request) or with a journal.
-	set map[types.UID]bool
-	// journal and mark, when journal is set, say it instead of set.
-	journal *allocation.Journal
-	mark    allocation.Mark
-}
-
-// allowed returns the pods the request may be served now (nil: any) and
-// whether no pod can join them, so that a request none of them matches
-// need not wait.
-func (r arrival) allowed() (map[types.UID]bool, bool) {
-	if r.journal == nil {
-		return r.set, r.set != nil && len(r.set) == 0
-	}
-	return r.journal.Allowed(r.mark)
-}
-
-// pendingAtArrival returns the pods pending with this agent when a request
-// comes in, before it waits for the requests ahead of it. The informer is
-// read first. When it has none (it may lag the kubelet's), the Journal
-// marks the informer's position, if it can vouch for it, and the pods that
-// reach the informer afterwards are allowed up to its cut (see
-// allocation.Journal); else the API server is asked (LivePods). When that
-// cannot be known either (no LivePods, or the list failed), any pending pod
-// may serve the request.
-func (a *Allocator) pendingAtArrival(ctx context.Context) arrival {
-	r, source := a.lookPending(ctx)
+// pendingAtArrival returns the pods a request that has just come may be
+// served, before it waits for the requests ahead of it
+// (allocation.Arrivals).
+func (a *Allocator) pendingAtArrival(ctx context.Context) allocation.Arrival {
+	r, source := allocation.Arrivals{Node: a.opts.Node, Protocol: Protocol, Informer: a.opts.Lookup.Allocating,
+		Journal: a.opts.Journal, LivePods: a.opts.LivePods}.Arrive(ctx)
 	if a.opts.CountPending != nil {
 		a.opts.CountPending(source)
 	}
 	return r
-}
-
-func (a *Allocator) lookPending(ctx context.Context) (arrival, string) {
-	var out map[types.UID]bool
-	if pods, err := a.opts.Lookup.Allocating(); err == nil {
-		out = pendingUIDs(pods)
-	}
-	if len(out) > 0 {
-		return arrival{set: out}, PendingFromInformer
-	}
-	if a.opts.Journal != nil {
-		if m, ok := a.opts.Journal.Mark(); ok {
-			return arrival{journal: a.opts.Journal, mark: m}, PendingFromJournal
-		}
-	}
-	if a.opts.LivePods == nil {
-		return arrival{}, PendingUnknown
-	}
-	pods, err := a.opts.LivePods(ctx)
-	if err != nil {
-		klog.ErrorS(err, "Cannot list the node's pods; any pending pod may serve the request", "node", a.opts.Node)
-		return arrival{}, PendingUnknown
-	}
-	return arrival{set: pendingUIDs(pods)}, PendingFromAPIServer
-}
-
-// pendingUIDs returns the UIDs of the pods that are pending (Protocol).
-func pendingUIDs(pods []*v1.Pod) map[types.UID]bool {
-	out := map[types.UID]bool{}
-	for _, p := range pods {
-		if Protocol.Pending(p) {
-			out[p.UID] = true
-		}
-	}
-	return out
 }
 
 // chooseWaiting is choose among the pods the request may be served,
@@ -268,16 +199,16 @@ func pendingUIDs(pods []*v1.Pod) map[types.UID]bool {
 // informer yet. When no pod can join them it answers at once. The wait is
 // measured in real time (the kubelet's deadline is), whatever clock stamps
 // the allocation.
-func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int, arrived arrival) (*candidate, error) {
+func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int, arrived allocation.Arrival) (*candidate, error) {
 	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
-		allow, final := arrived.allowed()
+		allow, final := arrived.Allowed()
 		c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now(), allow)
 		return c, refused || final, err
 	})
 }
 
 // allocateOne serves one container request for n virtual devices.
-func (a *Allocator) allocateOne(ctx context.Context, n int, arrived arrival) (*pluginapi.ContainerAllocateResponse, error) {
+func (a *Allocator) allocateOne(ctx context.Context, n int, arrived allocation.Arrival) (*pluginapi.ContainerAllocateResponse, error) {
 	inv := a.opts.Inventory()
 	c, err := a.chooseWaiting(ctx, inv, n, arrived)
 	if err != nil {

@@ -40,7 +40,7 @@ func (a *Allocator) PreferredCards(ctx context.Context, req *pluginapi.Container
 	// reached the informer yet: wait for it as Allocate does.
 	arrived := a.pendingAtArrival(ctx)
 	best, err := allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
-		allow, final := arrived.allowed()
+		allow, final := arrived.Allowed()
 		c, refused, err := a.look(inv, n, allow)
 		return c, refused || final, err
 	})

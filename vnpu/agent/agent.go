@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent"
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/kube"
 	"github.com/vgpushare/vshare/protocol/ascend"
@@ -52,8 +53,11 @@ type ServeOptions struct {
 func Serve(ctx context.Context, s ServeOptions) error {
 	o, inv := s.Options, s.Inventory
 	cw := inv.Entry().CommonWord
+	// The journal hears the informer's events from its first list, so it
+	// can say what was pending when a request came (allocation.Journal).
+	journal := allocation.NewJournal(Protocol(cw), 0, nil)
 	run, err := nodeagent.Start(ctx, nodeagent.Setup{Name: "Simulated Ascend node agent", Node: o.NodeName, Client: s.Client,
-		LockName: ascend.NodeLockName, PodIndexers: Indexers(cw)})
+		LockName: ascend.NodeLockName, PodIndexers: Indexers(cw), PodHandler: journal, PodListed: journal.Listed})
 	if err != nil {
 		return err
 	}
@@ -72,7 +76,11 @@ func Serve(ctx context.Context, s ServeOptions) error {
 
 	alloc, err := NewAllocator(AllocatorOptions{Node: o.NodeName, Inventory: inv,
 		Lookup: IndexerLookup{Indexer: run.Pods.GetIndexer(), CommonWord: cw}, Patcher: run.Patcher,
-		HookDir: o.HookDir, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait})
+		HookDir: o.HookDir, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
+		LivePods: kube.NodePods(s.Client, o.NodeName), Journal: journal,
+		CountPending: func(source string) {
+			klog.V(4).InfoS("Ascend request arrived", "node", o.NodeName, "chip", cw, "pendingFrom", source)
+		}})
 	if err != nil {
 		return err
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
@@ -47,13 +49,40 @@ type AllocatorOptions struct {
 	InformerWait time.Duration
 	// Clock is the time source; nil means the real clock.
 	Clock clock.PassiveClock
+	// LivePods, when set, lists the node's pods from the API server; a
+	// request that finds no pod pending in the informer and no Journal
+	// that vouches is then served only a pod pending there when it came
+	// (allocation.Arrivals). nil serves any pending pod.
+	LivePods func(ctx context.Context) ([]*v1.Pod, error)
+	// Journal, when set, follows the informer's pods (give it to the pod
+	// informer with Protocol) to say what was pending when a request came
+	// without asking the API server.
+	Journal *allocation.Journal
+	// CountPending, when set, is told, for every request, where the agent
+	// learnt which pods were pending (allocation.Pending* constants).
+	CountPending func(source string)
+}
+
+// Protocol is HAMi's Ascend allocation protocol for chips of commonWord:
+// its pods are pending with this agent while their devices-to-allocate
+// still names a card of that type (the agents of a node's other chip types
+// share the bind-phase).
+func Protocol(commonWord string) allocation.Protocol {
+	keys := ascend.KeysFor(commonWord)
+	marker := "," + commonWord + ","
+	return allocation.Protocol{
+		ToAllocate: keys.ToAllocate, BindPhase: ascend.AnnotationBindPhase, Node: ascend.AnnotationAssignedNode,
+		Allocating: ascend.BindPhaseAllocating, Success: ascend.BindPhaseSuccess, Failed: ascend.BindPhaseFailed,
+		Serves: func(pod *v1.Pod) bool { return strings.Contains(pod.Annotations[keys.ToAllocate], marker) },
+	}
 }
 
 // Allocator serves the kubelet's Allocate calls. It is safe for concurrent
 // use; calls are serialised, as the protocol needs.
 type Allocator struct {
-	opts AllocatorOptions
-	keys ascend.Keys
+	opts     AllocatorOptions
+	keys     ascend.Keys
+	protocol allocation.Protocol
 
 	mu sync.Mutex
 	// tracker writes the pods' allocation outcomes and remembers them
@@ -76,11 +105,8 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	keys := ascend.KeysFor(opts.Inventory.Entry().CommonWord)
-	protocol := allocation.Protocol{
-		ToAllocate: keys.ToAllocate, BindPhase: ascend.AnnotationBindPhase, Node: ascend.AnnotationAssignedNode,
-		Allocating: ascend.BindPhaseAllocating, Success: ascend.BindPhaseSuccess, Failed: ascend.BindPhaseFailed,
-	}
-	return &Allocator{opts: opts, keys: keys, tracker: allocation.NewTracker(allocation.TrackerOptions{
+	protocol := Protocol(opts.Inventory.Entry().CommonWord)
+	return &Allocator{opts: opts, keys: keys, protocol: protocol, tracker: allocation.NewTracker(allocation.TrackerOptions{
 		Node: opts.Node, Protocol: protocol, Patcher: opts.Patcher, Kind: "Ascend", StaleAfter: opts.StaleAfter, Clock: opts.Clock,
 	})}, nil
 }
@@ -88,20 +114,29 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 // Allocate implements the device plugin's Allocate, one container request
 // at a time. Errors are gRPC statuses (see the sentinel errors).
 func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	// What the request may be served is fixed when it comes, before it
+	// waits for the requests ahead of it.
+	arrived, source := allocation.Arrivals{Node: a.opts.Node, Protocol: a.protocol, Informer: a.opts.Lookup.Pending,
+		Journal: a.opts.Journal, LivePods: a.opts.LivePods}.Arrive(ctx)
+	if a.opts.CountPending != nil {
+		a.opts.CountPending(source)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return allocation.Serve(ctx, req, "Ascend", a.opts.Node, a.allocateOne)
+	return allocation.Serve(ctx, req, "Ascend", a.opts.Node, func(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+		return a.allocateOne(ctx, ids, arrived)
+	})
 }
 
 // allocateOne serves one container's request.
-func (a *Allocator) allocateOne(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+func (a *Allocator) allocateOne(ctx context.Context, ids []string, arrived allocation.Arrival) (*pluginapi.ContainerAllocateResponse, error) {
 	for _, id := range ids {
 		if _, ok := a.opts.Inventory.chipOfDevice(id); !ok {
 			return nil, fmt.Errorf("node %s: device %q was not advertised for %s: %w",
 				a.opts.Node, id, a.opts.Inventory.Entry().ResourceName, ErrUnknownDevice)
 		}
 	}
-	c, err := a.chooseWaiting(ctx, len(ids))
+	c, err := a.chooseWaiting(ctx, len(ids), arrived)
 	if err != nil {
 		return nil, err
 	}
@@ -117,10 +152,15 @@ func (a *Allocator) allocateOne(ctx context.Context, ids []string) (*pluginapi.C
 	return resp, nil
 }
 
-// chooseWaiting is choose, looking again for up to InformerWait while no
-// pod matches and none was refused (allocation.Wait).
-func (a *Allocator) chooseWaiting(ctx context.Context, n int) (*candidate, error) {
+// chooseWaiting is choose among the pods the request may be served,
+// looking again for up to InformerWait while none matches and none was
+// refused (allocation.Wait): a pod pending when the request came may not
+// have reached the informer yet. When no pod can join them it answers at
+// once.
+func (a *Allocator) chooseWaiting(ctx context.Context, n int, arrived allocation.Arrival) (*candidate, error) {
 	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
-		return a.choose(ctx, n, a.opts.Clock.Now())
+		allow, final := arrived.Allowed()
+		c, refused, err := a.choose(ctx, n, a.opts.Clock.Now(), allow)
+		return c, refused || final, err
 	})
 }

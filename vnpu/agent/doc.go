@@ -18,7 +18,11 @@
 //   - Allocate: finds the pod bound to the node whose bind-phase is
 //     allocating and whose next unserved container in
 //     hami.io/<commonWord>-devices-to-allocate has as many cards as the
-//     kubelet asks for, checks the cards against the node and the runtime
+//     kubelet asks for, among the pods pending when the request came
+//     (nodeagent/allocation.Arrivals: the informer's, else the journal's
+//     account of what reached the informer since, else a list from the
+//     API server; a pod bound after the request came has its own request
+//     coming), checks the cards against the node and the runtime
 //     info huawei.com/<commonWord>, answers with ASCEND_VISIBLE_DEVICES
 //     (the chips' physical IDs) plus ASCEND_VNPU_SPECS (template mode) or
 //     the hami-vnpu-core environment and mounts (hami-core mode), and

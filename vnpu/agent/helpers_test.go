@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,9 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	ascendbackend "github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 	"github.com/vgpushare/vshare/nodeagent/kube"
@@ -57,9 +61,32 @@ type harness struct {
 	register *pluginapi.RegisterRequest
 	dp       pluginapi.DevicePluginClient
 	devices  []*pluginapi.Device
+	// informer and journal are the agent's pod informer and the journal it
+	// feeds; lists counts the agent's LivePods lists and sources the
+	// allocator's CountPending calls.
+	informer cache.SharedIndexInformer
+	journal  *allocation.Journal
+	lists    atomic.Int32
+	mu       sync.Mutex
+	sources  []string
+}
+
+func (h *harness) pendingSources() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.sources...)
 }
 
 func newHarness(t *testing.T, s Spec) *harness {
+	t.Helper()
+	return newHarnessWith(t, s, nil)
+}
+
+// newHarnessWith is newHarness with the allocator's pod lookup wrapped by
+// wrap (when set). The agent's pod informer feeds an allocation.Journal, as
+// in Serve; its clock is fake and stepped past the journal's horizon after
+// the informer's first list, so the journal vouches from the start.
+func newHarnessWith(t *testing.T, s Spec, wrap func(PodLookup) PodLookup) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -78,16 +105,37 @@ func newHarness(t *testing.T, s Spec) *harness {
 		t.Fatal(err)
 	}
 
-	podInf := kube.NewPodInformer(ctx, h.client, testNode, nil)
+	clk := clocktesting.NewFakeClock(time.Now())
+	h.journal = allocation.NewJournal(Protocol(s.Entry.CommonWord), time.Minute, clk)
+	podInf := kube.NewPodInformer(ctx, h.client, testNode, h.journal.Listed)
 	if err := podInf.AddIndexers(Indexers(s.Entry.CommonWord)); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := podInf.AddEventHandler(h.journal); err != nil {
+		t.Fatal(err)
+	}
+	h.informer = podInf
 	go podInf.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
 		t.Fatal("pod informer did not sync")
 	}
+	clk.Step(2 * time.Minute)
+	var lookup PodLookup = IndexerLookup{Indexer: podInf.GetIndexer(), CommonWord: s.Entry.CommonWord}
+	if wrap != nil {
+		lookup = wrap(lookup)
+	}
+	live := kube.NodePods(h.client, testNode)
 	alloc, err := NewAllocator(AllocatorOptions{Node: testNode, Inventory: h.inv, Patcher: patcher,
-		Lookup: IndexerLookup{Indexer: podInf.GetIndexer(), CommonWord: s.Entry.CommonWord}, InformerWait: time.Second})
+		Lookup: lookup, InformerWait: time.Second, Journal: h.journal,
+		LivePods: func(ctx context.Context) ([]*v1.Pod, error) {
+			h.lists.Add(1)
+			return live(ctx)
+		},
+		CountPending: func(source string) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.sources = append(h.sources, source)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
@@ -33,15 +35,21 @@ var errSkip = errors.New("not for this request")
 
 // choose finds the pod the kubelet allocates for: the oldest (by
 // hami.io/bind-time) allocating pod bound to the node whose next unserved
-// container has n cards. Pods whose annotations are refused are marked
-// failed on the way (except pods bound elsewhere, which are not this
-// agent's to touch); refused reports whether any pod was refused.
-func (a *Allocator) choose(ctx context.Context, n int, now time.Time) (*candidate, bool, error) {
+// container has n cards, among the pods in allow when it is not nil (those
+// pending when the request came, see allocation.Arrivals). Pods whose
+// annotations are refused are marked failed on the way (except pods bound
+// elsewhere, which are not this agent's to touch); refused reports whether
+// any pod was refused.
+func (a *Allocator) choose(ctx context.Context, n int, now time.Time, allow map[types.UID]bool) (*candidate, bool, error) {
 	a.tracker.Expire(now)
 	pods, err := a.opts.Lookup.Pending()
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
+	// Only pending pods the request may not be served are left out: the
+	// others cannot be served anyway, and match says why (being deleted,
+	// not allocating), which the error names when nothing matches.
+	pods = slices.DeleteFunc(pods, func(p *v1.Pod) bool { return a.protocol.Pending(p) && !allocation.Admits(allow, p) })
 	var misses allocation.Misses
 	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, n, now) }, (*candidate).before,
 		func(pod *v1.Pod, err error) {
