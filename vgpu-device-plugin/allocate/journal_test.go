@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/nodeagent/allocation/allocationtest"
 	"github.com/vgpushare/vshare/nodeagent/kube"
 	"github.com/vgpushare/vshare/protocol/vgpu"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
@@ -107,21 +108,10 @@ func (ie *informerEnv) waitInformer(t *testing.T, what string, ok func(cache.Ind
 	waitUntil(t, "the informer showing "+what, func() bool { return ok(ie.informer.GetIndexer()) })
 }
 
-// waitUntil polls cond for up to 5 s, in real time.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func has(name string) func(cache.Indexer) bool {
-	return func(idx cache.Indexer) bool { _, ok, _ := idx.GetByKey("ns/" + name); return ok }
-}
+var (
+	waitUntil = allocationtest.WaitUntil
+	has       = allocationtest.Has
+)
 
 func phaseOf(t *testing.T, ie *informerEnv, name string) string {
 	t.Helper()
@@ -156,19 +146,15 @@ func TestAllocateJournalServesALatePodWithoutListing(t *testing.T) {
 	}
 }
 
-// gatedLookup blocks the Allocating lookups after the first until gate is
-// closed: the request has marked what was pending, and the informer then
-// delivers several changes before the agent looks again.
+// gatedLookup holds the Allocating lookups after the first at the gate
+// (allocationtest.Gate).
 type gatedLookup struct {
 	allocate.PodLookup
-	calls *atomic.Int32
-	gate  <-chan struct{}
+	gate *allocationtest.Gate
 }
 
 func (g gatedLookup) Allocating() ([]*v1.Pod, error) {
-	if g.calls.Add(1) > 1 {
-		<-g.gate
-	}
+	g.gate.Pass()
 	return g.PodLookup.Allocating()
 }
 
@@ -179,24 +165,20 @@ func (g gatedLookup) Allocating() ([]*v1.Pod, error) {
 // next pod's, down the node's queue), and the request is refused without
 // waiting out InformerWait or asking the API server.
 func TestAllocateJournalNeverServesAPodBoundAfterItsPodLeft(t *testing.T) {
-	var calls atomic.Int32
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(open)
+	gate := allocationtest.NewGate(t)
 	ie := newInformerEnv(t, func(l allocate.PodLookup) allocate.PodLookup {
-		return gatedLookup{PodLookup: l, calls: &calls, gate: gate}
+		return gatedLookup{PodLookup: l, gate: gate}
 	})
 	done := make(chan error, 1)
 	go func() { _, err := ie.alloc.Allocate(context.Background(), request(1)); done <- err }()
-	waitUntil(t, "the request to look twice", func() bool { return calls.Load() >= 2 })
+	waitUntil(t, "the request to look twice", func() bool { return gate.Calls() >= 2 })
 	ie.create(t, newPod("a").container("c", 1, nil).allocated(entry(ie.uuids[0], 8000, 0), 100).build())
 	ie.waitInformer(t, "a", has("a"))
 	ie.delete(t, "a")
 	ie.create(t, newPod("b").container("c", 1, nil).allocated(entry(ie.uuids[1], 8000, 0), 200).build())
 	ie.waitInformer(t, "b without a", func(idx cache.Indexer) bool { return has("b")(idx) && !has("a")(idx) })
 	start := time.Now()
-	open()
+	gate.Open()
 	err := <-done
 	wantCode(t, err, codes.NotFound)
 	if d := time.Since(start); d > 2*time.Second {

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
+	"github.com/vgpushare/vshare/nodeagent/allocation/allocationtest"
 	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
@@ -29,21 +28,10 @@ func (h *harness) waitInformer(what string, ok func(cache.Indexer) bool) {
 	waitUntil(h.t, "the informer showing "+what, func() bool { return ok(h.informer.GetIndexer()) })
 }
 
-// waitUntil polls cond for up to 5 s, in real time.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func has(name string) func(cache.Indexer) bool {
-	return func(idx cache.Indexer) bool { _, ok, _ := idx.GetByKey("ns/" + name); return ok }
-}
+var (
+	waitUntil = allocationtest.WaitUntil
+	has       = allocationtest.Has
+)
 
 func (h *harness) deletePod(name string) {
 	h.t.Helper()
@@ -75,20 +63,23 @@ func TestAllocateServesALatePodWithoutListing(t *testing.T) {
 	}
 }
 
-// gatedLookup blocks the Pending lookups after the first until gate is
-// closed: the request has marked what was pending, and the informer then
-// delivers several changes before the agent looks again.
+// gatedLookup holds the Pending lookups after the first at the gate
+// (allocationtest.Gate).
 type gatedLookup struct {
 	PodLookup
-	calls *atomic.Int32
-	gate  <-chan struct{}
+	gate *allocationtest.Gate
 }
 
 func (g gatedLookup) Pending() ([]*v1.Pod, error) {
-	if g.calls.Add(1) > 1 {
-		<-g.gate
-	}
+	g.gate.Pass()
 	return g.PodLookup.Pending()
+}
+
+// newGatedHarness is a harness whose pod lookups pass gate.
+func newGatedHarness(t *testing.T, gate *allocationtest.Gate) *harness {
+	return newHarnessWith(t, Spec{Node: testNode, Entry: entryOf(t, "Ascend910B3"), Count: 2}, func(l PodLookup) PodLookup {
+		return gatedLookup{PodLookup: l, gate: gate}
+	})
 }
 
 // The request was for a pod deleted while the informer lagged, and the
@@ -97,24 +88,18 @@ func (g gatedLookup) Pending() ([]*v1.Pod, error) {
 // pod's, down the node's queue), and the request is refused at once. Before
 // the journal, this agent served any pending pod here.
 func TestAllocateNeverServesAPodBoundAfterItsPodLeft(t *testing.T) {
-	var calls atomic.Int32
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(open)
-	h := newHarnessWith(t, Spec{Node: testNode, Entry: entryOf(t, "Ascend910B3"), Count: 2}, func(l PodLookup) PodLookup {
-		return gatedLookup{PodLookup: l, calls: &calls, gate: gate}
-	})
+	gate := allocationtest.NewGate(t)
+	h := newGatedHarness(t, gate)
 	done := make(chan error, 1)
 	go func() { _, err := h.allocate(h.ids(1)...); done <- err }()
-	waitUntil(t, "the request to look twice", func() bool { return calls.Load() >= 2 })
+	waitUntil(t, "the request to look twice", func() bool { return gate.Calls() >= 2 })
 	h.schedule(h.npuPod("a", ctr{1, 16000, -1}), nil)
 	h.waitInformer("a", has("a"))
 	h.deletePod("a")
 	b := h.schedule(h.npuPod("b", ctr{1, 16000, -1}), nil)
 	h.waitInformer("b without a", func(idx cache.Indexer) bool { return has("b")(idx) && !has("a")(idx) })
 	start := time.Now()
-	open()
+	gate.Open()
 	err := <-done
 	if status.Code(err) != codes.NotFound || !strings.Contains(status.Convert(err).Message(), "no pending Ascend910B3 pod") {
 		t.Fatalf("Allocate = %v, want NotFound: no pending pod", err)
@@ -167,14 +152,8 @@ func TestAllocateAsksTheAPIServerAfterAPendingPodLeft(t *testing.T) {
 // informer lags and the journal cannot vouch) is served; one created after
 // the list is not, and waits for its own request.
 func TestAllocateServesOnlyWhatTheAPIServerListed(t *testing.T) {
-	var calls atomic.Int32
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(open)
-	h := newHarnessWith(t, Spec{Node: testNode, Entry: entryOf(t, "Ascend910B3"), Count: 2}, func(l PodLookup) PodLookup {
-		return gatedLookup{PodLookup: l, calls: &calls, gate: gate}
-	})
+	gate := allocationtest.NewGate(t)
+	h := newGatedHarness(t, gate)
 	// A pending pod left: the journal will not vouch (horizon), so the
 	// next request lists.
 	h.schedule(h.npuPod("gone", ctr{1, 16000, -1}), nil)
@@ -183,10 +162,10 @@ func TestAllocateServesOnlyWhatTheAPIServerListed(t *testing.T) {
 	h.waitInformer("gone deleted", func(idx cache.Indexer) bool { return !has("gone")(idx) })
 	done := make(chan error, 1)
 	go func() { _, err := h.allocate(h.ids(1)...); done <- err }()
-	waitUntil(t, "the request to list", func() bool { return h.lists.Load() == 1 && calls.Load() >= 2 })
+	waitUntil(t, "the request to list", func() bool { return h.lists.Load() == 1 && gate.Calls() >= 2 })
 	later := h.schedule(h.npuPod("later", ctr{1, 16000, -1}), nil)
 	h.waitInformer("later", has("later"))
-	open()
+	gate.Open()
 	if err := <-done; status.Code(err) != codes.NotFound {
 		t.Fatalf("Allocate = %v, want NotFound (later was bound after the request came)", err)
 	}
