@@ -171,7 +171,6 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 	task := ev.Task
 	s.touch(task.NodeName)
 	if alloc, ok := s.allocs[task.UID]; ok {
-		s.touch(alloc.node)
 		delete(s.allocs, task.UID)
 		p.rollback(alloc)
 		s.queues.add(alloc.queue, alloc.held, -1)

@@ -43,6 +43,9 @@ type Arrivals struct {
 	// LivePods, when set, lists the node's pods from the API server; it is
 	// asked when neither the informer nor the journal can tell.
 	LivePods func(ctx context.Context) ([]*v1.Pod, error)
+	// Count, when set, is told, for every request, where Arrive learnt
+	// which pods were pending (Pending* constants), for an agent's metrics.
+	Count func(source string)
 }
 
 // Arrival is what one request may be served.
@@ -56,13 +59,21 @@ type Arrival struct {
 }
 
 // Arrive returns what a request that has just come may be served, and
-// where that was learnt (Pending* constants). The informer is read first.
+// tells Count where that was learnt. The informer is read first.
 // When it has no pending pod, the journal marks the informer's position
 // if it can vouch for it, and the pods that reach the informer afterwards
 // are allowed up to its cut (see Journal); else the API server is asked
 // (LivePods). When that cannot be known either (no LivePods, or the list
 // failed), any pending pod may serve the request.
-func (a Arrivals) Arrive(ctx context.Context) (Arrival, string) {
+func (a Arrivals) Arrive(ctx context.Context) Arrival {
+	r, source := a.arrive(ctx)
+	if a.Count != nil {
+		a.Count(source)
+	}
+	return r
+}
+
+func (a Arrivals) arrive(ctx context.Context) (Arrival, string) {
 	var out map[types.UID]bool
 	if pods, err := a.Informer(); err == nil {
 		out = a.pendingUIDs(pods)

@@ -127,6 +127,8 @@ type Allocator struct {
 	opts Options
 
 	trust allocation.Trust
+	// arrivals says which pods a request may be served (built from opts).
+	arrivals allocation.Arrivals
 
 	mu sync.Mutex
 	// tracker writes the pods' allocation outcomes and remembers them
@@ -164,6 +166,8 @@ func New(opts Options) (*Allocator, error) {
 	}
 	return &Allocator{opts: opts, warned: map[types.UID]time.Time{},
 		trust: allocation.Trust{SchedulerNames: opts.SchedulerNames, Keys: opts.Keys, Signed: SignedAnnotations},
+		arrivals: allocation.Arrivals{Node: opts.Node, Protocol: Protocol, Informer: opts.Lookup.Allocating,
+			Journal: opts.Journal, LivePods: opts.LivePods, Count: opts.CountPending},
 		tracker: allocation.NewTracker(allocation.TrackerOptions{Node: opts.Node, Protocol: Protocol, Patcher: opts.Patcher,
 			Kind: "vGPU", StaleAfter: opts.StaleAfter, Clock: opts.Clock, Events: opts.Events, EventReason: EventAllocationFailed,
 			ReleaseLock: func(p *v1.Pod) bool { return lockToRelease(p, opts.Keys != nil, opts.NodeLockName) }}),
@@ -173,24 +177,14 @@ func New(opts Options) (*Allocator, error) {
 // Allocate serves the kubelet's request, one container request at a time.
 // Errors are gRPC statuses (see the sentinel errors for the codes).
 func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
-	arrived := a.pendingAtArrival(ctx)
+	// What the request may be served is fixed when it comes, before it
+	// waits for the requests ahead of it.
+	arrived := a.arrivals.Arrive(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return allocation.Serve(ctx, req, "vGPU", a.opts.Node, func(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
 		return a.allocateOne(ctx, len(ids), arrived)
 	})
-}
-
-// pendingAtArrival returns the pods a request that has just come may be
-// served, before it waits for the requests ahead of it
-// (allocation.Arrivals).
-func (a *Allocator) pendingAtArrival(ctx context.Context) allocation.Arrival {
-	r, source := allocation.Arrivals{Node: a.opts.Node, Protocol: Protocol, Informer: a.opts.Lookup.Allocating,
-		Journal: a.opts.Journal, LivePods: a.opts.LivePods}.Arrive(ctx)
-	if a.opts.CountPending != nil {
-		a.opts.CountPending(source)
-	}
-	return r
 }
 
 // chooseWaiting is choose among the pods the request may be served,

@@ -38,7 +38,7 @@ func (a *Allocator) PreferredCards(ctx context.Context, req *pluginapi.Container
 	inv := a.opts.Inventory()
 	// The kubelet asks right before Allocate, so the pod may not have
 	// reached the informer yet: wait for it as Allocate does.
-	arrived := a.pendingAtArrival(ctx)
+	arrived := a.arrivals.Arrive(ctx)
 	best, err := allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
 		allow, final := arrived.Allowed()
 		c, refused, err := a.look(inv, n, allow)

@@ -83,6 +83,8 @@ type Allocator struct {
 	opts     AllocatorOptions
 	keys     ascend.Keys
 	protocol allocation.Protocol
+	// arrivals says which pods a request may be served (built from opts).
+	arrivals allocation.Arrivals
 
 	mu sync.Mutex
 	// tracker writes the pods' allocation outcomes and remembers them
@@ -106,7 +108,9 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 	}
 	keys := ascend.KeysFor(opts.Inventory.Entry().CommonWord)
 	protocol := Protocol(opts.Inventory.Entry().CommonWord)
-	return &Allocator{opts: opts, keys: keys, protocol: protocol, tracker: allocation.NewTracker(allocation.TrackerOptions{
+	arrivals := allocation.Arrivals{Node: opts.Node, Protocol: protocol, Informer: opts.Lookup.Pending,
+		Journal: opts.Journal, LivePods: opts.LivePods, Count: opts.CountPending}
+	return &Allocator{opts: opts, keys: keys, protocol: protocol, arrivals: arrivals, tracker: allocation.NewTracker(allocation.TrackerOptions{
 		Node: opts.Node, Protocol: protocol, Patcher: opts.Patcher, Kind: "Ascend", StaleAfter: opts.StaleAfter, Clock: opts.Clock,
 	})}, nil
 }
@@ -116,11 +120,7 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	// What the request may be served is fixed when it comes, before it
 	// waits for the requests ahead of it.
-	arrived, source := allocation.Arrivals{Node: a.opts.Node, Protocol: a.protocol, Informer: a.opts.Lookup.Pending,
-		Journal: a.opts.Journal, LivePods: a.opts.LivePods}.Arrive(ctx)
-	if a.opts.CountPending != nil {
-		a.opts.CountPending(source)
-	}
+	arrived := a.arrivals.Arrive(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return allocation.Serve(ctx, req, "Ascend", a.opts.Node, func(ctx context.Context, ids []string) (*pluginapi.ContainerAllocateResponse, error) {

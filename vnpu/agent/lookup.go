@@ -2,13 +2,11 @@ package agent
 
 import (
 	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
-	"github.com/vgpushare/vshare/protocol/ascend"
 )
 
 // indexPending is the name of the pod index holding the pods with cards
@@ -31,16 +29,13 @@ type PodLookup interface {
 type Patcher = allocation.Patcher
 
 // Indexers returns the index IndexerLookup needs for the chip type; add it
-// to the node's pod informer before it starts.
+// to the node's pod informer before it starts. It holds the non-terminal
+// pods that still name a chip of the type (Protocol's Serves).
 func Indexers(commonWord string) cache.Indexers {
-	key := ascend.KeysFor(commonWord).ToAllocate
-	marker := "," + commonWord + ","
+	serves := Protocol(commonWord).Serves
 	return cache.Indexers{indexPendingPrefix + commonWord: func(obj any) ([]string, error) {
 		pod, ok := obj.(*v1.Pod)
-		if !ok || allocation.Terminal(pod) {
-			return nil, nil
-		}
-		if !strings.Contains(pod.Annotations[key], marker) {
+		if !ok || allocation.Terminal(pod) || !serves(pod) {
 			return nil, nil
 		}
 		return []string{pending}, nil
