@@ -215,67 +215,104 @@ const (
 // rounded down to whole milli (after a margin for float rounding; a
 // placement allocates whole milli) and capped by the pods' total GPU.
 func packBound(nodes []Node, pods []Pod) (int64, error) {
-	type nodeType struct {
-		Node
-		count int
+	pp, err := newPackProgram(nodes, pods, cpuGrain, memGrain)
+	if err != nil {
+		return 0, err
 	}
-	var types []nodeType
+	if pp.lp == nil {
+		return 0, nil
+	}
+	ub := pp.lp.dualBound(pp.lp.solveDual())
+	// Any placement allocates whole milli: round down, after a margin far
+	// above float64's error on sums of this size.
+	milli := math.Floor(ub*MilliPerGPU*(1+1e-9) + 1e-6)
+	if math.IsNaN(milli) || milli >= float64(min(pp.arrived, pp.capacity)) {
+		return min(pp.arrived, pp.capacity), nil
+	}
+	return int64(milli), nil
+}
+
+// packProgram is packBound's linear relaxation of packing pods on nodes,
+// with what it was built from: the node types (and their nodes), the pod
+// shapes (and their pods) and which column is which shape on which type.
+type packProgram struct {
+	lp                *packLP // nil when no column exists (the bound is then 0)
+	arrived, capacity int64
+	types             []packType
+	shapes            []packShape
+	// colShape and colType name each column's shape and node type.
+	colShape, colType []int
+}
+
+// packType is one node type: nodes of the same model, cards, CPU and
+// memory.
+type packType struct {
+	Node
+	nodes []int // indices into the node list
+}
+
+// packShape is one pod shape: pods of the same cards, milli and gpu_spec
+// with CPU and memory in the same grain; pod asks for the smallest
+// member's CPU and memory.
+type packShape struct {
+	pod  Pod
+	pods []int // indices into the pod list
+}
+
+// newPackProgram builds packBound's program with CPU and memory grouped in
+// steps of cpuStep milli-cores and memStep MiB (1 and 1: exact shapes).
+func newPackProgram(nodes []Node, pods []Pod, cpuStep, memStep int64) (*packProgram, error) {
+	pp := &packProgram{}
 	typeIdx := map[string]int{}
-	var capacity int64
-	for _, n := range nodes {
+	for ni, n := range nodes {
 		if n.GPUs <= 0 {
 			continue
 		}
-		capacity += int64(n.GPUs) * MilliPerGPU
+		pp.capacity += int64(n.GPUs) * MilliPerGPU
 		k := fmt.Sprintf("%s/%d/%d/%d", n.Model, n.GPUs, n.CPU, n.Memory)
 		i, ok := typeIdx[k]
 		if !ok {
-			i = len(types)
+			i = len(pp.types)
 			typeIdx[k] = i
-			types = append(types, nodeType{Node: n})
+			pp.types = append(pp.types, packType{Node: n})
 		}
-		types[i].count++
+		pp.types[i].nodes = append(pp.types[i].nodes, ni)
 	}
-	type shape struct {
-		pod   Pod
-		count int
-	}
-	var shapes []shape
+	types := pp.types
 	shapeIdx := map[string]int{}
-	var arrived int64
 	for i := range pods {
 		p := &pods[i]
 		if p.NumGPU < 0 || p.Milli < 0 || p.Milli > MilliPerGPU {
-			return 0, fmt.Errorf("pod %s: num_gpu %d, gpu_milli %d: want num_gpu >= 0 and gpu_milli in [0, %d]", p.Name, p.NumGPU, p.Milli, MilliPerGPU)
+			return pp, fmt.Errorf("pod %s: num_gpu %d, gpu_milli %d: want num_gpu >= 0 and gpu_milli in [0, %d]", p.Name, p.NumGPU, p.Milli, MilliPerGPU)
 		}
 		if p.GPUMilli() == 0 {
 			continue
 		}
-		arrived += p.GPUMilli()
-		k := fmt.Sprintf("%d/%d/%d/%d/%s", p.CPU/cpuGrain, p.Memory/memGrain, p.NumGPU, p.Milli, strings.Join(p.Spec, "|"))
-		i, ok := shapeIdx[k]
+		pp.arrived += p.GPUMilli()
+		k := fmt.Sprintf("%d/%d/%d/%d/%s", p.CPU/cpuStep, p.Memory/memStep, p.NumGPU, p.Milli, strings.Join(p.Spec, "|"))
+		j, ok := shapeIdx[k]
 		if !ok {
-			i = len(shapes)
-			shapeIdx[k] = i
-			shapes = append(shapes, shape{pod: *p})
+			j = len(pp.shapes)
+			shapeIdx[k] = j
+			pp.shapes = append(pp.shapes, packShape{pod: *p})
 		}
-		shapes[i].count++
-		shapes[i].pod.CPU = min(shapes[i].pod.CPU, p.CPU)
-		shapes[i].pod.Memory = min(shapes[i].pod.Memory, p.Memory)
+		sh := &pp.shapes[j]
+		sh.pods = append(sh.pods, i)
+		sh.pod.CPU = min(sh.pod.CPU, p.CPU)
+		sh.pod.Memory = min(sh.pod.Memory, p.Memory)
 	}
-	if arrived == 0 || capacity == 0 {
-		return 0, nil
+	if pp.arrived == 0 || pp.capacity == 0 {
+		return pp, nil
 	}
-
 	lp := &packLP{}
-	supply := make([]int, len(shapes))
-	for s := range shapes {
-		supply[s] = lp.addRow(float64(shapes[s].count))
+	supply := make([]int, len(pp.shapes))
+	for s := range pp.shapes {
+		supply[s] = lp.addRow(float64(len(pp.shapes[s].pods)))
 	}
 	// fits[s][τ]: one pod of shape s fits an empty node of type τ.
-	fits := make([][]bool, len(shapes))
-	for s := range shapes {
-		p := &shapes[s].pod
+	fits := make([][]bool, len(pp.shapes))
+	for s := range pp.shapes {
+		p := &pp.shapes[s].pod
 		fits[s] = make([]bool, len(types))
 		for t, nt := range types {
 			fits[s][t] = p.NumGPU <= nt.GPUs && p.CPU <= nt.CPU && p.Memory <= nt.Memory && p.Accepts(nt.Model)
@@ -287,16 +324,16 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 		coef func(p *Pod) float64
 		rhs  float64
 	}
-	colRows := make([][]int, len(shapes)*len(types))
-	colVals := make([][]float64, len(shapes)*len(types))
+	colRows := make([][]int, len(pp.shapes)*len(types))
+	colVals := make([][]float64, len(pp.shapes)*len(types))
 	for t, nt := range types {
-		N := float64(nt.count)
+		N := float64(len(nt.nodes))
 		cards := float64(nt.GPUs) * N
 		sizes := func(item func(p *Pod) int64) []int64 {
 			var out []int64
-			for s := range shapes {
+			for s := range pp.shapes {
 				if fits[s][t] {
-					out = append(out, item(&shapes[s].pod))
+					out = append(out, item(&pp.shapes[s].pod))
 				}
 			}
 			return out
@@ -325,11 +362,11 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 		}
 		for _, rs := range specs {
 			r := lp.addRow(rs.rhs)
-			for s := range shapes {
+			for s := range pp.shapes {
 				if !fits[s][t] {
 					continue
 				}
-				if v := rs.coef(&shapes[s].pod); v != 0 {
+				if v := rs.coef(&pp.shapes[s].pod); v != 0 {
 					j := s*len(types) + t
 					colRows[j] = append(colRows[j], r)
 					colVals[j] = append(colVals[j], v)
@@ -337,31 +374,26 @@ func packBound(nodes []Node, pods []Pod) (int64, error) {
 			}
 		}
 	}
-	for s := range shapes {
+	for s := range pp.shapes {
 		for t := range types {
 			if !fits[s][t] {
 				continue
 			}
 			j := s*len(types) + t
+			pp.colShape = append(pp.colShape, s)
+			pp.colType = append(pp.colType, t)
 			lp.cols = append(lp.cols, lpCol{
-				c:      float64(shapes[s].pod.GPUMilli()) / MilliPerGPU,
+				c:      float64(pp.shapes[s].pod.GPUMilli()) / MilliPerGPU,
 				supply: supply[s],
 				rows:   colRows[j],
 				vals:   colVals[j],
 			})
 		}
 	}
-	if len(lp.cols) == 0 {
-		return 0, nil
+	if len(lp.cols) > 0 {
+		pp.lp = lp
 	}
-	ub := lp.dualBound(lp.solveDual())
-	// Any placement allocates whole milli: round down, after a margin far
-	// above float64's error on sums of this size.
-	milli := math.Floor(ub*MilliPerGPU*(1+1e-9) + 1e-6)
-	if math.IsNaN(milli) || milli >= float64(min(arrived, capacity)) {
-		return min(arrived, capacity), nil
-	}
-	return int64(milli), nil
+	return pp, nil
 }
 
 // ratio is v/capacity, 0 for an empty item (capacity > 0 for any item that

@@ -46,6 +46,14 @@ const maxPivots = 20000
 // dualBound turns them into a valid bound; optimal prices give the LP's
 // value.
 func (p *packLP) solveDual() []float64 {
+	y, _ := p.solve()
+	return y
+}
+
+// solve is solveDual that also returns the primal solution the simplex
+// ends with, one value per column (of the perturbed program, so it may
+// exceed a row by the perturbation; callers round it down).
+func (p *packLP) solve() (y, x []float64) {
 	m, n := len(p.b), len(p.cols)
 	w := n + m + 1 // structural, slack, rhs
 	tab := make([][]float64, m)
@@ -144,11 +152,17 @@ func (p *packLP) solveDual() []float64 {
 		}
 		basis[r] = q
 	}
-	y := make([]float64, m)
+	y = make([]float64, m)
 	for i := range y {
 		y[i] = max(obj[n+i], 0)
 	}
-	return y
+	x = make([]float64, n)
+	for i, j := range basis {
+		if j < n {
+			x[j] = max(tab[i][w-1], 0)
+		}
+	}
+	return y, x
 }
 
 // dualBound is the weak-duality bound of prices y >= 0 on the rows: every
