@@ -28,27 +28,33 @@ func TestBoundReport(t *testing.T) {
 		res("default", PolicyFragment, 96, 96.5), res("default", PolicyFGD, 95, 95.5),
 		res("gpushare20", PolicyFragment, 90, 91), res("gpushare20", PolicyFGD, 91, 92),
 	}
-	bounds := map[string]Bound{"default": {Alloc100: 99, Alloc130: 98.5}, "gpushare20": {Alloc100: 95, Alloc130: 96}}
+	limits := map[string]Limit{
+		"default":    {Bound: Bound{Alloc100: 99, Alloc130: 98.5}, Offline: Bound{Alloc100: 98, Alloc130: 97.5}},
+		"gpushare20": {Bound: Bound{Alloc100: 95, Alloc130: 96}, Offline: Bound{Alloc100: 91, Alloc130: 92}},
+	}
 	var b bytes.Buffer
-	if err := WriteBoundTable(&b, results, bounds); err != nil {
+	if err := WriteBoundTable(&b, results, limits); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
 	for _, want := range []string{
-		"| default | tuning | 98.50 | 95.50 | 96.50 | 33% | 99.00 | 95.00 | 96.00 | 25% |",
-		"| gpushare20 | held-out | 96.00 | 92.00 | 91.00 | -25% | 95.00 | 91.00 | 90.00 | -25% |",
-		"On the 1 tuning traces fragment closes on average 33% of FGD's distance to the bound at 130% arrival and 25% at 100%.",
+		"| default | tuning | 98.50 | 97.50 | 95.50 | 96.50 | 33% | 50% | 99.00 | 98.00 | 95.00 | 96.00 | 25% | 33% |",
+		// FGD at the offline packing: no distance to close.
+		"| gpushare20 | held-out | 96.00 | 92.00 | 92.00 | 91.00 | -25% | n/a | 95.00 | 91.00 | 91.00 | 90.00 | -25% | n/a |",
+		"On the 1 tuning traces fragment closes on average 33% of FGD's distance to the bound at 130% arrival and 25% at 100%; " +
+			"of FGD's distance to the offline packing, 50% at 130% and 33% at 100%. " +
+			"The offline packing is on average 1.00 points below the bound at 130% and 1.00 at 100%.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bound table lacks %q:\n%s", want, out)
 		}
 	}
 	b.Reset()
-	if err := WriteCSVColumns(&b, append(CSVColumns(), BoundColumns(map[string]Bound{"default": bounds["default"]})...), results[:1]); err != nil {
+	if err := WriteCSVColumns(&b, append(CSVColumns(), BoundColumns(map[string]Limit{"default": limits["default"]})...), results[:1]); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if !strings.HasSuffix(lines[0], ",tuning,bound100,bound130") || !strings.HasSuffix(lines[1], ",yes,99.00,98.50") {
+	if !strings.HasSuffix(lines[0], ",tuning,bound100,bound130,offline100,offline130") || !strings.HasSuffix(lines[1], ",yes,99.00,98.50,98.00,97.50") {
 		t.Errorf("CSV with bound columns:\n%s", b.String())
 	}
 }

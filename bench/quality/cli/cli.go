@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vgpushare/vshare/bench/quality"
@@ -28,8 +29,10 @@ type Options struct {
 	// under SVG: "tuning" (the default), "all" or "none".
 	Curves string
 	// Bound adds the upper bound on any policy (quality.MeanBound over
-	// the results' seeds, from the traces in Dir): the bound100 and
-	// bound130 CSV columns and the markdown's distance table.
+	// the results' seeds, from the traces in Dir) and the offline
+	// packing (quality.MeanOfflinePacking): the bound100, bound130,
+	// offline100 and offline130 CSV columns and the markdown's distance
+	// table. Traces are computed Parallel at once.
 	Bound bool
 }
 
@@ -62,9 +65,9 @@ func Run(o Options, out, log io.Writer) error {
 	}
 	o.Seeds = quality.FormatSeeds(results[0].Seeds)
 	cols := quality.CSVColumns()
-	var bounds map[string]quality.Bound
+	var bounds map[string]quality.Limit
 	if o.Bound {
-		if bounds, err = boundsOf(o.Dir, results); err != nil {
+		if bounds, err = limitsOf(o.Dir, results, o.Parallel, log); err != nil {
 			return err
 		}
 		cols = append(cols, quality.BoundColumns(bounds)...)
@@ -152,7 +155,7 @@ func readSeeds(path string) ([]*quality.Result, error) {
 // writeMarkdown writes the report: the published table's policies x
 // tuning traces (with the paper's values), then the per-trace comparison
 // (quality.WriteComparison).
-func writeMarkdown(w io.Writer, seeds string, results []*quality.Result, bounds map[string]quality.Bound) error {
+func writeMarkdown(w io.Writer, seeds string, results []*quality.Result, bounds map[string]quality.Limit) error {
 	var tuning []*quality.Result
 	for _, r := range results {
 		if quality.IsTuning(r.Trace) {
@@ -182,25 +185,67 @@ func writeMarkdown(w io.Writer, seeds string, results []*quality.Result, bounds 
 	return quality.WriteBoundTable(w, results, bounds)
 }
 
-// boundsOf computes the upper bound of every trace of results over the
-// seeds its results ran.
-func boundsOf(dir string, results []*quality.Result) (map[string]quality.Bound, error) {
-	out := map[string]quality.Bound{}
+// limitsOf computes the upper bound and the offline packing of every
+// trace of results over the seeds its results ran, parallel traces at
+// once (at least one).
+func limitsOf(dir string, results []*quality.Result, parallel int, log io.Writer) (map[string]quality.Limit, error) {
+	var traces []*quality.Result
+	seen := map[string]bool{}
 	for _, r := range results {
-		if _, done := out[r.Trace]; done {
-			continue
+		if !seen[r.Trace] {
+			seen[r.Trace] = true
+			traces = append(traces, r)
 		}
-		t, err := quality.LoadTrace(dir, r.Trace)
-		if err != nil {
-			return nil, fmt.Errorf("bound: load trace %s: %w", r.Trace, err)
-		}
-		b, err := quality.MeanBound(t, r.Seeds)
-		if err != nil {
-			return nil, fmt.Errorf("bound: %w", err)
-		}
-		out[r.Trace] = b
 	}
-	return out, nil
+	out := make([]quality.Limit, len(traces))
+	errs := make([]error, len(traces))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range max(parallel, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = limitOf(dir, traces[i])
+				if errs[i] == nil {
+					mu.Lock()
+					fmt.Fprintf(log, "limits of %s: bound %.2f / %.2f, offline packing %.2f / %.2f at 100%% / 130%%\n", traces[i].Trace,
+						out[i].Bound.Alloc100, out[i].Bound.Alloc130, out[i].Offline.Alloc100, out[i].Offline.Alloc130)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range traces {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	m := map[string]quality.Limit{}
+	for i, r := range traces {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		m[r.Trace] = out[i]
+	}
+	return m, nil
+}
+
+// limitOf is the limits of r's trace over r's seeds.
+func limitOf(dir string, r *quality.Result) (quality.Limit, error) {
+	t, err := quality.LoadTrace(dir, r.Trace)
+	if err != nil {
+		return quality.Limit{}, fmt.Errorf("bound: load trace %s: %w", r.Trace, err)
+	}
+	var l quality.Limit
+	if l.Bound, err = quality.MeanBound(t, r.Seeds); err != nil {
+		return quality.Limit{}, fmt.Errorf("bound: %w", err)
+	}
+	if l.Offline, err = quality.MeanOfflinePacking(t, r.Seeds); err != nil {
+		return quality.Limit{}, fmt.Errorf("offline packing: %w", err)
+	}
+	return l, nil
 }
 
 // writePlots writes quality-traces.svg (the key policies across every

@@ -27,7 +27,7 @@ func main() {
 	flag.StringVar(&o.Curves, "curves", "tuning", "traces that get an allocation-vs-arrival plot under --svg: tuning, all or none")
 	flag.BoolVar(&o.Markdown, "markdown", false, "print the markdown report after the CSV: the tuning traces against the paper, the per-trace tables at 130% and 100% arrival with the seed spread, and the computed summary lines")
 	flag.StringVar(&o.MarkdownFile, "markdown-file", "", "also write the markdown report to this file")
-	flag.BoolVar(&o.Bound, "bound", false, "also compute the upper bound on any policy for each trace (about 6 s per trace for ten seeds): bound100 and bound130 CSV columns and a markdown table of the distance to it")
+	flag.BoolVar(&o.Bound, "bound", false, "also compute, for each trace, the upper bound on any placement and what offline placements that know the arrivals reach (about a minute per trace for ten seeds, several on the gpuspec traces; --parallel traces at once): bound100, bound130, offline100 and offline130 CSV columns and a markdown table of the distances to them")
 	flag.Parse()
 	if err := cli.Run(o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "quality:", err)
