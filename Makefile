@@ -31,7 +31,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e faults demo clean quality quality-extra quality-check fuzz gpu-check
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e faults demo clean quality quality-extra quality-left quality-check fuzz gpu-check
 
 all: build test
 
@@ -153,6 +153,12 @@ quality:
 # deciding alone. Writes bench/results/quality-extra.txt.
 quality-extra:
 	GO=$(GO) ./hack/quality-extra.sh
+
+# Where the unplaced GPU is at 130% arrival, for fragment, FGD and the
+# offline packing, on the five tuning traces at seed 42 (docs/quality.md,
+# "The limit"). Writes bench/results/quality-left.txt.
+quality-left:
+	GO=$(GO) ./hack/quality-left.sh
 
 # End-to-end scheduling burst on the local control plane: 200 simulated
 # nodes (node agent + fake kubelet each), 100 Jobs x 20 pods, three runs on

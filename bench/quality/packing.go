@@ -39,6 +39,53 @@ func OfflinePacking(t *Trace, seed int64) (Bound, error) {
 	if len(t.Nodes) == 0 {
 		return Bound{}, fmt.Errorf("trace %s: no GPU nodes", t.Name)
 	}
+	// The fragment policy alone, online: one run gives both points.
+	online, err := Run(t, fragmentFactory, seed)
+	if err != nil {
+		return Bound{}, fmt.Errorf("trace %s offline packing: %w", t.Name, err)
+	}
+	var b Bound
+	if _, b.Alloc100, err = offlineBest(t, seed, 100, online.At(100)); err != nil {
+		return Bound{}, err
+	}
+	if _, b.Alloc130, err = offlineBest(t, seed, MaxArrival, online.At(MaxArrival)); err != nil {
+		return Bound{}, err
+	}
+	return b, nil
+}
+
+// OfflineFactory is the factory of the placement OfflinePacking keeps for
+// arrival point a (a percentage of capacity reached by the arrivals): the
+// best plan for the run's seed, replayed, or the fragment policy when no
+// plan beats it. It plans when the policy is created, so creating one
+// costs what OfflinePacking costs for one point.
+func OfflineFactory(a int) Factory {
+	return func(env Env) (Policy, error) {
+		online, err := Run(env.Trace, fragmentFactory, env.Seed)
+		if err != nil {
+			return nil, err
+		}
+		f, _, err := offlineBest(env.Trace, env.Seed, a, online.At(a))
+		if err != nil {
+			return nil, err
+		}
+		return f(env)
+	}
+}
+
+// fragmentFactory is the fragment policy's factory.
+func fragmentFactory(env Env) (Policy, error) {
+	f, err := FactoryFor(PolicyFragment)
+	if err != nil {
+		return nil, err
+	}
+	return f(env)
+}
+
+// offlineBest returns the best of offlinePlans at arrival point a and its
+// curve value, or the fragment policy and online, its value at a, when no
+// plan is above it.
+func offlineBest(t *Trace, seed int64, a int, online float64) (Factory, float64, error) {
 	arr := Arrange(t, seed)
 	gpus := t.Capacity() / MilliPerGPU
 	bins := make(Curve, len(arr.Pods))
@@ -47,37 +94,26 @@ func OfflinePacking(t *Trace, seed int64) (Bound, error) {
 		tot += arr.Pods[i].GPUMilli()
 		bins[i] = newEvent(tot, 0, gpus)
 	}
-	// The fragment policy alone, online: one run gives both points.
-	f, err := FactoryFor(PolicyFragment)
-	if err != nil {
-		return Bound{}, err
+	_, last := eventsFor(bins, a)
+	if last < 0 {
+		return nil, 0, fmt.Errorf("trace %s seed %d: arrivals never come within 1 of %d%% of capacity", t.Name, seed, a)
 	}
-	online, err := Run(t, f, seed)
+	plans, err := offlinePlans(t, arr, last)
 	if err != nil {
-		return Bound{}, fmt.Errorf("trace %s offline packing: %w", t.Name, err)
+		return nil, 0, fmt.Errorf("trace %s seed %d offline packing at %d%%: %w", t.Name, seed, a, err)
 	}
-	b := Bound{Alloc100: online.At(100), Alloc130: online.At(MaxArrival)}
-	for _, pt := range []struct {
-		a   int
-		out *float64
-	}{{100, &b.Alloc100}, {MaxArrival, &b.Alloc130}} {
-		_, last := eventsFor(bins, pt.a)
-		if last < 0 {
-			return Bound{}, fmt.Errorf("trace %s seed %d: arrivals never come within 1 of %d%% of capacity", t.Name, seed, pt.a)
-		}
-		plans, err := offlinePlans(t, arr, last)
+	best, value := Factory(fragmentFactory), online
+	for _, plan := range plans {
+		f := replay(arr.Pods, plan)
+		curve, err := Run(t, f, seed)
 		if err != nil {
-			return Bound{}, fmt.Errorf("trace %s seed %d offline packing at %d%%: %w", t.Name, seed, pt.a, err)
+			return nil, 0, fmt.Errorf("trace %s seed %d offline packing at %d%%: %w", t.Name, seed, a, err)
 		}
-		for _, plan := range plans {
-			curve, err := Run(t, replay(arr.Pods, plan), seed)
-			if err != nil {
-				return Bound{}, fmt.Errorf("trace %s offline packing at %d%%: %w", t.Name, pt.a, err)
-			}
-			*pt.out = max(*pt.out, curve.At(pt.a))
+		if v := curve.At(a); v > value {
+			best, value = f, v
 		}
 	}
-	return b, nil
+	return best, value, nil
 }
 
 // MeanOfflinePacking is OfflinePacking averaged over the seeds as
@@ -234,11 +270,7 @@ func typedPlan(t *Trace, arr *Arrivals, shapeOf, typeOf []int, quota [][]int) ([
 // GPU), then places the pods it held back where they leave the least.
 func admittedPlan(t *Trace, arr *Arrivals, classOf, admit []int) ([]Placement, error) {
 	pods := arr.Pods[:len(classOf)]
-	f, err := FactoryFor(PolicyFragment)
-	if err != nil {
-		return nil, err
-	}
-	pol, err := f(Env{Trace: t})
+	pol, err := fragmentFactory(Env{Trace: t})
 	if err != nil {
 		return nil, err
 	}

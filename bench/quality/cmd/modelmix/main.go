@@ -1,12 +1,13 @@
 // Command modelmix shows, for one trace and seed, where each policy has
 // put the GPU by card model when the arrivals reach a given percentage of
 // capacity, and which GPU pods it failed until then: the instrument of
-// docs/quality.md's "Fragment at 100% arrival".
+// docs/quality.md's "Fragment at 100% arrival" and "The limit".
 //
 // Per policy it prints the allocation, then one line per card model (its
 // cards, the cards wholly free, the free GPU and the GPU held by pods
 // that name models in gpu_spec and by pods that may run anywhere, all in
-// cards), then the failed GPU pods grouped by the models they accept, the
+// cards), then the free GPU by what is left on a card (and how many of
+// the arrived shares could use it), then the failed GPU pods grouped by the models they accept, the
 // cards each asks for and whether some node of an accepted model had the
 // cards free (then only CPU or memory was lacking), largest GPU first.
 package main
@@ -26,7 +27,7 @@ import (
 func main() {
 	dir := flag.String("trace-dir", "bench/testdata/openb", "directory of the openb CSV files (plain or .csv.gz)")
 	trace := flag.String("trace", "gpuspec33", "pod list (default, gpuspec33, ...)")
-	policies := flag.String("policies", "fragment,volcano-builtin,binpack", "comma-separated policies")
+	policies := flag.String("policies", "fragment,volcano-builtin,binpack", "comma-separated policies; \"offline\" is the offline packing quality.OfflinePacking keeps for the -at point (it knows the arrivals; -at an integer)")
 	seed := flag.Int64("seed", 42, "seed")
 	at := flag.Float64("at", 100, "stop once this percentage of the GPU capacity has arrived (0 < at <= 130)")
 	top := flag.Int("top", 12, "failed pod groups shown per policy")
@@ -70,6 +71,10 @@ type modelUse struct {
 
 func run(w io.Writer, t *quality.Trace, policy string, seed int64, at float64, top int) error {
 	f, err := quality.FactoryFor(policy)
+	if policy == "offline" {
+		// The placement quality.OfflinePacking keeps for this point.
+		f, err = quality.OfflineFactory(int(at)), nil
+	}
 	if err != nil {
 		return err
 	}
@@ -91,12 +96,16 @@ func run(w io.Writer, t *quality.Trace, policy string, seed int64, at float64, t
 	}
 	groups := map[group]*group{}
 	var arrived, failed int64
+	var shares []int64 // milli of every arrived share of one card
 	for i := range arr.Pods {
 		p := &arr.Pods[i]
 		if float64(arrived+p.GPUMilli())*100 > at*float64(capacity) {
 			break
 		}
 		arrived += p.GPUMilli()
+		if p.NumGPU == 1 && p.Milli < quality.MilliPerGPU {
+			shares = append(shares, p.Milli)
+		}
 		n, cards, ok, err := pol.Place(c, p)
 		if err != nil {
 			return fmt.Errorf("%s seed %d arrival %d: %w", policy, seed, i, err)
@@ -147,6 +156,7 @@ func run(w io.Writer, t *quality.Trace, policy string, seed int64, at float64, t
 		u := use[m]
 		fmt.Fprintf(w, "  %-8s  %6d  %10d  %6.1f  %10.1f  %8.1f\n", m, u.cards, u.idleCards, cards(u.free), cards(u.named), cards(u.anyOf))
 	}
+	writeLeft(w, c, shares)
 	list := make([]*group, 0, len(groups))
 	for _, g := range groups {
 		list = append(list, g)
@@ -166,6 +176,36 @@ func run(w io.Writer, t *quality.Trace, policy string, seed int64, at float64, t
 		fmt.Fprintf(w, "          %-30s  %5d  %-5s  %4d  %5.1f  %v\n", spec, g.num, kind, g.pods, cards(g.milli), g.someFree)
 	}
 	return nil
+}
+
+// leftBuckets are the ranges of free milli writeLeft groups cards by.
+var leftBuckets = [][2]int64{{1000, 1000}, {500, 999}, {200, 499}, {150, 199}, {100, 149}, {50, 99}, {1, 49}}
+
+// writeLeft prints where the free GPU is: per range of free milli on a
+// card, the cards and their free GPU, and how many of the shares that
+// arrived (of all arrived shares) are small enough to use every card of
+// the range (milli at most its low end).
+func writeLeft(w io.Writer, c *quality.Cluster, shares []int64) {
+	fmt.Fprintln(w, "  left on a card (milli)  cards    free  shares arrived that fit it")
+	for _, b := range leftBuckets {
+		var n int
+		var free int64
+		for i := range c.Nodes {
+			for _, f := range c.Nodes[i].Free {
+				if f >= b[0] && f <= b[1] {
+					n++
+					free += f
+				}
+			}
+		}
+		fit := 0
+		for _, m := range shares {
+			if m <= b[0] {
+				fit++
+			}
+		}
+		fmt.Fprintf(w, "  %4d-%-4d               %5d  %6.1f  %d of %d\n", b[0], b[1], n, cards(free), fit, len(shares))
+	}
 }
 
 // someFree reports whether a node of a model the pod accepts has the
