@@ -31,7 +31,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e faults demo clean quality quality-extra quality-left quality-check fuzz gpu-check
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz gpu-check
 
 all: build test
 
@@ -159,6 +159,14 @@ quality-extra:
 # "The limit"). Writes bench/results/quality-left.txt.
 quality-left:
 	GO=$(GO) ./hack/quality-left.sh
+
+# Reruns, in a fresh clone of HEAD, ours and the reference policies on all
+# 24 traces and seeds 42-51, and Volcano's built-in on seed 42, and
+# compares every row with bench/results/quality-seeds.csv without
+# rewriting it (about 20 minutes). Writes bench/results/quality-repro.txt;
+# fails on any difference.
+quality-repro:
+	GO=$(GO) ./hack/quality-repro.sh
 
 # End-to-end scheduling burst on the local control plane: 200 simulated
 # nodes (node agent + fake kubelet each), 100 Jobs x 20 pods, three runs on
