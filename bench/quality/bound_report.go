@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -62,10 +61,11 @@ func WriteBoundTable(w io.Writer, results []*Result, limits map[string]Limit) er
 	b.WriteString("| trace | set | bound 130 | offline 130 | fgd 130 | fragment 130 | closed 130 | closed offline 130 " +
 		"| bound 100 | offline 100 | fgd 100 | fragment 100 | closed 100 | closed offline 100 |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	// sums over the tuning traces: closed and closed offline at 130 and
-	// 100, and the bound minus the offline packing at 130 and 100.
-	var sum [6]float64
-	n := 0
+	// Means over the tuning traces: closed at 130 and 100 (where
+	// defined), closed offline at 130 and 100 where the offline packing
+	// is above fragment (else fragment is the best placement found and
+	// the share says nothing), and the bound minus the offline packing.
+	var m [6]mean
 	for _, t := range traceOrder(results) {
 		l, ok := limits[t]
 		f, g := find(results, t, PolicyFragment), find(results, t, PolicyFGD)
@@ -77,26 +77,29 @@ func WriteBoundTable(w io.Writer, results []*Result, limits map[string]Limit) er
 			set = "tuning"
 		}
 		c := [6]float64{
-			Closed(f.Alloc130, g.Alloc130, l.Bound.Alloc130), Closed(f.Alloc130, g.Alloc130, l.Offline.Alloc130),
-			Closed(f.Alloc100, g.Alloc100, l.Bound.Alloc100), Closed(f.Alloc100, g.Alloc100, l.Offline.Alloc100),
+			Closed(f.Alloc130, g.Alloc130, l.Bound.Alloc130), Closed(f.Alloc100, g.Alloc100, l.Bound.Alloc100),
+			Closed(f.Alloc130, g.Alloc130, l.Offline.Alloc130), Closed(f.Alloc100, g.Alloc100, l.Offline.Alloc100),
 			l.Bound.Alloc130 - l.Offline.Alloc130, l.Bound.Alloc100 - l.Offline.Alloc100,
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", t, set,
-			l.Bound.Alloc130, l.Offline.Alloc130, g.Alloc130, f.Alloc130, share(c[0]), share(c[1]),
-			l.Bound.Alloc100, l.Offline.Alloc100, g.Alloc100, f.Alloc100, share(c[2]), share(c[3]))
-		if IsTuning(t) && !slices.ContainsFunc(c[:], math.IsNaN) {
-			for i := range sum {
-				sum[i] += c[i]
+			l.Bound.Alloc130, l.Offline.Alloc130, g.Alloc130, f.Alloc130, share(c[0]), share(c[2]),
+			l.Bound.Alloc100, l.Offline.Alloc100, g.Alloc100, f.Alloc100, share(c[1]), share(c[3]))
+		if !IsTuning(t) {
+			continue
+		}
+		above := [6]bool{true, true, l.Offline.Alloc130 > f.Alloc130, l.Offline.Alloc100 > f.Alloc100, true, true}
+		for i := range m {
+			if above[i] && !math.IsNaN(c[i]) {
+				m[i].add(t, c[i])
 			}
-			n++
 		}
 	}
-	if n > 0 {
-		k := float64(n)
-		fmt.Fprintf(&b, "\nOn the %d tuning traces fragment closes on average %s of FGD's distance to the bound at 130%% arrival and %s at 100%%; "+
-			"of FGD's distance to the offline packing, %s at 130%% and %s at 100%%. "+
+	if m[0].n > 0 {
+		fmt.Fprintf(&b, "\nOn the %d tuning traces fragment closes on average %s of FGD's distance to the bound at 130%% arrival and %s at 100%%. "+
+			"Of FGD's distance to the offline packing, on the tuning traces where that packing is above fragment, it closes %s at 130%% (%s) and %s at 100%% (%s). "+
 			"The offline packing is on average %.2f points below the bound at 130%% and %.2f at 100%%.\n",
-			n, share(sum[0]/k), share(sum[2]/k), share(sum[1]/k), share(sum[3]/k), sum[4]/k, sum[5]/k)
+			m[0].n, share(m[0].value()), share(m[1].value()), share(m[2].value()), m[2].list(), share(m[3].value()), m[3].list(),
+			m[4].value(), m[5].value())
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write bound table: %w", err)
@@ -109,4 +112,33 @@ func share(v float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.0f%%", 100*v)
+}
+
+// mean accumulates values and the traces they came from.
+type mean struct {
+	sum    float64
+	n      int
+	traces []string
+}
+
+func (m *mean) add(trace string, v float64) {
+	m.sum += v
+	m.n++
+	m.traces = append(m.traces, trace)
+}
+
+// value is the mean, NaN when empty.
+func (m *mean) value() float64 {
+	if m.n == 0 {
+		return math.NaN()
+	}
+	return m.sum / float64(m.n)
+}
+
+// list names the traces, "none" when empty.
+func (m *mean) list() string {
+	if m.n == 0 {
+		return "none"
+	}
+	return strings.Join(m.traces, ", ")
 }

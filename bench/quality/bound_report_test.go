@@ -27,10 +27,14 @@ func TestBoundReport(t *testing.T) {
 	results := []*Result{
 		res("default", PolicyFragment, 96, 96.5), res("default", PolicyFGD, 95, 95.5),
 		res("gpushare20", PolicyFragment, 90, 91), res("gpushare20", PolicyFGD, 91, 92),
+		res("gpushare100", PolicyFragment, 86, 87), res("gpushare100", PolicyFGD, 84, 86.5),
 	}
 	limits := map[string]Limit{
 		"default":    {Bound: Bound{Alloc100: 99, Alloc130: 98.5}, Offline: Bound{Alloc100: 98, Alloc130: 97.5}},
 		"gpushare20": {Bound: Bound{Alloc100: 95, Alloc130: 96}, Offline: Bound{Alloc100: 91, Alloc130: 92}},
+		// The offline packing found nothing above fragment: its share of
+		// FGD's distance to it is 100% and stays out of the mean.
+		"gpushare100": {Bound: Bound{Alloc100: 90, Alloc130: 92}, Offline: Bound{Alloc100: 86, Alloc130: 87}},
 	}
 	var b bytes.Buffer
 	if err := WriteBoundTable(&b, results, limits); err != nil {
@@ -41,9 +45,10 @@ func TestBoundReport(t *testing.T) {
 		"| default | tuning | 98.50 | 97.50 | 95.50 | 96.50 | 33% | 50% | 99.00 | 98.00 | 95.00 | 96.00 | 25% | 33% |",
 		// FGD at the offline packing: no distance to close.
 		"| gpushare20 | held-out | 96.00 | 92.00 | 92.00 | 91.00 | -25% | n/a | 95.00 | 91.00 | 91.00 | 90.00 | -25% | n/a |",
-		"On the 1 tuning traces fragment closes on average 33% of FGD's distance to the bound at 130% arrival and 25% at 100%; " +
-			"of FGD's distance to the offline packing, 50% at 130% and 33% at 100%. " +
-			"The offline packing is on average 1.00 points below the bound at 130% and 1.00 at 100%.",
+		"| gpushare100 | tuning | 92.00 | 87.00 | 86.50 | 87.00 | 9% | 100% | 90.00 | 86.00 | 84.00 | 86.00 | 33% | 100% |",
+		"On the 2 tuning traces fragment closes on average 21% of FGD's distance to the bound at 130% arrival and 29% at 100%. " +
+			"Of FGD's distance to the offline packing, on the tuning traces where that packing is above fragment, it closes 50% at 130% (default) and 33% at 100% (default). " +
+			"The offline packing is on average 3.00 points below the bound at 130% and 2.50 at 100%.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bound table lacks %q:\n%s", want, out)
