@@ -50,14 +50,7 @@ func UpperBound(t *Trace, seed int64) (Bound, error) {
 // boundArrivals is UpperBound for the pods in arrival order.
 func boundArrivals(t *Trace, pods []Pod) (Bound, error) {
 	gpus := t.Capacity() / MilliPerGPU
-	arrived := make([]int64, len(pods))
-	bins := make(Curve, len(pods))
-	var tot int64
-	for i := range pods {
-		tot += pods[i].GPUMilli()
-		arrived[i] = tot
-		bins[i] = newEvent(tot, 0, gpus)
-	}
+	bins, arrived := arrivalCurve(t, pods)
 	capacity := t.Capacity()
 	at := func(a int) (float64, error) {
 		first, last := eventsFor(bins, a)
@@ -111,15 +104,37 @@ func boundArrivals(t *Trace, pods []Pod) (Bound, error) {
 	return b, nil
 }
 
+// arrivalCurve is the curve of the pods' arrivals with nothing placed
+// (only Event.Arrived matters), on which eventsFor finds the events
+// Curve.At averages over, and the GPU milli arrived after each pod.
+func arrivalCurve(t *Trace, pods []Pod) (Curve, []int64) {
+	gpus := t.Capacity() / MilliPerGPU
+	arrived := make([]int64, len(pods))
+	bins := make(Curve, len(pods))
+	var tot int64
+	for i := range pods {
+		tot += pods[i].GPUMilli()
+		arrived[i] = tot
+		bins[i] = newEvent(tot, 0, gpus)
+	}
+	return bins, arrived
+}
+
 // MeanBound is UpperBound averaged over the seeds the way Evaluate averages
 // a policy's values, so that it bounds Evaluate's Alloc100 and Alloc130.
 func MeanBound(t *Trace, seeds []int64) (Bound, error) {
+	return meanOverSeeds(t, seeds, "the bound", UpperBound)
+}
+
+// meanOverSeeds averages of(t, seed) over the seeds as Evaluate averages a
+// policy's values; what names the value in the error for no seeds.
+func meanOverSeeds(t *Trace, seeds []int64, what string, of func(*Trace, int64) (Bound, error)) (Bound, error) {
 	if len(seeds) == 0 {
-		return Bound{}, fmt.Errorf("trace %s: no seeds for the bound", t.Name)
+		return Bound{}, fmt.Errorf("trace %s: no seeds for %s", t.Name, what)
 	}
 	var m Bound
 	for _, seed := range seeds {
-		b, err := UpperBound(t, seed)
+		b, err := of(t, seed)
 		if err != nil {
 			return Bound{}, err
 		}

@@ -47,5 +47,11 @@
 // pod shapes, card and node cuts from dual-feasible functions), solved by
 // the small dense simplex of lp.go and replayed through Curve.At's bins and
 // rounding. bound_test.go checks it against exhaustive search on small
-// instances.
+// instances. OfflinePacking (packing.go) is the other end: what placements
+// that know the arrivals reach (the relaxation's solution rounded per node
+// type, or used to choose which pods the fragment policy takes, or the
+// policy alone), each replayed through the simulator; the best offline
+// placement lies between the two. Limit carries both into the report
+// (bound_report.go), and OfflineFactory lets cmd/modelmix show the
+// placement kept.
 package quality

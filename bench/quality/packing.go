@@ -87,13 +87,7 @@ func fragmentFactory(env Env) (Policy, error) {
 // plan is above it.
 func offlineBest(t *Trace, seed int64, a int, online float64) (Factory, float64, error) {
 	arr := Arrange(t, seed)
-	gpus := t.Capacity() / MilliPerGPU
-	bins := make(Curve, len(arr.Pods))
-	var tot int64
-	for i := range arr.Pods {
-		tot += arr.Pods[i].GPUMilli()
-		bins[i] = newEvent(tot, 0, gpus)
-	}
+	bins, _ := arrivalCurve(t, arr.Pods)
 	_, last := eventsFor(bins, a)
 	if last < 0 {
 		return nil, 0, fmt.Errorf("trace %s seed %d: arrivals never come within 1 of %d%% of capacity", t.Name, seed, a)
@@ -119,19 +113,7 @@ func offlineBest(t *Trace, seed int64, a int, online float64) (Factory, float64,
 // MeanOfflinePacking is OfflinePacking averaged over the seeds as
 // Evaluate averages a policy.
 func MeanOfflinePacking(t *Trace, seeds []int64) (Bound, error) {
-	if len(seeds) == 0 {
-		return Bound{}, fmt.Errorf("trace %s: no seeds for the offline packing", t.Name)
-	}
-	var m Bound
-	for _, seed := range seeds {
-		b, err := OfflinePacking(t, seed)
-		if err != nil {
-			return Bound{}, err
-		}
-		m.Alloc100 += b.Alloc100 / float64(len(seeds))
-		m.Alloc130 += b.Alloc130 / float64(len(seeds))
-	}
-	return m, nil
+	return meanOverSeeds(t, seeds, "the offline packing", OfflinePacking)
 }
 
 // replay is the factory of a policy that places the i-th of pods as
