@@ -110,17 +110,19 @@ bench-profile:
 # "Checked on every run") from the trace committed in bench/testdata/openb:
 # TestAnchorsSeed42 (FGD and BestFit at seed 42 exactly as published) and
 # TestFragmentBelowFGDSeed42 (fragment leaves less GPU unallocated than FGD at
-# seed 42 on each of the five tuning traces). Without the race detector: under
+# seed 42 on each of the five tuning traces), TestUpperBoundTuningTraces and
+# TestOfflinePackingTuningTraces (at seed 42 on the five, every policy at or
+# below the upper bound, the offline packing between fragment and the bound;
+# "The limit"). Without the race detector: under
 # -race `make unit` skips the full-trace runs, which take minutes there.
 # VSHARE_QUALITY_REQUIRED=1 turns a skip (trace missing) into a failure, and
 # the recipe fails if a test did not run (renamed, -run pattern stale).
-# In make test at 80873e7 on the shared 2-core machine, beside a quality run:
-# bench/quality 47 s and deviceshare 59 s, in parallel.
-# bench/results/quality-check.txt holds that run's output.
+# bench/results/quality-check.txt holds the output of a make test run, with
+# its times.
 # TestSimulatorPlacesAsVolcano (deviceshare) checks, arrival by arrival on
 # 35-node samples of four traces, that Volcano's allocate action with our
 # plugin places every pod where the simulator does ("One code path").
-QUALITY_CHECK_TESTS := TestAnchorsSeed42 TestFragmentBelowFGDSeed42 TestSimulatorPlacesAsVolcano
+QUALITY_CHECK_TESTS := TestAnchorsSeed42 TestFragmentBelowFGDSeed42 TestUpperBoundTuningTraces TestOfflinePackingTuningTraces TestSimulatorPlacesAsVolcano
 empty :=
 space := $(empty) $(empty)
 
