@@ -7,7 +7,8 @@
 // cards, the cards wholly free, the free GPU and the GPU held by pods
 // that name models in gpu_spec and by pods that may run anywhere, all in
 // cards), then the free GPU by what is left on a card (and how many of
-// the arrived shares could use it), then the failed GPU pods grouped by the models they accept, the
+// the arrived shares could use it), how many shares of each size were
+// placed of those arrived, then the failed GPU pods grouped by the models they accept, the
 // cards each asks for and whether some node of an accepted model had the
 // cards free (then only CPU or memory was lacking), largest GPU first.
 package main
@@ -97,6 +98,7 @@ func run(w io.Writer, t *quality.Trace, policy string, seed int64, at float64, t
 	groups := map[group]*group{}
 	var arrived, failed int64
 	var shares []int64 // milli of every arrived share of one card
+	placedShares := map[int64]int{}
 	for i := range arr.Pods {
 		p := &arr.Pods[i]
 		if float64(arrived+p.GPUMilli())*100 > at*float64(capacity) {
@@ -129,6 +131,9 @@ func run(w io.Writer, t *quality.Trace, policy string, seed int64, at float64, t
 		if err := c.Place(n, cards, p); err != nil {
 			return fmt.Errorf("%s seed %d arrival %d: %w", policy, seed, i, err)
 		}
+		if p.NumGPU == 1 && p.Milli < quality.MilliPerGPU {
+			placedShares[p.Milli]++
+		}
 		if spec != "" {
 			use[c.Nodes[n].Model].named += p.GPUMilli()
 		} else {
@@ -157,6 +162,7 @@ func run(w io.Writer, t *quality.Trace, policy string, seed int64, at float64, t
 		fmt.Fprintf(w, "  %-8s  %6d  %10d  %6.1f  %10.1f  %8.1f\n", m, u.cards, u.idleCards, cards(u.free), cards(u.named), cards(u.anyOf))
 	}
 	writeLeft(w, c, shares)
+	writeShares(w, shares, placedShares)
 	list := make([]*group, 0, len(groups))
 	for _, g := range groups {
 		list = append(list, g)
@@ -206,6 +212,25 @@ func writeLeft(w io.Writer, c *quality.Cluster, shares []int64) {
 		}
 		fmt.Fprintf(w, "  %4d-%-4d               %5d  %6.1f  %d of %d\n", b[0], b[1], n, cards(free), fit, len(shares))
 	}
+}
+
+// writeShares prints, per share size (milli of one card), how many
+// arrived and how many were placed, the most arrived first.
+func writeShares(w io.Writer, shares []int64, placed map[int64]int) {
+	arrived := map[int64]int{}
+	for _, m := range shares {
+		arrived[m]++
+	}
+	sizes := make([]int64, 0, len(arrived))
+	for m := range arrived {
+		sizes = append(sizes, m)
+	}
+	slices.SortFunc(sizes, func(a, b int64) int { return cmp.Or(cmp.Compare(arrived[b], arrived[a]), cmp.Compare(a, b)) })
+	var b strings.Builder
+	for _, m := range sizes {
+		fmt.Fprintf(&b, " %d: %d of %d,", m, placed[m], arrived[m])
+	}
+	fmt.Fprintf(w, "  shares placed of arrived, by milli:%s\n", strings.TrimSuffix(b.String(), ","))
 }
 
 // someFree reports whether a node of a model the pod accepts has the
