@@ -139,8 +139,9 @@ quality-check:
 
 # Placement quality on Alibaba's openb trace, the FGD methodology
 # (docs/quality.md): every policy, all 24 pod lists, seeds 42-51, two jobs at
-# once (hack/quality.sh), about 2.5 hours on two idle cores
-# (bench/results/quality-runtime.txt). The trace comes from bench/testdata/openb
+# once (hack/quality.sh), then the upper bound and the offline packing per
+# trace; about 1.5 hours on two idle cores (docs/quality.md, "Running it").
+# The trace comes from bench/testdata/openb
 # (QUALITY_TRACE_DIR overrides it). Writes bench/results/quality.csv,
 # quality-seeds.csv, quality.md, quality-traces.svg and one curve SVG per
 # tuning trace. QUALITY_FLAGS are appended (e.g. --parallel 1, --traces tuning).
