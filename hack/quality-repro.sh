@@ -7,10 +7,12 @@
 # (bench/results) with how, where and what was compared; exits 1 when a
 # row differs or is missing from the committed file.
 #
-# QUALITY_REPRO_POLICIES (default: ours and the reference policies, all
-# seeds, about 16 min on one core) and QUALITY_REPRO_BUILTIN_SEEDS
-# (default 42: Volcano's built-in on one seed of every trace, about 3 min;
-# empty to skip) choose what is rerun.
+# QUALITY_REPRO_POLICIES and QUALITY_REPRO_SEEDS (default: ours and the
+# reference policies, seeds 42-51, about 20 min on one core) and
+# QUALITY_REPRO_BUILTIN_SEEDS (default 42: Volcano's built-in on one seed
+# of every trace, about 4 min; empty to skip) choose what is rerun;
+# QUALITY_REPRO_OUT_FILE names another output file,
+# QUALITY_REPRO_COMMITTED another file to compare with.
 set -eu
 
 GO=${GO:-go}
@@ -19,7 +21,7 @@ POLICIES=${QUALITY_REPRO_POLICIES:-fragment,binpack,spread,fgd,bestfit,gpupackin
 SEEDS=${QUALITY_REPRO_SEEDS:-42-51}
 BUILTIN_SEEDS=${QUALITY_REPRO_BUILTIN_SEEDS-42}
 committed=${QUALITY_REPRO_COMMITTED:-bench/results/quality-seeds.csv}
-f="$OUT/quality-repro.txt"
+f=${QUALITY_REPRO_OUT_FILE:-$OUT/quality-repro.txt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
