@@ -117,3 +117,54 @@ func TestRunBadFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestRunWithBound checks --bound: the four limit columns on every row,
+// the distance table, the offline packing at most the bound on each trace,
+// and the same output whatever the parallelism and from the seed CSV.
+func TestRunWithBound(t *testing.T) {
+	dir := writeTraces(t, "default", "gpushare20", "multigpu50")
+	outDir := t.TempDir()
+	o := Options{
+		Dir: dir, Traces: "default,gpushare20,multigpu50", Policies: "fragment,fgd", Seeds: "42-43", Parallel: 2, Bound: true,
+		SeedCSV: filepath.Join(outDir, "seeds.csv"), MarkdownFile: filepath.Join(outDir, "quality.md"),
+	}
+	var out, log bytes.Buffer
+	if err := Run(o, &out, &log); err != nil {
+		t.Fatalf("Run: %v\n%s", err, log.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if !strings.HasSuffix(lines[0], ",tuning,bound100,bound130,offline100,offline130") || len(lines) != 1+3*2 {
+		t.Fatalf("CSV:\n%s\nwant the limit columns last and six rows", out.String())
+	}
+	for _, l := range lines[1:] {
+		var b100, b130, o100, o130 float64
+		f := strings.Split(l, ",")
+		if _, err := fmt.Sscanf(strings.Join(f[len(f)-4:], " "), "%g %g %g %g", &b100, &b130, &o100, &o130); err != nil {
+			t.Fatalf("row %q: %v", l, err)
+		}
+		if o100 > b100 || o130 > b130 || o100 <= 0 || o130 <= 0 {
+			t.Errorf("row %q: offline packing %.2f / %.2f, want above 0 and at most the bound %.2f / %.2f", l, o100, o130, b100, b130)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(outDir, "quality.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| trace | set | bound 130 | offline 130 |", "| multigpu50 | tuning |", "of FGD's distance to the offline packing"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("quality.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(log.String(), "limits of ") != 3 {
+		t.Errorf("log:\n%s\nwant one limits line per trace", log.String())
+	}
+
+	var again bytes.Buffer
+	o2 := Options{Dir: dir, FromSeeds: filepath.Join(outDir, "seeds.csv"), Bound: true, Parallel: 1}
+	if err := Run(o2, &again, &bytes.Buffer{}); err != nil {
+		t.Fatalf("Run --from-seeds --bound: %v", err)
+	}
+	if again.String() != out.String() {
+		t.Errorf("--from-seeds --bound --parallel 1:\n%s\nwant the run's:\n%s", again.String(), out.String())
+	}
+}
