@@ -1,4 +1,4 @@
-# Sourced by hack/bench.sh and hack/bench-profile.sh: provenance prints the
+# Sourced by hack/bench.sh, hack/bench-profile.sh and hack/quality-*.sh: provenance prints the
 # lines every results file starts with after its command line (commit, date,
 # machine, CPUs, load, Go), as "# key: value". Needs $GO.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

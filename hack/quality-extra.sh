@@ -17,16 +17,10 @@ DIR=${QUALITY_TRACE_DIR:-bench/testdata/openb}
 OUT=${QUALITY_OUT:-bench/results}
 mkdir -p "$OUT"
 f="$OUT/quality-extra.txt"
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-if ! git diff --quiet HEAD -- 2>/dev/null; then
-	commit="$commit, with uncommitted changes"
-fi
+. hack/provenance.sh
 {
 	echo "# hack/quality-extra.sh (make quality-extra); regenerate, do not edit"
-	echo "# commit: $commit"
-	echo "# date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "# machine: $(uname -a), $(nproc) CPUs"
-	echo "# go: $("$GO" version)"
+	provenance
 } >"$f"
 
 run() {

@@ -12,16 +12,10 @@ DIR=${QUALITY_TRACE_DIR:-bench/testdata/openb}
 OUT=${QUALITY_OUT:-bench/results}
 mkdir -p "$OUT"
 f="$OUT/quality-left.txt"
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-if ! git diff --quiet HEAD -- 2>/dev/null; then
-	commit="$commit, with uncommitted changes"
-fi
+. hack/provenance.sh
 {
 	echo "# hack/quality-left.sh (make quality-left); regenerate, do not edit"
-	echo "# commit: $commit"
-	echo "# date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "# machine: $(uname -a), $(nproc) CPUs"
-	echo "# go: $("$GO" version)"
+	provenance
 } >"$f"
 bin=$(mktemp)
 trap 'rm -f "$bin"' EXIT

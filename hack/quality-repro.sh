@@ -25,15 +25,13 @@ f=${QUALITY_REPRO_OUT_FILE:-$OUT/quality-repro.txt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-commit=$(git rev-parse HEAD)
+. hack/provenance.sh
 git clone -q "$(git rev-parse --show-toplevel)" "$tmp/clone"
-git -C "$tmp/clone" checkout -q "$commit"
+git -C "$tmp/clone" checkout -q "$(git rev-parse HEAD)"
 {
 	echo "# hack/quality-repro.sh (make quality-repro); regenerate, do not edit"
-	echo "# commit: $commit (a fresh clone; the working tree's changes are not in it)"
-	echo "# date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "# machine: $(uname -a), $(nproc) CPUs"
-	echo "# go: $("$GO" version)"
+	provenance
+	echo "# rerun in a fresh clone of that commit (the working tree's changes are not in it)"
 } >"$f"
 
 run() { # policies seeds csv
