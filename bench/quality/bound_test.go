@@ -271,15 +271,8 @@ func arrivalList(rng *rand.Rand, capacity int64) []Pod {
 // the exhaustive optimum of every arrival prefix put through Curve.At, on
 // random arrival lists for random small clusters.
 func TestBoundArrivalsAboveOptimum(t *testing.T) {
-	rng := rand.New(rand.NewSource(2))
-	for i := range 60 {
-		nodes, _ := randomInstance(rng)
-		tr := &Trace{Name: "random", Nodes: nodes}
-		gpus := tr.Capacity() / MilliPerGPU
-		if gpus > 4 {
-			continue // keeps the exhaustive search short
-		}
-		pods := arrivalList(rng, tr.Capacity())
+	smallArrivalLists(rand.New(rand.NewSource(2)), 60, func(i int, tr *Trace, pods []Pod) {
+		nodes, gpus := tr.Nodes, tr.Capacity()/MilliPerGPU
 		best := make(Curve, len(pods))
 		var arrived int64
 		for k := range pods {
@@ -296,6 +289,21 @@ func TestBoundArrivalsAboveOptimum(t *testing.T) {
 		if o := best.At(MaxArrival); o > b.Alloc130 {
 			t.Errorf("instance %d: optimum %.2f%% at 130%% arrival, above the bound %.2f%%\nnodes %+v\npods %+v", i, o, b.Alloc130, nodes, pods)
 		}
+	})
+}
+
+// smallArrivalLists calls f for each of n random small clusters that has
+// at most 4 cards (so that exhaustive search stays short) with an arrival
+// list for it through 100% and 130% of its capacity (arrivalList), in
+// the order rng draws them.
+func smallArrivalLists(rng *rand.Rand, n int, f func(i int, tr *Trace, pods []Pod)) {
+	for i := range n {
+		nodes, _ := randomInstance(rng)
+		tr := &Trace{Name: "random", Nodes: nodes}
+		if tr.Capacity()/MilliPerGPU > 4 {
+			continue
+		}
+		f(i, tr, arrivalList(rng, tr.Capacity()))
 	}
 }
 

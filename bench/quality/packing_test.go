@@ -14,14 +14,8 @@ import (
 func TestOfflinePlansBelowOptimum(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	checked := 0
-	for i := range 60 {
-		nodes, _ := randomInstance(rng)
-		tr := &Trace{Name: "random", Nodes: nodes}
-		gpus := tr.Capacity() / MilliPerGPU
-		if gpus > 4 {
-			continue // keeps the exhaustive search short
-		}
-		pods := arrivalList(rng, tr.Capacity())
+	smallArrivalLists(rng, 60, func(i int, tr *Trace, pods []Pod) {
+		nodes := tr.Nodes
 		arr := &Arrivals{Pods: pods, Rank: rng.Perm(len(nodes))}
 		for _, last := range []int{len(pods) / 2, len(pods) - 1} {
 			plans, err := offlinePlans(tr, arr, last)
@@ -50,7 +44,7 @@ func TestOfflinePlansBelowOptimum(t *testing.T) {
 				checked++
 			}
 		}
-	}
+	})
 	if checked < 20 {
 		t.Errorf("only %d plans checked; want at least 20", checked)
 	}
