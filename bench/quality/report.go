@@ -69,25 +69,47 @@ type Job struct {
 // EvaluateAll runs the jobs on up to parallel goroutines and returns their
 // results in job order. Each job runs its seeds in sequence.
 func EvaluateAll(jobs []Job, seeds []int64, parallel int, progress func(*Result)) ([]*Result, error) {
-	out := make([]*Result, len(jobs))
-	errs := make([]error, len(jobs))
-	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+	factories := make([]Factory, len(jobs))
 	for i, j := range jobs {
 		f, err := FactoryFor(j.Policy)
 		if err != nil {
 			return nil, err
 		}
+		factories[i] = f
+	}
+	out := make([]*Result, len(jobs))
+	err := ForEach(len(jobs), parallel, func(i int) (err error) {
+		out[i], err = Evaluate(jobs[i].Trace, jobs[i].Policy, factories[i], seeds)
+		return err
+	}, func(i int) {
+		if progress != nil {
+			progress(out[i])
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ForEach runs do(i) for every i in [0, n), parallel at once (at least
+// one), and calls done(i), one call at a time, after each do(i) that
+// succeeded. Once all have run it returns the error of the lowest i that
+// failed, nil when none did.
+func ForEach(n, parallel int, do func(i int) error, done func(i int)) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = Evaluate(j.Trace, j.Policy, f, seeds)
-			if errs[i] == nil && progress != nil {
+			if errs[i] = do(i); errs[i] == nil {
 				mu.Lock()
-				progress(out[i])
+				done(i)
 				mu.Unlock()
 			}
 		}()
@@ -95,10 +117,10 @@ func EvaluateAll(jobs []Job, seeds []int64, parallel int, progress func(*Result)
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // seedList renders seeds compactly ("42-51" for a run of consecutive

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vgpushare/vshare/bench/quality"
@@ -198,35 +197,18 @@ func limitsOf(dir string, results []*quality.Result, parallel int, log io.Writer
 		}
 	}
 	out := make([]quality.Limit, len(traces))
-	errs := make([]error, len(traces))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for range max(parallel, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i], errs[i] = limitOf(dir, traces[i])
-				if errs[i] == nil {
-					mu.Lock()
-					fmt.Fprintf(log, "limits of %s: bound %.2f / %.2f, offline packing %.2f / %.2f at 100%% / 130%%\n", traces[i].Trace,
-						out[i].Bound.Alloc100, out[i].Bound.Alloc130, out[i].Offline.Alloc100, out[i].Offline.Alloc130)
-					mu.Unlock()
-				}
-			}
-		}()
+	err := quality.ForEach(len(traces), parallel, func(i int) (err error) {
+		out[i], err = limitOf(dir, traces[i])
+		return err
+	}, func(i int) {
+		fmt.Fprintf(log, "limits of %s: bound %.2f / %.2f, offline packing %.2f / %.2f at 100%% / 130%%\n", traces[i].Trace,
+			out[i].Bound.Alloc100, out[i].Bound.Alloc130, out[i].Offline.Alloc100, out[i].Offline.Alloc130)
+	})
+	if err != nil {
+		return nil, err
 	}
-	for i := range traces {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 	m := map[string]quality.Limit{}
 	for i, r := range traces {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
 		m[r.Trace] = out[i]
 	}
 	return m, nil
