@@ -94,11 +94,11 @@ func WriteBoundTable(w io.Writer, results []*Result, limits map[string]Limit) er
 			}
 		}
 	}
-	if m[0].n > 0 {
+	if len(m[0].values) > 0 {
 		fmt.Fprintf(&b, "\nOn the %d tuning traces fragment closes on average %s of FGD's distance to the bound at 130%% arrival and %s at 100%%. "+
 			"Of FGD's distance to the offline packing, on the tuning traces where that packing is above fragment, it closes %s at 130%% (%s) and %s at 100%% (%s). "+
 			"The offline packing is on average %.2f points below the bound at 130%% and %.2f at 100%%.\n",
-			m[0].n, share(m[0].value()), share(m[1].value()), share(m[2].value()), m[2].list(), share(m[3].value()), m[3].list(),
+			len(m[0].values), share(m[0].value()), share(m[1].value()), share(m[2].value()), m[2].list(), share(m[3].value()), m[3].list(),
 			m[4].value(), m[5].value())
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -114,30 +114,23 @@ func share(v float64) string {
 	return fmt.Sprintf("%.0f%%", 100*v)
 }
 
-// mean accumulates values and the traces they came from.
+// mean collects values and the traces they came from.
 type mean struct {
-	sum    float64
-	n      int
+	values []float64
 	traces []string
 }
 
 func (m *mean) add(trace string, v float64) {
-	m.sum += v
-	m.n++
+	m.values = append(m.values, v)
 	m.traces = append(m.traces, trace)
 }
 
-// value is the mean, NaN when empty.
-func (m *mean) value() float64 {
-	if m.n == 0 {
-		return math.NaN()
-	}
-	return m.sum / float64(m.n)
-}
+// value is their Mean, NaN when empty.
+func (m *mean) value() float64 { return Mean(m.values) }
 
 // list names the traces, "none" when empty.
 func (m *mean) list() string {
-	if m.n == 0 {
+	if len(m.traces) == 0 {
 		return "none"
 	}
 	return strings.Join(m.traces, ", ")
