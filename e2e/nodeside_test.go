@@ -147,6 +147,7 @@ func TestNodeSideInContainers(t *testing.T) {
 	for _, limit := range []int64{10, 30, 50, 90} {
 		t.Run(fmt.Sprintf("SM share %d%% beside a busy neighbour", limit), func(t *testing.T) { s.smShare(ctx, t, ns, limit) })
 	}
+	t.Run("a neighbour's arrival throttles a container that ran alone", func(t *testing.T) { s.arrival(ctx, t, ns) })
 	t.Run("the agent's exporter reports the containers", func(t *testing.T) { s.exporter(ctx, t, ns) })
 	t.Run("a refused allocation gets no device", func(t *testing.T) { s.refused(ctx, t, ns) })
 }
@@ -208,21 +209,64 @@ func (s *nodeSide) smShare(ctx context.Context, t *testing.T, ns string, limit i
 	output(ctx, t, a, "spinning")
 	output(ctx, t, b, "spinning")
 	time.Sleep(3 * time.Second) // the limiter settles (a measurement window, not a wait for state)
-	busy := func() time.Duration {
-		var sum time.Duration
-		for _, pid := range s.GroupPids(a.ID) {
-			sum += s.Driver.ProcessBusy(s.dev, pid)
-		}
-		return sum
-	}
-	b0, t0 := busy(), time.Now()
-	time.Sleep(3 * time.Second)
-	share := 100 * float64(busy()-b0) / float64(time.Since(t0))
+	share := s.shareOver(a.ID, 3*time.Second)
 	t.Logf("SM limit %d%%: the driver gave the container %.1f%% of the card beside a busy neighbour", limit, share)
 	if share < float64(limit)-5 || share > float64(limit)+5 {
-		t.Errorf("SM share %.1f%%, want %d +/- 5", share, limit)
+		t.Errorf("SM share %.1f%%, want %d +/- 5; limited container (host pids %v) stderr:\n%s\nbusy container stderr:\n%s",
+			share, limit, s.GroupPids(a.ID), a.Stderr(), b.Stderr())
 	}
 }
+
+// groupBusy is the card time the fake driver gave container id's processes.
+func (s *nodeSide) groupBusy(id string) time.Duration {
+	var sum time.Duration
+	for _, pid := range s.GroupPids(id) {
+		sum += s.Driver.ProcessBusy(s.dev, pid)
+	}
+	return sum
+}
+
+// shareOver is the percentage of the card container id got over d.
+func (s *nodeSide) shareOver(id string, d time.Duration) float64 {
+	b0, t0 := s.groupBusy(id), time.Now()
+	time.Sleep(d)
+	return 100 * float64(s.groupBusy(id)-b0) / float64(time.Since(t0))
+}
+
+// arrival: a container alone on its card runs unthrottled (the agent's
+// utilisation switch); a neighbour allocated the card later gets its share
+// from its start, because the agent throttles the first container again
+// at the neighbour's Allocate, not at the switch's next pass.
+func (s *nodeSide) arrival(ctx context.Context, t *testing.T, ns string) {
+	const limit = 10
+	alone := runJob(ctx, t, ns, "arrive-first", s.pinned("limited", 1000, limit))
+	a := s.start(ctx, t, alone["limited"], "spin", "40")
+	output(ctx, t, a, "spinning")
+	var share float64
+	for deadline := time.Now().Add(4 * switchInterval); time.Now().Before(deadline); {
+		if share = s.shareOver(a.ID, time.Second); share > 50 {
+			break
+		}
+	}
+	t.Logf("alone on the card with an SM limit of %d%%: %.1f%% of the card", limit, share)
+	if share <= 50 {
+		t.Fatalf("a container alone on its card got %.1f%% of it with an SM limit of %d%%: the switch never freed it", share, limit)
+	}
+	second := runJob(ctx, t, ns, "arrive-second", s.pinned("busy", 1000, 100-limit))
+	b := s.start(ctx, t, second["busy"], "spin", "8")
+	output(ctx, t, b, "spinning")
+	time.Sleep(time.Second) // libvgpu's rate adapts within a few 100 ms samples
+	share = s.shareOver(a.ID, 3*time.Second)
+	t.Logf("after the neighbour started: %.1f%% of the card", share)
+	if share < limit-5 || share > limit+5 {
+		t.Errorf("SM share %.1f%% once the neighbour ran, want %d +/- 5; first container stderr:\n%s", share, limit, a.Stderr())
+	}
+}
+
+// switchInterval is the agent's utilisation switch interval
+// (monitor.DefaultSwitchInterval; the monitor package links go-nvml, which
+// this test binary cannot load without a driver).
+const switchInterval = 5 * time.Second
 
 // metric returns the value of the series with all of labels, or "" if none.
 func metric(text, name string, labels map[string]string) string {

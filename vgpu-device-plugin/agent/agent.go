@@ -93,7 +93,8 @@ func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.G
 	pending := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPendingLookups,
 		Help: "kubelet requests (Allocate, GetPreferredAllocation) by where the agent learnt which pods were pending when the request came"},
 		[]string{"source"})
-	alloc, err := newAllocator(s, o, st, tracker, mig, lookup, client, journal, pending)
+	switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
+	alloc, err := newAllocator(s, o, st, tracker, mig, lookup, client, journal, pending, switcher.Kick)
 	if err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func serve(s *nodeagent.Session, o *Options, lib nvml.Interface, gpus []nvidia.G
 	}); err != nil {
 		return err
 	}
-	startMonitor(s, o, lib, st, lookup, pending)
+	startMonitor(s, o, lib, st, lookup, switcher, pending)
 	klog.InfoS("vGPU node agent running", "node", o.NodeName, "resource", resource, "gpus", len(gpus), "nvml", o.NVML)
 	return s.Wait()
 }
@@ -156,14 +157,16 @@ func startRegistrar(s *nodeagent.Session, o *Options, st *state, tracker *health
 // newAllocator builds the Allocate side: the allocator, with the allocation
 // keys when --allocation-key-file is set.
 func newAllocator(s *nodeagent.Session, o *Options, st *state, tracker *health.Tracker, mig *nvidia.MIG,
-	lookup allocate.IndexerLookup, client kubernetes.Interface, journal *allocation.Journal, pending *prometheus.CounterVec) (*allocate.Allocator, error) {
+	lookup allocate.IndexerLookup, client kubernetes.Interface, journal *allocation.Journal, pending *prometheus.CounterVec,
+	regionCreated func()) (*allocate.Allocator, error) {
 	aopts := allocate.Options{
 		Node: o.NodeName, Inventory: st.inventory, Healthy: tracker.Healthy, Lookup: lookup, Patcher: s.Patcher,
 		MIG: migNotifier{mig: mig, s: st}, LibvgpuHostPath: o.LibvgpuHostPath, CacheHostDir: o.CacheDir, MPSHostRoot: o.MPSRoot,
 		PassDeviceSpecs: o.PassDeviceSpecs, StaleAfter: o.StaleAfter, InformerWait: o.InformerWait,
 		SchedulerNames: o.SchedulerNames, Events: kube.NewEventRecorder(client, Component, o.NodeName),
 		LivePods: kube.NodePods(client, o.NodeName), Journal: journal, NodeLockName: o.NodeLockName,
-		CountPending: func(source string) { pending.WithLabelValues(source).Inc() },
+		CountPending:  func(source string) { pending.WithLabelValues(source).Inc() },
+		RegionCreated: regionCreated,
 	}
 	if o.AllocationKeyFile != "" {
 		keys, err := allocation.LoadKeys(o.AllocationKeyFile)
@@ -186,7 +189,8 @@ const MetricPendingLookups = "vshare_agent_pending_lookups_total"
 // unthrottled (libvgpu's utilisation switch), and low-priority containers
 // learn when a high-priority one on their card is launching, with or
 // without the exporter, which also serves the agent's own collectors.
-func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *state, lookup allocate.IndexerLookup, agent ...prometheus.Collector) {
+func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *state, lookup allocate.IndexerLookup,
+	switcher *monitor.Switcher, agent ...prometheus.Collector) {
 	ctx := s.Context()
 	if o.MetricsAddress != "" {
 		reg := prometheus.NewRegistry()
@@ -196,7 +200,6 @@ func startMonitor(s *nodeagent.Session, o *Options, lib nvml.Interface, st *stat
 	}
 	cleaner := &monitor.Cleaner{CacheDir: o.CacheDir, Pods: lookup}
 	s.Go("cleaner", func() error { cleaner.Run(ctx, o.CleanInterval); return nil })
-	switcher := &monitor.Switcher{CacheDir: o.CacheDir, Pods: lookup}
 	s.Go("util switch", func() error { switcher.Run(ctx, nil, monitor.DefaultSwitchInterval); return nil })
 	prio := &monitor.Prioritizer{CacheDir: o.CacheDir, Pods: lookup}
 	s.Go("task priority", func() error { prio.Run(ctx, nil, monitor.DefaultPriorityInterval); return nil })

@@ -99,6 +99,11 @@ type Options struct {
 	// verified allocation signature covers nodelock.AnnotationTaken and
 	// does not name it had no lock taken, and the node is not read.
 	NodeLockName string
+	// RegionCreated, when set, is called after Allocate created a
+	// container's shared region and cards file (the agent wakes the
+	// utilisation switch with it: a container that ran alone on a card is
+	// throttled again before its new neighbour starts).
+	RegionCreated func()
 }
 
 // Where a request learnt which pods were pending when it came

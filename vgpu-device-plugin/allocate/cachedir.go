@@ -131,13 +131,27 @@ func ownerOf(pod *v1.Pod, ctr *v1.Container) regionOwner {
 	return open
 }
 
+// CardsSuffix names the file beside a region that lists the cards its
+// container was given (CardsFile): until libvgpu formats the region with
+// the UUIDs it sees, only this file tells the utilisation switch
+// (monitor.Switcher) that the container is on those cards.
+const CardsSuffix = ".cards"
+
+// CardsFile is the name of region's cards file: "<id>.cache" gives
+// "<id>.cards".
+func CardsFile(region string) string {
+	return strings.TrimSuffix(region, ".cache") + CardsSuffix
+}
+
 // createRegion creates the container's directory (mode ContainerDirMode,
-// owned by the agent) and in it the empty region file libvgpu will size and
-// format, given to owner. Nothing on the way is followed if it is a
-// symlink, and the file must not exist yet (its name is new for every
-// Allocate): a leftover of the container's previous life is refused, never
-// reused. It returns the directory's host path.
-func createRegion(cacheHostDir, podUID, container, file string, owner regionOwner) (string, error) {
+// owned by the agent), in it the cards file (CardsFile: the UUIDs of cards,
+// one per line, readable by everyone, owned by the agent) and then the empty
+// region file libvgpu will size and format, given to owner. Nothing on the
+// way is followed if it is a symlink, and neither file may exist yet (the
+// region's name is new for every Allocate): a leftover of the container's
+// previous life is refused, never reused. It returns the directory's host
+// path.
+func createRegion(cacheHostDir, podUID, container, file string, cards []string, owner regionOwner) (string, error) {
 	name := podUID + "_" + container
 	for _, n := range []string{name, file} {
 		if n == "" || n == "." || n == ".." || strings.ContainsRune(n, '/') {
@@ -160,6 +174,11 @@ func createRegion(cacheHostDir, podUID, container, file string, owner regionOwne
 		return "", err
 	}
 	defer unix.Close(dfd)
+	// The cards file first: the switch counts a region it cannot read only
+	// through it, so a region never appears without it.
+	if err := writeNewFile(dfd, filepath.Join(dir, CardsFile(file)), CardsFile(file), []byte(strings.Join(cards, "\n")+"\n"), 0o644); err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, file)
 	fd, err := unix.Openat(dfd, file, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -183,6 +202,31 @@ func createRegion(cacheHostDir, podUID, container, file string, owner regionOwne
 		return "", fmt.Errorf("set the mode of region %s: %w", path, err)
 	}
 	return dir, nil
+}
+
+// writeNewFile creates name in the directory dfd (path is its full path,
+// for errors) with mode and content; it must not exist yet, and a symlink
+// is not followed.
+func writeNewFile(dfd int, path, name string, content []byte, mode uint32) error {
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("%s already exists: %w", path, ErrUnsafeCacheDir)
+		}
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	for len(content) > 0 {
+		n, err := unix.Write(fd, content)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		content = content[n:]
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return fmt.Errorf("set the mode of %s: %w", path, err)
+	}
+	return nil
 }
 
 // openCacheRoot opens the cache directory after checking that it is a

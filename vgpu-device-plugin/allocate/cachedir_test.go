@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -55,9 +56,10 @@ func int64p(v int64) *int64 { return &v }
 func boolp(v bool) *bool    { return &v }
 
 // Allocate leaves, whatever the umask, containers/ closed to other host
-// users, the container's directory read-only to the container, and an empty
-// region file in it that the container's user or group and the agent (any
-// user when the pod names neither) can open read-write, and nothing more.
+// users, the container's directory read-only to the container, and in it an
+// empty region file that the container's user or group and the agent (any
+// user when the pod names neither) can open read-write and the agent's
+// read-only cards file, and nothing more.
 func TestAllocateCreatesRegionWithNarrowModes(t *testing.T) {
 	root := os.Geteuid() == 0
 	tests := []struct {
@@ -85,7 +87,9 @@ func TestAllocateCreatesRegionWithNarrowModes(t *testing.T) {
 				if !root && (tc.uid >= 0 || tc.gid >= 0) {
 					t.Skip("giving a file to another user needs root")
 				}
-				e := newEnv(t) // the cache directory as the kubelet creates it, 0755
+				created := 0
+				// the cache directory as the kubelet creates it, 0755
+				e := newEnv(t, func(_ *config.Config, o *allocate.Options) { o.RegionCreated = func() { created++ } })
 				withUmask(t, umask, func() {
 					if err := allocate.WritePreload(e.cache); err != nil {
 						t.Fatal(err)
@@ -106,8 +110,17 @@ func TestAllocateCreatesRegionWithNarrowModes(t *testing.T) {
 					if fi, err := os.Lstat(region); err == nil && fi.Size() != 0 {
 						t.Errorf("region file has %d bytes, want an empty file for libvgpu to format", fi.Size())
 					}
-					if names, _ := os.ReadDir(dir); len(names) != 1 {
-						t.Errorf("container directory holds %d entries, want only the region", len(names))
+					// The cards file: the agent's, readable by all, naming the card.
+					cards := filepath.Join(dir, "region-1"+allocate.CardsSuffix)
+					wantEntry(t, cards, false, 0o644, -1, -1)
+					if b, err := os.ReadFile(cards); err != nil || string(b) != e.uuids[0]+"\n" {
+						t.Errorf("cards file %q (%v), want %q", b, err, e.uuids[0]+"\n")
+					}
+					if created != 1 {
+						t.Errorf("RegionCreated called %d times, want once", created)
+					}
+					if names, _ := os.ReadDir(dir); len(names) != 2 {
+						t.Errorf("container directory holds %d entries, want only the region and its cards file", len(names))
 					}
 				})
 			})
@@ -135,6 +148,10 @@ func TestAllocateRefusesPlantedPaths(t *testing.T) {
 		{"region file is a dangling symlink", func(t *testing.T, cache, target string) {
 			mkdir(t, filepath.Join(cache, "containers", "uid-p_main"))
 			symlink(t, filepath.Join(filepath.Dir(target), "new"), filepath.Join(cache, "containers", "uid-p_main", "region-1.cache"))
+		}},
+		{"cards file is a symlink", func(t *testing.T, cache, target string) {
+			mkdir(t, filepath.Join(cache, "containers", "uid-p_main"))
+			symlink(t, target, filepath.Join(cache, "containers", "uid-p_main", "region-1"+allocate.CardsSuffix))
 		}},
 		{"region file exists", func(t *testing.T, cache, target string) {
 			mkdir(t, filepath.Join(cache, "containers", "uid-p_main"))
@@ -165,7 +182,8 @@ func TestAllocateRefusesPlantedPaths(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			created := 0
+			e := newEnv(t, func(_ *config.Config, o *allocate.Options) { o.RegionCreated = func() { created++ } })
 			withUmask(t, 0, func() {
 				if err := allocate.WritePreload(e.cache); err != nil {
 					t.Fatal(err)
@@ -191,6 +209,9 @@ func TestAllocateRefusesPlantedPaths(t *testing.T) {
 				}
 				if names, _ := os.ReadDir(outside); len(names) != 1 {
 					t.Errorf("%d entries outside the cache directory, want only the untouched file", len(names))
+				}
+				if created != 0 {
+					t.Errorf("RegionCreated called %d times for a refused region, want never", created)
 				}
 			})
 		})

@@ -112,9 +112,16 @@ func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candid
 	}
 	// The agent creates the region itself, in a directory the container
 	// cannot write to (see cachedir.go).
-	dir, err := createRegion(a.opts.CacheHostDir, string(c.pod.UID), c.ctr.Name, region, ownerOf(c.pod, c.ctr))
+	cards := make([]string, len(entry))
+	for i, d := range entry {
+		cards[i] = d.UUID
+	}
+	dir, err := createRegion(a.opts.CacheHostDir, string(c.pod.UID), c.ctr.Name, region, cards, ownerOf(c.pod, c.ctr))
 	if err != nil {
 		return fmt.Errorf("pod %s container %s: shared region: %w", c.pod.Name, c.ctr.Name, err)
+	}
+	if a.opts.RegionCreated != nil {
+		a.opts.RegionCreated()
 	}
 	resp.Mounts = append(resp.Mounts,
 		&pluginapi.Mount{ContainerPath: ContainerLibPath, HostPath: a.opts.LibvgpuHostPath, ReadOnly: true},

@@ -70,13 +70,13 @@ func (c *Cleaner) Clean() int {
 
 // Run cleans every interval until ctx ends.
 func (c *Cleaner) Run(ctx context.Context, interval time.Duration) {
-	runEvery(ctx, c.Clock, interval, func() { c.Clean() })
+	runEvery(ctx, c.Clock, interval, nil, func() { c.Clean() })
 }
 
 // runEvery calls f every interval, timed by clk (the real clock when nil),
-// until ctx ends: the loop of the cleaner, the utilisation switch and the
-// priority relay.
-func runEvery(ctx context.Context, clk clock.Clock, interval time.Duration, f func()) {
+// and at once on every receive from kicks (nil: never), until ctx ends: the
+// loop of the cleaner, the utilisation switch and the priority relay.
+func runEvery(ctx context.Context, clk clock.Clock, interval time.Duration, kicks <-chan struct{}, f func()) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -87,7 +87,9 @@ func runEvery(ctx context.Context, clk clock.Clock, interval time.Duration, f fu
 			t.Stop()
 			return
 		case <-t.C():
-			f()
+		case <-kicks:
+			t.Stop()
 		}
+		f()
 	}
 }

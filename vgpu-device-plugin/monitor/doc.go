@@ -38,8 +38,13 @@
 //
 // The Switcher writes each region's util_switch words: a container that has
 // a card to itself among the node's pods runs unthrottled (its SM share
-// would only leave the card idle); as soon as another container's region on
-// the same card appears, the limit is enforced again.
+// would only leave the card idle). A container holds its cards from its
+// Allocate on: until libvgpu formats its region, the cards file the
+// allocator wrote beside it (allocate.CardsFile) names them, and the
+// allocator kicks the Switcher (Kick), so the limit is enforced again
+// before the newcomer starts rather than at the next pass. Before, a
+// newcomer beside a container that ran alone got half the card instead of
+// its share for up to a pass (5 s): e2e's arrival test.
 //
 // # Task priority
 //

@@ -132,6 +132,8 @@ func (p *Prioritizer) rescan() {
 	regions := listRegionsCached(p.CacheDir, p.Pods, p.dirs, time.Now())
 	holders := map[string]int{}
 	needed := map[string]bool{}
+	// A region libvgpu has not formatted has no launches to relay.
+	regions = slices.DeleteFunc(regions, func(r regionRef) bool { return r.pending })
 	for _, r := range regions {
 		seen := make(map[string]bool, len(r.uuid))
 		for i, u := range r.uuid {

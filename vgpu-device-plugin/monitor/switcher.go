@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -29,16 +32,37 @@ const DefaultSwitchInterval = 5 * time.Second
 
 // Switcher sets the utilisation switch in the shared regions of the node's
 // containers: free for a card a container has to itself, enforced for a card
-// that two or more containers of pods on the node hold. A container whose
-// region does not exist yet (it has not started CUDA) is not seen; the next
-// pass enforces the limit again once it appears. Regions without device
-// UUIDs (no NVML in the container) are left alone. libvgpu ignores the
-// switch under GPU_CORE_UTILIZATION_POLICY=force.
+// that two or more containers of pods on the node hold. A container counts
+// as a holder from its Allocate on: until libvgpu has formatted its region
+// (it has not started CUDA yet, or never will) the cards file the agent
+// wrote beside the region (allocate.CardsFile) names its cards. So a
+// container that ran alone is throttled again as soon as a neighbour is
+// allocated (Kick), before the neighbour starts, and a neighbour that never
+// starts CUDA keeps it throttled: the switch fails closed. Regions without
+// device UUIDs (no NVML in the container) are left alone. libvgpu ignores
+// the switch under GPU_CORE_UTILIZATION_POLICY=force.
 type Switcher struct {
 	// CacheDir is the agent's cache directory.
 	CacheDir string
 	// Pods finds the node's pods; regions of other pods are not counted.
 	Pods PodByUID
+
+	kickOnce sync.Once
+	kicks    chan struct{}
+}
+
+// Kick makes Run sync now rather than at its next interval. It never
+// blocks; kicks while a sync is due are merged.
+func (s *Switcher) Kick() {
+	select {
+	case s.kickChan() <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Switcher) kickChan() chan struct{} {
+	s.kickOnce.Do(func() { s.kicks = make(chan struct{}, 1) })
+	return s.kicks
 }
 
 type regionRef struct {
@@ -48,6 +72,9 @@ type regionRef struct {
 	// device index (priority.go).
 	priority   int32
 	high, peer []uint64
+	// pending: the region is not readable yet (libvgpu has not formatted
+	// it); uuid comes from its cards file and nothing else is known.
+	pending bool
 }
 
 // Sync sets every region's switches once and returns how many words it
@@ -69,7 +96,9 @@ func (s *Switcher) Sync() int {
 			if u != "" && !seen[u] {
 				seen[u] = true
 				holders[u]++
-				if r.priority == PriorityHigh {
+				// A pending container's priority is not known yet: it
+				// counts as high, so it keeps a high one throttled too.
+				if r.priority == PriorityHigh || r.pending {
 					highs[u]++
 				}
 			}
@@ -77,6 +106,9 @@ func (s *Switcher) Sync() int {
 	}
 	changed := 0
 	for _, r := range regions {
+		if r.pending {
+			continue // nothing to switch in a region libvgpu has not formatted
+		}
 		for i, u := range r.uuid {
 			if u == "" {
 				continue
@@ -147,11 +179,18 @@ func listRegionsCached(cacheDir string, pods PodByUID, dirs regionDirs, now time
 		dir := filepath.Join(root, d.Name())
 		seen[dir] = true
 		for _, f := range regionFiles(dir, dirs, now) {
-			if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() || fi.Size() < HeaderSize {
+			fi, err := os.Lstat(f)
+			if err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
-			r, err := ReadRegion(f)
-			if err != nil {
+			var r *Region
+			if fi.Size() >= HeaderSize {
+				r, err = ReadRegion(f)
+			}
+			if r == nil || err != nil {
+				if cards := readCards(f); len(cards) > 0 {
+					out = append(out, regionRef{path: f, uuid: cards, pending: true})
+				}
 				continue
 			}
 			out = append(out, regionRef{path: f, uuid: r.UUID, priority: r.Priority, high: r.HighLaunch, peer: r.PeerHigh})
@@ -163,6 +202,39 @@ func listRegionsCached(cacheDir string, pods PodByUID, dirs regionDirs, now time
 		}
 	}
 	return out
+}
+
+// maxCardsFile bounds what readCards reads: the agent writes at most
+// MaxDevices UUIDs of well under 100 bytes.
+const maxCardsFile = MaxDevices * 128
+
+// readCards returns the cards the agent wrote beside region at Allocate
+// (allocate.CardsFile), nil if there is no such file or it is not one the
+// agent wrote (not a regular file, too long).
+func readCards(region string) []string {
+	path := filepath.Join(filepath.Dir(region), allocate.CardsFile(filepath.Base(region)))
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxCardsFile {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxCardsFile))
+	if err != nil {
+		return nil
+	}
+	var cards []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			cards = append(cards, line)
+		}
+	}
+	if len(cards) > MaxDevices {
+		return nil
+	}
+	return cards
 }
 
 // regionFiles lists dir's *.cache files, from dirs when its listing is
@@ -212,7 +284,7 @@ func setSwitch(path string, i int, want uint32) (bool, error) {
 	return true, nil
 }
 
-// Run syncs every interval until ctx ends.
+// Run syncs every interval, and at once when kicked (Kick), until ctx ends.
 func (s *Switcher) Run(ctx context.Context, clk clock.Clock, interval time.Duration) {
-	runEvery(ctx, clk, interval, func() { s.Sync() })
+	runEvery(ctx, clk, interval, s.kickChan(), func() { s.Sync() })
 }

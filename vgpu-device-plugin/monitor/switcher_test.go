@@ -1,9 +1,11 @@
 package monitor
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
@@ -189,5 +192,119 @@ func TestListRegionsCached(t *testing.T) {
 	listRegionsCached(cacheDir, pods, dirs, time.Now())
 	if len(dirs) != 0 {
 		t.Errorf("listings kept for a removed directory: %v", dirs)
+	}
+}
+
+// A container counts on its cards from its Allocate on, through the cards
+// file the agent writes beside its region (allocate.CardsFile), before
+// libvgpu formats the region: the container that had the card to itself is
+// throttled again before its neighbour starts, whatever the neighbour's
+// priority turns out to be. The unformatted region is not written.
+func TestSwitcherCountsAContainerFromItsAllocate(t *testing.T) {
+	cacheDir := t.TempDir()
+	indexer := podIndexer(t, "uid-a", "uid-b")
+	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
+	pathA := filepath.Join(allocate.ContainerDir(cacheDir, "uid-a", "main"), "a.cache")
+	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
+		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1), highPrio: true}.write(t, pathA)
+	if got := s.Sync(); got != 1 || readSwitches(t, pathA, 1)[0] != UtilSwitchFree {
+		t.Fatalf("a alone on GPU-0: %d words changed, switch %v; want a freed", got, readSwitches(t, pathA, 1))
+	}
+
+	// b is allocated GPU-1 and GPU-0: an empty region and its cards file.
+	dirB := allocate.ContainerDir(cacheDir, "uid-b", "main")
+	if err := os.MkdirAll(dirB, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pathB := filepath.Join(dirB, "b.cache")
+	cardsB := filepath.Join(dirB, allocate.CardsFile("b.cache"))
+	if err := os.WriteFile(pathB, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cardsB, []byte("GPU-1\nGPU-0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Sync(); got != 1 || readSwitches(t, pathA, 1)[0] != UtilSwitchEnforce {
+		t.Errorf("b allocated on GPU-0: %d words changed, a's switch %v; want a throttled", got, readSwitches(t, pathA, 1))
+	}
+	if fi, err := os.Stat(pathB); err != nil || fi.Size() != 0 {
+		t.Errorf("b's unformatted region was written: %v %v", fi, err)
+	}
+
+	// What is not a cards file the agent wrote counts for nothing.
+	for name, plant := range map[string]func(){
+		"symlink":   func() { symlinkTo(t, cardsB, filepath.Join(t.TempDir(), "x")) },
+		"too long":  func() { writeFile(t, cardsB, strings.Repeat("GPU-0\n", maxCardsFile)) },
+		"too many":  func() { writeFile(t, cardsB, strings.Repeat("GPU-0\n", MaxDevices+1)) },
+		"no cards":  func() { writeFile(t, cardsB, "\n") },
+		"directory": func() { mkdirAt(t, cardsB) },
+	} {
+		if err := os.RemoveAll(cardsB); err != nil {
+			t.Fatal(err)
+		}
+		plant()
+		if s.Sync(); readSwitches(t, pathA, 1)[0] != UtilSwitchFree {
+			t.Errorf("cards file %s: a's switch %v, want a freed", name, readSwitches(t, pathA, 1))
+		}
+	}
+
+	// b's pod is gone: its cards no longer count.
+	writeFile(t, cardsB, "GPU-0\n")
+	s.Sync()
+	if err := indexer.Delete(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "uid-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Sync(); got != 1 || readSwitches(t, pathA, 1)[0] != UtilSwitchFree {
+		t.Errorf("b's pod deleted: %d words changed, a's switch %v; want a freed", got, readSwitches(t, pathA, 1))
+	}
+}
+
+// Run syncs when kicked, without waiting for its interval.
+func TestSwitcherRunsWhenKicked(t *testing.T) {
+	cacheDir := t.TempDir()
+	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: podIndexer(t, "uid-a")}}
+	path := filepath.Join(allocate.ContainerDir(cacheDir, "uid-a", "main"), "a.cache")
+	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
+		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1)}.write(t, path)
+	clk := clocktesting.NewFakeClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx, clk, time.Hour) }()
+	defer func() { cancel(); <-done }()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	if got := readSwitches(t, path, 1)[0]; got != UtilSwitchEnforce {
+		t.Fatalf("switch %v before any sync", got)
+	}
+	s.Kick()
+	deadline := time.Now().Add(10 * time.Second)
+	for readSwitches(t, path, 1)[0] != UtilSwitchFree {
+		if time.Now().After(deadline) {
+			t.Fatal("a kick did not sync (the fake clock never moved)")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlinkTo(t *testing.T, link, target string) {
+	t.Helper()
+	writeFile(t, target, "GPU-0\n")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mkdirAt(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
