@@ -15,7 +15,9 @@
  *    the loop gain, which keeps the loop stable when NVML samples lag by a
  *    period;
  *  - the rate only grows while launches actually waited (anti-windup), so an
- *    application that does not use its share cannot build up a huge rate.
+ *    application that does not use its share cannot build up a huge rate;
+ *  - while the exporter's switch frees the device the rate is left as it
+ *    is, so the limit comes back at the rate learnt under it.
  *
  * Where that measurement is not available it never runs open loop in
  * silence. Per-process utilisation NOT_SUPPORTED (MIG, old GPUs), or the
@@ -311,7 +313,14 @@ void vgpu_limiter_tick(void)
 		if (used < 0)
 			continue;
 		vgpu_region_set_util(d, mine, (uint32_t)used);
-		adapt(l, used);
+		/*
+		 * While the switch frees the device the rate is not in use, and
+		 * adapting it to unthrottled utilisation would drive it to the
+		 * minimum: the limit would come back starving the process while
+		 * the rate is relearnt. Keep the rate learnt under the limit.
+		 */
+		if (!switched_off(d))
+			adapt(l, used);
 		VGPU_LOG(VGPU_LOG_TRACE, "device %d: sm util %d%% (limit %u%%), rate %.0f", d, used,
 			 l->limit, l->rate);
 	}

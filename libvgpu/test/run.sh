@@ -93,6 +93,7 @@ reclaim_sigkill_pidns|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region pidns
 stress_kill_pidns|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer pidns stress
 sm_policy_disable|sm_unlimited|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=disable|novg
 sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
+sm_switch_back|sm_switch_back|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
 sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force|region novg tsan
 prio_yield|prio_yield|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
 prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
@@ -210,7 +211,7 @@ run_mode() {
 		fi
 		report "$mode" "$label" "$rc" $(( $(date +%s) - start )) "$dir/log"
 		# Stress cases print one line of figures (README: Stress and fault tests).
-		grep -h '^\(stress_[a-z]*\|corrupt_live\|prio\): ' "$dir/log" | sed "s/^/      $mode /"
+		grep -h '^\(stress_[a-z]*\|corrupt_live\|prio\|sm_switch\): ' "$dir/log" | sed "s/^/      $mode /"
 		echo "$rc" >>"$B/.results"
 		rm -rf "$dir"
 	done

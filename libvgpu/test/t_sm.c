@@ -178,6 +178,50 @@ static int sm_switch_free(void)
 	return 0;
 }
 
+static void set_switch(uint32_t v)
+{
+	struct vgpu_region *r = t_region();
+	if (r != NULL)
+		__atomic_store_n(&r->hdr.util_switch[0], v, __ATOMIC_RELAXED);
+}
+
+/*
+ * The exporter frees the device (the process is alone on its card) and
+ * later enforces the limit again (a neighbour arrived). The process ran
+ * limited first, so the limiter has learnt its rate; back under the limit
+ * it must get at least half its share (15-40 %) at once, over the first
+ * 300 ms (three samples), not starve while relearning a rate that the free
+ * run drove down (it got 3.8 % when the rate was adapted while free).
+ */
+static int sm_switch_back(void)
+{
+	static CUcontext ctx;
+	ctx = t_ctx(0);
+	uint64_t (*busy)(int, int) = STUB(vgpuStubBusyNs);
+	uint64_t (*now)(void) = STUB(vgpuStubNowNs);
+	pthread_t th;
+	__atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
+	pthread_create(&th, NULL, launcher, &ctx);
+	int pid = STUB(vgpuStubHostPid)();
+	sleep_ms(1500);
+	set_switch(VGPU_UTIL_SWITCH_FREE);
+	sleep_ms(500);
+	uint64_t b0 = busy(0, pid), t0 = now();
+	sleep_ms(1000);
+	double free_u = 100.0 * (double)(busy(0, pid) - b0) / (double)(now() - t0);
+	set_switch(VGPU_UTIL_SWITCH_LIMIT);
+	b0 = busy(0, pid), t0 = now();
+	sleep_ms(300);
+	double u = 100.0 * (double)(busy(0, pid) - b0) / (double)(now() - t0);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	fprintf(stderr, "sm_switch: free %.1f%%, then limited %.1f%% in the first 300 ms\n", free_u, u);
+	CHECK(!timing() || free_u >= 85.0, "utilisation %.1f%% while free: should not be throttled", free_u);
+	CHECK(!timing() || (u >= 15.0 && u <= 40.0),
+	      "utilisation %.1f%% in the first 300 ms after the switch went back: want 15-40 (limit 30)", u);
+	return 0;
+}
+
 /* GPU_CORE_UTILIZATION_POLICY=force ignores the exporter's switch. */
 static int sm_policy_force(void)
 {
@@ -193,6 +237,7 @@ const struct t_case t_sm_cases[] = {
 	{"child_sm_fallback", child_sm_fallback},
 	{"sm_unlimited", sm_unlimited},
 	{"sm_switch_free", sm_switch_free},
+	{"sm_switch_back", sm_switch_back},
 	{"sm_policy_force", sm_policy_force},
 	{NULL, NULL},
 };
