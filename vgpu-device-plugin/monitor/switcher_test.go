@@ -232,25 +232,33 @@ func TestSwitcherCountsAContainerFromItsAllocate(t *testing.T) {
 	}
 
 	// What is not a cards file the agent wrote counts for nothing.
-	for name, plant := range map[string]func(){
-		"symlink":   func() { symlinkTo(t, cardsB, filepath.Join(t.TempDir(), "x")) },
-		"too long":  func() { writeFile(t, cardsB, strings.Repeat("GPU-0\n", maxCardsFile)) },
-		"too many":  func() { writeFile(t, cardsB, strings.Repeat("GPU-0\n", MaxDevices+1)) },
-		"no cards":  func() { writeFile(t, cardsB, "\n") },
-		"directory": func() { mkdirAt(t, cardsB) },
+	for _, tc := range []struct {
+		name  string
+		plant func()
+	}{
+		{"symlink", func() { symlinkTo(t, cardsB, filepath.Join(t.TempDir(), "x")) }},
+		{"too long", func() { writeFile(t, cardsB, strings.Repeat("GPU-0\n", maxCardsFile)) }},
+		{"too many", func() { writeFile(t, cardsB, strings.Repeat("GPU-0\n", MaxDevices+1)) }},
+		{"no cards", func() { writeFile(t, cardsB, "\n") }},
+		{"directory", func() { mkdirAt(t, cardsB) }},
 	} {
 		if err := os.RemoveAll(cardsB); err != nil {
 			t.Fatal(err)
 		}
-		plant()
+		tc.plant()
 		if s.Sync(); readSwitches(t, pathA, 1)[0] != UtilSwitchFree {
-			t.Errorf("cards file %s: a's switch %v, want a freed", name, readSwitches(t, pathA, 1))
+			t.Errorf("cards file %s: a's switch %v, want a freed", tc.name, readSwitches(t, pathA, 1))
 		}
 	}
 
 	// b's pod is gone: its cards no longer count.
+	if err := os.RemoveAll(cardsB); err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, cardsB, "GPU-0\n")
-	s.Sync()
+	if s.Sync(); readSwitches(t, pathA, 1)[0] != UtilSwitchEnforce {
+		t.Fatalf("b allocated on GPU-0 again: a's switch %v, want a throttled", readSwitches(t, pathA, 1))
+	}
 	if err := indexer.Delete(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "uid-b"}}); err != nil {
 		t.Fatal(err)
 	}
