@@ -18,6 +18,7 @@
  */
 #include "test.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -302,6 +303,56 @@ static void kill_all(struct st_run *s)
 		}
 }
 
+/* Prints one /proc file of a task on one line, prefixed by what it is. */
+static void dump_file(const char *what, const char *path)
+{
+	char buf[512];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	for (char *c = buf; *c; c++)
+		if (*c == '\n')
+			*c = ' ';
+	fprintf(stderr, "      %s: %s\n", what, buf);
+}
+
+/*
+ * What a stuck worker is doing, for the failure report: each thread's
+ * state, kernel wait channel, system call and kernel stack (where the
+ * kernel shows it), and the region lock word (owner slot + 1, bit 31
+ * waiters).
+ */
+static void dump_stuck(int pid)
+{
+	struct vgpu_region *r = t_region();
+	if (r != NULL)
+		fprintf(stderr, "    region lock word %#x\n", __atomic_load_n(&r->hdr.lock.word, __ATOMIC_RELAXED));
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/task", pid);
+	DIR *d = opendir(dir);
+	if (d == NULL) {
+		fprintf(stderr, "    %s: %s\n", dir, strerror(errno));
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[512];
+		fprintf(stderr, "    task %s\n", e->d_name);
+		static const char *const files[] = {"stat", "wchan", "syscall", "stack"};
+		for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+			snprintf(path, sizeof(path), "%s/%s/%s", dir, e->d_name, files[f]);
+			dump_file(files[f], path);
+		}
+	}
+	closedir(d);
+}
+
 /* Fails the run when a call has been in progress for longer than the deadline. */
 static int watchdog(struct st_run *s)
 {
@@ -312,6 +363,7 @@ static int watchdog(struct st_run *s)
 			if (b != 0 && now > b && now - b > s->deadline_ns) {
 				fprintf(stderr, "FAIL watchdog: worker %d (pid %d) thread %d stuck in a call for %.1f s\n",
 					i, s->ctl->w[i].pid, t, (double)(now - b) / 1e9);
+				dump_stuck(s->ctl->w[i].pid);
 				return -1;
 			}
 		}
@@ -403,15 +455,48 @@ static int await_repair(struct st_run *s, uint64_t since)
 	return 0;
 }
 
-/* Everyone holds still; the books must match what the live workers hold. */
+/*
+ * 1 if worker i is gone by a fault-injected death (SIGKILL inside the
+ * region lock; it is collected), 0 if it still runs, -1 (the run failed) if
+ * it exited any other way.
+ */
+static int worker_died(struct st_run *s, int i)
+{
+	int st, pid = s->ctl->w[i].pid;
+	if (pid <= 0 || waitpid(pid, &st, WNOHANG) != pid)
+		return 0;
+	s->ctl->w[i].pid = 0;
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+		s->died_in_lock++;
+		/* Its calls ended with it: nothing for the watchdog to wait for. */
+		for (int t = 0; t < ST_THREADS; t++)
+			__atomic_store_n(&s->ctl->w[i].th[t].busy_since_ns, 0, __ATOMIC_RELAXED);
+		fprintf(stderr, "worker %d (pid %d) died inside the region lock before holding still\n", i, pid);
+		return 1;
+	}
+	fprintf(stderr, "FAIL worker %d (pid %d) exited early: status 0x%x\n", i, pid, st);
+	s->failed = 1;
+	return -1;
+}
+
+/*
+ * Everyone holds still; the books must match what the live workers hold. A
+ * replacement set to die inside the region lock may do so in the call it
+ * finishes before holding still: it holds nothing then, and libvgpu must
+ * give its memory back to the fresh process (before, the parent waited for
+ * the dead worker's acknowledgement until the watchdog failed the case).
+ */
 static void check_hold(struct st_run *s)
 {
 	__atomic_store_n(&s->ctl->phase, PH_HOLD, __ATOMIC_RELEASE);
 	uint64_t start = now_ns(), held = 0;
 	for (int i = 0; i < s->procs; i++) {
 		struct st_worker *w = &s->ctl->w[i];
-		for (int t = 0; t < w->threads; t++)
+		int died = 0;
+		for (int t = 0; t < w->threads && !died; t++)
 			while (!__atomic_load_n(&w->th[t].acked, __ATOMIC_ACQUIRE)) {
+				if ((died = worker_died(s, i)) != 0)
+					break;
 				if (now_ns() - start > s->deadline_ns || watchdog(s) != 0) {
 					fprintf(stderr, "FAIL worker %d thread %d never held still\n", i, t);
 					s->failed = 1;
@@ -419,6 +504,10 @@ static void check_hold(struct st_run *s)
 				}
 				sleep_ms(2);
 			}
+		if (died < 0)
+			return;
+		if (died)
+			continue;
 		for (int t = 0; t < w->threads; t++)
 			held += __atomic_load_n(&w->th[t].held, __ATOMIC_RELAXED);
 	}
