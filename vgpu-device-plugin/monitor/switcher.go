@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -38,7 +40,9 @@ const DefaultSwitchInterval = 5 * time.Second
 // wrote beside the region (allocate.CardsFile) names its cards. So a
 // container that ran alone is throttled again as soon as a neighbour is
 // allocated (Kick), before the neighbour starts, and a neighbour that never
-// starts CUDA keeps it throttled: the switch fails closed. Regions without
+// starts CUDA keeps it throttled: the switch fails closed. A container
+// counts once per card whatever number of regions its directory holds, and
+// pods that have finished (Succeeded, Failed) not at all. Regions without
 // device UUIDs (no NVML in the container) are left alone. libvgpu ignores
 // the switch under GPU_CORE_UTILIZATION_POLICY=force.
 type Switcher struct {
@@ -90,11 +94,24 @@ func (s *Switcher) Sync() int {
 	regions := s.regions()
 	holders := make(map[string]int)
 	highs := make(map[string]int)
+	// A container counts once per card, however many regions its
+	// directory holds (a failed Allocate retried leaves one behind), and
+	// as what its formatted region says when it has one.
+	slices.SortStableFunc(regions, func(a, b regionRef) int {
+		if a.pending == b.pending {
+			return 0
+		}
+		if b.pending {
+			return -1
+		}
+		return 1
+	})
+	seen := make(map[[2]string]bool)
 	for _, r := range regions {
-		seen := make(map[string]bool, len(r.uuid))
+		dir := filepath.Dir(r.path)
 		for _, u := range r.uuid {
-			if u != "" && !seen[u] {
-				seen[u] = true
+			if k := [2]string{dir, u}; u != "" && !seen[k] {
+				seen[k] = true
 				holders[u]++
 				// A pending container's priority is not known yet: it
 				// counts as high, so it keeps a high one throttled too.
@@ -173,8 +190,9 @@ func listRegionsCached(cacheDir string, pods PodByUID, dirs regionDirs, now time
 		if !d.IsDir() || !ok {
 			continue
 		}
-		if _, found := pods.ByUID(uid); !found {
-			continue
+		pod, found := pods.ByUID(uid)
+		if !found || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue // its containers no longer run (a finished Job's pods stay until deleted)
 		}
 		dir := filepath.Join(root, d.Name())
 		seen[dir] = true

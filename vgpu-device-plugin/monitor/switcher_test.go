@@ -316,3 +316,55 @@ func mkdirAt(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// A container counts once on a card however many regions its directory
+// holds (an Allocate that failed after creating its region and was retried
+// leaves one behind), as its formatted region says; a pod that finished
+// (a completed Job's pods stay until deleted) counts for nothing.
+func TestSwitcherCountsContainersNotFiles(t *testing.T) {
+	cacheDir := t.TempDir()
+	indexer := podIndexer(t, "uid-a", "uid-b")
+	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
+	dirA := allocate.ContainerDir(cacheDir, "uid-a", "main")
+	pathA := filepath.Join(dirA, "a2.cache")
+	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
+		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1)}.write(t, pathA)
+	// The first Allocate's region, never formatted, names the same card
+	// and sorts first (unformatted, it would count as high priority).
+	writeFile(t, filepath.Join(dirA, "a1.cache"), "")
+	writeFile(t, filepath.Join(dirA, allocate.CardsFile("a1.cache")), "GPU-0\n")
+	if s.Sync(); readSwitches(t, pathA, 1)[0] != UtilSwitchFree {
+		t.Errorf("a alone with a leftover region of its own: switch %v, want freed", readSwitches(t, pathA, 1))
+	}
+
+	// b on GPU-0, high priority: b, the card's only high one, is free;
+	// a (low, whatever its leftover region) is throttled.
+	pathB := filepath.Join(allocate.ContainerDir(cacheDir, "uid-b", "main"), "b.cache")
+	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
+		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1), highPrio: true}.write(t, pathB)
+	s.Sync()
+	if diff := cmp.Diff([][]uint32{{UtilSwitchEnforce}, {UtilSwitchFree}},
+		[][]uint32{readSwitches(t, pathA, 1), readSwitches(t, pathB, 1)}); diff != "" {
+		t.Errorf("low a beside high b: switches [a, b] (-want +got):\n%s", diff)
+	}
+	// b's pod has finished: b is no neighbour.
+	for _, phase := range []v1.PodPhase{v1.PodSucceeded, v1.PodFailed} {
+		setPhase(t, indexer, "uid-b", v1.PodRunning)
+		if s.Sync(); readSwitches(t, pathA, 1)[0] != UtilSwitchEnforce {
+			t.Fatalf("b running beside a: a's switch %v, want throttled", readSwitches(t, pathA, 1))
+		}
+		setPhase(t, indexer, "uid-b", phase)
+		if s.Sync(); readSwitches(t, pathA, 1)[0] != UtilSwitchFree {
+			t.Errorf("b %s: a's switch %v, want freed", phase, readSwitches(t, pathA, 1))
+		}
+	}
+}
+
+func setPhase(t *testing.T, indexer cache.Indexer, uid string, phase v1.PodPhase) {
+	t.Helper()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: k8stypes.UID(uid)},
+		Status: v1.PodStatus{Phase: phase}}
+	if err := indexer.Update(pod); err != nil {
+		t.Fatal(err)
+	}
+}
