@@ -129,11 +129,10 @@ func (p *Prioritizer) rescan() {
 		p.dirs = regionDirs{}
 	}
 	// File time stamps are the host's: compare them with the host's time.
-	regions := listRegionsCached(p.CacheDir, p.Pods, p.dirs, time.Now())
+	// A region libvgpu has not formatted has no launches to relay.
+	regions := listRegionsCached(p.CacheDir, p.Pods, p.dirs, time.Now(), false)
 	holders := map[string]int{}
 	needed := map[string]bool{}
-	// A region libvgpu has not formatted has no launches to relay.
-	regions = slices.DeleteFunc(regions, func(r regionRef) bool { return r.pending })
 	for _, r := range regions {
 		seen := make(map[string]bool, len(r.uuid))
 		for i, u := range r.uuid {

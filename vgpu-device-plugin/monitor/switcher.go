@@ -148,12 +148,10 @@ func (s *Switcher) Sync() int {
 	return changed
 }
 
-// regions lists the readable regions of pods on the node.
-func (s *Switcher) regions() []regionRef { return listRegions(s.CacheDir, s.Pods) }
-
-// listRegions lists the readable regions of pods on the node under cacheDir.
-func listRegions(cacheDir string, pods PodByUID) []regionRef {
-	return listRegionsCached(cacheDir, pods, nil, time.Time{})
+// regions lists the regions of pods on the node, and the pending ones
+// (unformatted, with a cards file).
+func (s *Switcher) regions() []regionRef {
+	return listRegionsCached(s.CacheDir, s.Pods, nil, time.Time{}, true)
 }
 
 // regionDirs remembers, per container directory, the region files it held
@@ -173,11 +171,13 @@ type regionDir struct {
 // missed a file created in the same tick, so it is not trusted.
 const mtimeSlack = 2 * time.Second
 
-// listRegionsCached is listRegions, reusing dirs' listings (when dirs is
-// not nil; it is updated, and forgets directories no longer listed) and
-// skipping files too short to hold a header (created by the agent, not
-// yet formatted by libvgpu) without opening them.
-func listRegionsCached(cacheDir string, pods PodByUID, dirs regionDirs, now time.Time) []regionRef {
+// listRegionsCached lists the readable regions of running pods on the
+// node under cacheDir, reusing dirs' listings (when dirs is not nil; it is
+// updated, and forgets directories no longer listed). A region libvgpu has
+// not formatted yet is listed as pending, with the cards its cards file
+// names, only when pending is set; otherwise it is skipped, and a file too
+// short to hold a header (created by the agent) without opening anything.
+func listRegionsCached(cacheDir string, pods PodByUID, dirs regionDirs, now time.Time, pending bool) []regionRef {
 	root := filepath.Join(cacheDir, allocate.ContainersDir)
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -206,6 +206,9 @@ func listRegionsCached(cacheDir string, pods PodByUID, dirs regionDirs, now time
 				r, err = ReadRegion(f)
 			}
 			if r == nil || err != nil {
+				if !pending {
+					continue
+				}
 				if cards := readCards(f); len(cards) > 0 {
 					out = append(out, regionRef{path: f, uuid: cards, pending: true})
 				}

@@ -141,7 +141,7 @@ func TestListRegionsCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs := regionDirs{}
-	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 0 {
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now(), false); len(got) != 0 {
 		t.Fatalf("unformatted file listed as a region: %+v", got)
 	}
 	if c := dirs[dir]; len(c.files) != 1 {
@@ -157,18 +157,18 @@ func TestListRegionsCached(t *testing.T) {
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
 	}
-	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 1 || got[0].uuid[0] != "GPU-0" {
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now(), false); len(got) != 1 || got[0].uuid[0] != "GPU-0" {
 		t.Fatalf("after formatting: %+v, want the region on GPU-0", got)
 	}
 	// The cached listing is what is used while the directory is unchanged.
 	dirs[dir] = regionDir{mtime: dirs[dir].mtime, listed: dirs[dir].listed}
-	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 0 {
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now(), false); len(got) != 0 {
 		t.Fatalf("an unchanged directory was listed again: %+v", got)
 	}
 	// A new file moves the directory's time: listed again.
 	second := filepath.Join(dir, "two.cache")
 	one("GPU-1").write(t, second)
-	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 2 {
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now(), false); len(got) != 2 {
 		t.Fatalf("after a new file: %d regions, want 2", len(got))
 	}
 	// A listing taken right after the directory changed is not trusted, even
@@ -182,14 +182,14 @@ func TestListRegionsCached(t *testing.T) {
 	if err := os.Chtimes(dir, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	if got := listRegionsCached(cacheDir, pods, dirs, time.Now()); len(got) != 3 {
+	if got := listRegionsCached(cacheDir, pods, dirs, time.Now(), false); len(got) != 3 {
 		t.Fatalf("a file created in the same time stamp: %d regions, want 3", len(got))
 	}
 	// A pod's directory that goes is forgotten.
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	listRegionsCached(cacheDir, pods, dirs, time.Now())
+	listRegionsCached(cacheDir, pods, dirs, time.Now(), false)
 	if len(dirs) != 0 {
 		t.Errorf("listings kept for a removed directory: %v", dirs)
 	}
