@@ -180,12 +180,9 @@ func createRegion(cacheHostDir, podUID, container, file string, cards []string, 
 		return "", err
 	}
 	path := filepath.Join(dir, file)
-	fd, err := unix.Openat(dfd, file, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := createNew(dfd, "region "+path, file)
 	if err != nil {
-		if errors.Is(err, unix.EEXIST) {
-			return "", fmt.Errorf("region %s already exists: %w", path, ErrUnsafeCacheDir)
-		}
-		return "", fmt.Errorf("create region %s: %w", path, err)
+		return "", err
 	}
 	defer unix.Close(fd)
 	mode := owner.mode
@@ -204,16 +201,26 @@ func createRegion(cacheHostDir, podUID, container, file string, cards []string, 
 	return dir, nil
 }
 
-// writeNewFile creates name in the directory dfd (path is its full path,
-// for errors) with mode and content; it must not exist yet, and a symlink
-// is not followed.
-func writeNewFile(dfd int, path, name string, content []byte, mode uint32) error {
+// createNew creates name in the directory dfd, write-only, mode 0600, and
+// returns its descriptor; it must not exist yet (ErrUnsafeCacheDir), and a
+// symlink is not followed. what names it in errors.
+func createNew(dfd int, what, name string) (int, error) {
 	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("%s already exists: %w", path, ErrUnsafeCacheDir)
+			return -1, fmt.Errorf("%s already exists: %w", what, ErrUnsafeCacheDir)
 		}
-		return fmt.Errorf("create %s: %w", path, err)
+		return -1, fmt.Errorf("create %s: %w", what, err)
+	}
+	return fd, nil
+}
+
+// writeNewFile creates name in the directory dfd (createNew; path is its
+// full path, for errors) with mode and content.
+func writeNewFile(dfd int, path, name string, content []byte, mode uint32) error {
+	fd, err := createNew(dfd, path, name)
+	if err != nil {
+		return err
 	}
 	defer unix.Close(fd)
 	for len(content) > 0 {
