@@ -34,9 +34,9 @@ func TestPrioritizerRelaysNewestOtherStamp(t *testing.T) {
 	cacheDir := t.TempDir()
 	indexer := podIndexer(t, "uid-hi", "uid-lo", "uid-hi2")
 	region := func(high []uint64, u ...string) regionFile {
-		n := len(u)
-		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
-			smLimit: make([]uint32, n), smUtil: make([]uint32, n), high: high}
+		r := onCards(false, u...)
+		r.high = high
+		return r
 	}
 	path := func(uid, name string) string {
 		return filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), name+".cache")
@@ -108,9 +108,9 @@ func TestPrioritizerRescans(t *testing.T) {
 		return filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), "r.cache")
 	}
 	region := func(highPrio bool, high []uint64, u ...string) regionFile {
-		n := len(u)
-		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
-			smLimit: make([]uint32, n), smUtil: make([]uint32, n), highPrio: highPrio, high: high}
+		r := onCards(highPrio, u...)
+		r.high = high
+		return r
 	}
 	// Only low-priority containers: nothing to relay, nothing kept open.
 	lo, lo2 := path("uid-lo"), path("uid-lo2")
@@ -184,9 +184,7 @@ func BenchmarkPrioritizerSync(b *testing.B) {
 	indexer := podIndexer(b, uids...)
 	for i, uid := range uids {
 		u := fmt.Sprintf("GPU-%d", i%8)
-		r := regionFile{uuids: []string{u}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
-			smLimit: make([]uint32, 1), smUtil: make([]uint32, 1), highPrio: i == 0}
-		r.write(b, filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), "r.cache"))
+		onCards(i == 0, u).write(b, filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), "r.cache"))
 		// A node in its steady state: containers started a while ago.
 		old := time.Now().Add(-time.Minute)
 		if err := os.Chtimes(allocate.ContainerDir(cacheDir, uid, "main"), old, old); err != nil {
@@ -234,9 +232,7 @@ func TestPrioritizerNext(t *testing.T) {
 		t.Errorf("rescan overdue: %v, want %v", got, interval)
 	}
 	for _, uid := range []string{"uid-hi", "uid-lo"} {
-		n := 1
-		regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
-			smLimit: make([]uint32, n), smUtil: make([]uint32, n), highPrio: uid == "uid-hi"}.
+		onCards(uid == "uid-hi", "GPU-0").
 			write(t, filepath.Join(allocate.ContainerDir(cacheDir, uid, "main"), "r.cache"))
 	}
 	p.Sync()

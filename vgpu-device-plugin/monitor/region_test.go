@@ -106,6 +106,14 @@ type regionFile struct {
 	peer     []uint64 // peer_high_ns
 }
 
+// onCards is a region on uuids (one device each) with every per-device
+// figure zero, of high priority when highPrio is set.
+func onCards(highPrio bool, uuids ...string) regionFile {
+	n := len(uuids)
+	return regionFile{uuids: uuids, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
+		smLimit: make([]uint32, n), smUtil: make([]uint32, n), highPrio: highPrio}
+}
+
 func (r regionFile) write(t testing.TB, path string) {
 	t.Helper()
 	buf := make([]byte, RegionSize)

@@ -50,19 +50,14 @@ func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
 	indexer := podIndexer(t, "uid-a", "uid-b")
 	// a holds GPU-0 alone and shares GPU-1 with b; a deleted pod's region
 	// on GPU-0 does not count; a region without UUIDs is left alone.
-	one := func(u ...string) regionFile {
-		n := len(u)
-		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
-			smLimit: make([]uint32, n), smUtil: make([]uint32, n)}
-	}
 	pathA := filepath.Join(allocate.ContainerDir(cacheDir, "uid-a", "main"), "a.cache")
 	pathB := filepath.Join(allocate.ContainerDir(cacheDir, "uid-b", "main"), "b.cache")
 	pathGone := filepath.Join(allocate.ContainerDir(cacheDir, "uid-gone", "main"), "g.cache")
 	pathBlank := filepath.Join(allocate.ContainerDir(cacheDir, "uid-b", "side"), "s.cache")
-	one("GPU-0", "GPU-1").write(t, pathA)
-	one("GPU-1").write(t, pathB)
-	one("GPU-0").write(t, pathGone)
-	one("").write(t, pathBlank)
+	onCards(false, "GPU-0", "GPU-1").write(t, pathA)
+	onCards(false, "GPU-1").write(t, pathB)
+	onCards(false, "GPU-0").write(t, pathGone)
+	onCards(false, "").write(t, pathBlank)
 
 	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
 	if got := s.Sync(); got != 1 {
@@ -82,7 +77,7 @@ func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
 	}
 
 	// b moves onto GPU-0 too: a must be throttled there again.
-	one("GPU-0").write(t, pathB)
+	onCards(false, "GPU-0").write(t, pathB)
 	if got := s.Sync(); got != 2 {
 		t.Errorf("sync after b moved changed %d words, want 2", got)
 	}
@@ -97,22 +92,17 @@ func TestSwitcherFreesOnlyCardsAContainerHasToItself(t *testing.T) {
 func TestSwitcherFreesHighPriorityAmongLowOnes(t *testing.T) {
 	cacheDir := t.TempDir()
 	indexer := podIndexer(t, "uid-hi", "uid-lo", "uid-hi2")
-	one := func(high bool, u ...string) regionFile {
-		n := len(u)
-		return regionFile{uuids: u, memLimit: make([]uint64, n), memUsed: make([]uint64, n),
-			smLimit: make([]uint32, n), smUtil: make([]uint32, n), highPrio: high}
-	}
 	hi := filepath.Join(allocate.ContainerDir(cacheDir, "uid-hi", "main"), "h.cache")
 	lo := filepath.Join(allocate.ContainerDir(cacheDir, "uid-lo", "main"), "l.cache")
 	hi2 := filepath.Join(allocate.ContainerDir(cacheDir, "uid-hi2", "main"), "h2.cache")
-	one(true, "GPU-0").write(t, hi)
-	one(false, "GPU-0").write(t, lo)
+	onCards(true, "GPU-0").write(t, hi)
+	onCards(false, "GPU-0").write(t, lo)
 	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
 	s.Sync()
 	if diff := cmp.Diff([][]uint32{{UtilSwitchFree}, {UtilSwitchEnforce}}, [][]uint32{readSwitches(t, hi, 1), readSwitches(t, lo, 1)}); diff != "" {
 		t.Errorf("high and low on one card: switches [high, low] (-want +got):\n%s", diff)
 	}
-	one(true, "GPU-0").write(t, hi2)
+	onCards(true, "GPU-0").write(t, hi2)
 	s.Sync()
 	if diff := cmp.Diff([][]uint32{{UtilSwitchEnforce}, {UtilSwitchEnforce}, {UtilSwitchEnforce}},
 		[][]uint32{readSwitches(t, hi, 1), readSwitches(t, lo, 1), readSwitches(t, hi2, 1)}); diff != "" {
@@ -147,13 +137,9 @@ func TestListRegionsCached(t *testing.T) {
 	if c := dirs[dir]; len(c.files) != 1 {
 		t.Fatalf("cached listing %+v, want the one file", c)
 	}
-	one := func(u string) regionFile {
-		return regionFile{uuids: []string{u}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
-			smLimit: make([]uint32, 1), smUtil: make([]uint32, 1)}
-	}
 	// libvgpu formats it in place: the directory does not change, the
 	// cached listing is used, and the region is read.
-	one("GPU-0").write(t, first)
+	onCards(false, "GPU-0").write(t, first)
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +153,7 @@ func TestListRegionsCached(t *testing.T) {
 	}
 	// A new file moves the directory's time: listed again.
 	second := filepath.Join(dir, "two.cache")
-	one("GPU-1").write(t, second)
+	onCards(false, "GPU-1").write(t, second)
 	if got := listRegionsCached(cacheDir, pods, dirs, time.Now(), false); len(got) != 2 {
 		t.Fatalf("after a new file: %d regions, want 2", len(got))
 	}
@@ -178,7 +164,7 @@ func TestListRegionsCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := filepath.Join(dir, "three.cache")
-	one("GPU-2").write(t, third)
+	onCards(false, "GPU-2").write(t, third)
 	if err := os.Chtimes(dir, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +191,7 @@ func TestSwitcherCountsAContainerFromItsAllocate(t *testing.T) {
 	indexer := podIndexer(t, "uid-a", "uid-b")
 	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
 	pathA := filepath.Join(allocate.ContainerDir(cacheDir, "uid-a", "main"), "a.cache")
-	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
-		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1), highPrio: true}.write(t, pathA)
+	onCards(true, "GPU-0").write(t, pathA)
 	if got := s.Sync(); got != 1 || readSwitches(t, pathA, 1)[0] != UtilSwitchFree {
 		t.Fatalf("a alone on GPU-0: %d words changed, switch %v; want a freed", got, readSwitches(t, pathA, 1))
 	}
@@ -272,8 +257,7 @@ func TestSwitcherRunsWhenKicked(t *testing.T) {
 	cacheDir := t.TempDir()
 	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: podIndexer(t, "uid-a")}}
 	path := filepath.Join(allocate.ContainerDir(cacheDir, "uid-a", "main"), "a.cache")
-	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
-		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1)}.write(t, path)
+	onCards(false, "GPU-0").write(t, path)
 	clk := clocktesting.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -327,8 +311,7 @@ func TestSwitcherCountsContainersNotFiles(t *testing.T) {
 	s := &Switcher{CacheDir: cacheDir, Pods: allocate.IndexerLookup{Indexer: indexer}}
 	dirA := allocate.ContainerDir(cacheDir, "uid-a", "main")
 	pathA := filepath.Join(dirA, "a2.cache")
-	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
-		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1)}.write(t, pathA)
+	onCards(false, "GPU-0").write(t, pathA)
 	// The first Allocate's region, never formatted, names the same card
 	// and sorts first (unformatted, it would count as high priority).
 	writeFile(t, filepath.Join(dirA, "a1.cache"), "")
@@ -340,8 +323,7 @@ func TestSwitcherCountsContainersNotFiles(t *testing.T) {
 	// b on GPU-0, high priority: b, the card's only high one, is free;
 	// a (low, whatever its leftover region) is throttled.
 	pathB := filepath.Join(allocate.ContainerDir(cacheDir, "uid-b", "main"), "b.cache")
-	regionFile{uuids: []string{"GPU-0"}, memLimit: make([]uint64, 1), memUsed: make([]uint64, 1),
-		smLimit: make([]uint32, 1), smUtil: make([]uint32, 1), highPrio: true}.write(t, pathB)
+	onCards(true, "GPU-0").write(t, pathB)
 	s.Sync()
 	if diff := cmp.Diff([][]uint32{{UtilSwitchEnforce}, {UtilSwitchFree}},
 		[][]uint32{readSwitches(t, pathA, 1), readSwitches(t, pathB, 1)}); diff != "" {
