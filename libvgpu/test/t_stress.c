@@ -370,6 +370,25 @@ static int watchdog(struct st_run *s)
 	return 0;
 }
 
+/*
+ * Records worker i (pid), collected with status st: 1 for a fault-injected
+ * death (SIGKILL inside the region lock), -1 for any other exit, which
+ * fails the run.
+ */
+static int collected(struct st_run *s, int i, int pid, int st)
+{
+	s->ctl->w[i].pid = 0;
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+		s->died_in_lock++;
+		/* Its calls ended with it: nothing for the watchdog to wait for. */
+		for (int t = 0; t < ST_THREADS; t++)
+			__atomic_store_n(&s->ctl->w[i].th[t].busy_since_ns, 0, __ATOMIC_RELAXED);
+		return 1;
+	}
+	fprintf(stderr, "FAIL worker %d (pid %d) exited early: status 0x%x\n", i, pid, st);
+	return -1;
+}
+
 /* Collects workers that exited on their own (only fault-injected deaths may). */
 static int reap_exited(struct st_run *s, int respawn)
 {
@@ -380,15 +399,10 @@ static int reap_exited(struct st_run *s, int respawn)
 			i++;
 		if (i == s->procs)
 			continue;   /* a helper of ours, waited for elsewhere */
-		s->ctl->w[i].pid = 0;
-		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
-			s->died_in_lock++;
-			if (respawn)
-				spawn_worker(s, i, 0), s->respawns++;
-			continue;
-		}
-		fprintf(stderr, "FAIL worker %d (pid %d) exited early: status 0x%x\n", i, pid, st);
-		return -1;
+		if (collected(s, i, pid, st) < 0)
+			return -1;
+		if (respawn)
+			spawn_worker(s, i, 0), s->respawns++;
 	}
 	return 0;
 }
@@ -465,18 +479,12 @@ static int worker_died(struct st_run *s, int i)
 	int st, pid = s->ctl->w[i].pid;
 	if (pid <= 0 || waitpid(pid, &st, WNOHANG) != pid)
 		return 0;
-	s->ctl->w[i].pid = 0;
-	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
-		s->died_in_lock++;
-		/* Its calls ended with it: nothing for the watchdog to wait for. */
-		for (int t = 0; t < ST_THREADS; t++)
-			__atomic_store_n(&s->ctl->w[i].th[t].busy_since_ns, 0, __ATOMIC_RELAXED);
-		fprintf(stderr, "worker %d (pid %d) died inside the region lock before holding still\n", i, pid);
-		return 1;
+	if (collected(s, i, pid, st) < 0) {
+		s->failed = 1;
+		return -1;
 	}
-	fprintf(stderr, "FAIL worker %d (pid %d) exited early: status 0x%x\n", i, pid, st);
-	s->failed = 1;
-	return -1;
+	fprintf(stderr, "worker %d (pid %d) died inside the region lock before holding still\n", i, pid);
+	return 1;
 }
 
 /*
