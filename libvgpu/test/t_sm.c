@@ -59,6 +59,34 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Starts the launcher on ctx, which must outlive it. */
+static pthread_t start_launcher(CUcontext *ctx)
+{
+	pthread_t th;
+	__atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
+	pthread_create(&th, NULL, launcher, ctx);
+	return th;
+}
+
+static void stop_launcher(pthread_t th)
+{
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+}
+
+/* The utilisation (%) this process's kernels get on device 0 over the next ms. */
+static double util_over(unsigned ms)
+{
+	uint64_t (*busy)(int, int) = STUB(vgpuStubBusyNs);
+	uint64_t (*now)(void) = STUB(vgpuStubNowNs);
+	/* The stub knows this process by its host pid, as the driver does. */
+	int pid = STUB(vgpuStubHostPid)();
+	uint64_t b0 = busy(0, pid), t0 = now();
+	sleep_ms(ms);
+	uint64_t b1 = busy(0, pid), t1 = now();
+	return 100.0 * (double)(b1 - b0) / (double)(t1 - t0);
+}
+
 /* Runs the launcher; returns the utilisation (%) between settle_ms and total_ms. */
 static double run_load(unsigned settle_ms, unsigned total_ms, void (*after_init)(void))
 {
@@ -66,20 +94,10 @@ static double run_load(unsigned settle_ms, unsigned total_ms, void (*after_init)
 	ctx = t_ctx(0);
 	if (after_init)
 		after_init();
-	uint64_t (*busy)(int, int) = STUB(vgpuStubBusyNs);
-	uint64_t (*now)(void) = STUB(vgpuStubNowNs);
-	pthread_t th;
-	__atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
-	pthread_create(&th, NULL, launcher, &ctx);
+	pthread_t th = start_launcher(&ctx);
 	sleep_ms(settle_ms);
-	/* The stub knows this process by its host pid, as the driver does. */
-	int pid = STUB(vgpuStubHostPid)();
-	uint64_t b0 = busy(0, pid), t0 = now();
-	sleep_ms(total_ms - settle_ms);
-	uint64_t b1 = busy(0, pid), t1 = now();
-	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
-	pthread_join(th, NULL);
-	double util = 100.0 * (double)(b1 - b0) / (double)(t1 - t0);
+	double util = util_over(total_ms - settle_ms);
+	stop_launcher(th);
 	fprintf(stderr, "achieved SM utilisation %.1f%%\n", util);
 	return util;
 }
@@ -164,25 +182,21 @@ static int sm_unlimited(void)
 	return 0;
 }
 
-static void switch_free(void)
+/* Sets the exporter's switch of device 0, as the agent does. */
+static void set_switch(uint32_t v)
 {
 	struct vgpu_region *r = t_region();
 	if (r != NULL)
-		__atomic_store_n(&r->hdr.util_switch[0], VGPU_UTIL_SWITCH_FREE, __ATOMIC_RELAXED);
+		__atomic_store_n(&r->hdr.util_switch[0], v, __ATOMIC_RELAXED);
 }
+
+static void switch_free(void) { set_switch(VGPU_UTIL_SWITCH_FREE); }
 
 static int sm_switch_free(void)
 {
 	double u = run_load(300, 1300, switch_free);
 	CHECK(!timing() || u >= 85.0, "utilisation %.1f%%: the switch should turn limiting off", u);
 	return 0;
-}
-
-static void set_switch(uint32_t v)
-{
-	struct vgpu_region *r = t_region();
-	if (r != NULL)
-		__atomic_store_n(&r->hdr.util_switch[0], v, __ATOMIC_RELAXED);
 }
 
 /*
@@ -197,24 +211,14 @@ static int sm_switch_back(void)
 {
 	static CUcontext ctx;
 	ctx = t_ctx(0);
-	uint64_t (*busy)(int, int) = STUB(vgpuStubBusyNs);
-	uint64_t (*now)(void) = STUB(vgpuStubNowNs);
-	pthread_t th;
-	__atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
-	pthread_create(&th, NULL, launcher, &ctx);
-	int pid = STUB(vgpuStubHostPid)();
+	pthread_t th = start_launcher(&ctx);
 	sleep_ms(1500);
 	set_switch(VGPU_UTIL_SWITCH_FREE);
 	sleep_ms(500);
-	uint64_t b0 = busy(0, pid), t0 = now();
-	sleep_ms(1000);
-	double free_u = 100.0 * (double)(busy(0, pid) - b0) / (double)(now() - t0);
+	double free_u = util_over(1000);
 	set_switch(VGPU_UTIL_SWITCH_LIMIT);
-	b0 = busy(0, pid), t0 = now();
-	sleep_ms(300);
-	double u = 100.0 * (double)(busy(0, pid) - b0) / (double)(now() - t0);
-	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
-	pthread_join(th, NULL);
+	double u = util_over(300);
+	stop_launcher(th);
 	fprintf(stderr, "sm_switch: free %.1f%%, then limited %.1f%% in the first 300 ms\n", free_u, u);
 	CHECK(!timing() || free_u >= 85.0, "utilisation %.1f%% while free: should not be throttled", free_u);
 	CHECK(!timing() || (u >= 15.0 && u <= 40.0),
