@@ -217,14 +217,17 @@ func (s *nodeSide) smShare(ctx context.Context, t *testing.T, ns string, limit i
 	}
 }
 
-// groupBusy is the card time the fake driver gave container id's processes.
-func (s *nodeSide) groupBusy(id string) time.Duration {
+// busyOf is the card time the fake driver gave the processes pids.
+func (s *nodeSide) busyOf(pids []int) time.Duration {
 	var sum time.Duration
-	for _, pid := range s.GroupPids(id) {
+	for _, pid := range pids {
 		sum += s.Driver.ProcessBusy(s.dev, pid)
 	}
 	return sum
 }
+
+// groupBusy is the card time the fake driver gave container id's processes.
+func (s *nodeSide) groupBusy(id string) time.Duration { return s.busyOf(s.GroupPids(id)) }
 
 // shareOver is the percentage of the card container id got over d.
 func (s *nodeSide) shareOver(id string, d time.Duration) float64 {

@@ -82,13 +82,6 @@ func (s *nodeSide) priorityAttempt(ctx context.Context, t *testing.T, ns string,
 			t.Errorf("%s: Allocate answered CUDA_TASK_PRIORITY=%q, want %q", name, got, want)
 		}
 	}
-	busy := func(pids []int) time.Duration {
-		var sum time.Duration
-		for _, pid := range pids {
-			sum += s.Driver.ProcessBusy(s.dev, pid)
-		}
-		return sum
-	}
 	card := func() time.Duration { return s.Driver.Stats().Devices[s.dev].Busy }
 	// window measures the shares of cs and the card's busy fraction over
 	// 2 s after 1 s of settling (a measurement window, not a wait for state).
@@ -98,14 +91,14 @@ func (s *nodeSide) priorityAttempt(ctx context.Context, t *testing.T, ns string,
 		b0 := make([]time.Duration, len(cs))
 		for i, c := range cs {
 			pids[i] = s.GroupPids(c.ID)
-			b0[i] = busy(pids[i])
+			b0[i] = s.busyOf(pids[i])
 		}
 		c0, t0 := card(), time.Now()
 		time.Sleep(2 * time.Second)
 		span := float64(time.Since(t0))
 		out := make([]float64, len(cs))
 		for i := range cs {
-			out[i] = float64(busy(pids[i])-b0[i]) / span
+			out[i] = float64(s.busyOf(pids[i])-b0[i]) / span
 		}
 		return out, float64(card()-c0) / span
 	}
