@@ -184,6 +184,7 @@ require (
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-helpers v0.30.2 // indirect
 	k8s.io/controller-manager v0.30.2 // indirect
+	k8s.io/cri-api v0.30.2 // indirect
 	k8s.io/csi-translation-lib v0.30.2 // indirect
 	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
 	k8s.io/klog v1.0.0 // indirect

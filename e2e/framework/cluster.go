@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,6 +45,12 @@ type Options struct {
 	// Audit makes the API server write an audit log (metadata of every
 	// request) that AuditCounts reads.
 	Audit bool
+	// RealNode makes a control plane a real node's pods can use
+	// (realnode.go): the API server on the node's address with a serving
+	// certificate of the cluster's CA, ServiceAccount admission on (pods get
+	// their token volume), no kwok and no vc-scheduler process (the chart's
+	// scheduler runs in a pod). AddRealNode starts the rest.
+	RealNode *RealNodeOptions
 }
 
 // Cluster is a running local control plane.
@@ -60,6 +67,7 @@ type Cluster struct {
 	apiPort   int
 	schedConf string
 	audit     bool
+	real      *RealNodeOptions
 	// schedMetrics is the running scheduler's /metrics URL.
 	schedMetrics string
 	etcdURL      string
@@ -69,6 +77,7 @@ type Cluster struct {
 	procs     []*Process // control-plane children, in start order
 	scheduler *Process
 	nodes     []*GPUNode
+	realNodes []*RealNode
 	stopped   bool
 }
 
@@ -76,7 +85,7 @@ type Cluster struct {
 // CRDs and namespace volcano-system), vc-controller-manager, kwok and
 // vc-scheduler. On error everything already started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
-	c := &Cluster{bins: opts.Binaries, log: opts.Log, WorkDir: opts.WorkDir, schedConf: opts.SchedulerConf, audit: opts.Audit}
+	c := &Cluster{bins: opts.Binaries, log: opts.Log, WorkDir: opts.WorkDir, schedConf: opts.SchedulerConf, audit: opts.Audit, real: opts.RealNode}
 	if c.log == nil {
 		c.log = io.Discard
 	}
@@ -99,17 +108,24 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-	steps := []struct {
+	type step struct {
 		name string
 		f    func(context.Context) error
-	}{
-		{"allocation key", c.writeAllocationKey},
-		{"etcd", c.startEtcd},
-		{"kube-apiserver", c.startAPIServer},
-		{"Volcano CRDs", c.installCRDs},
-		{"vc-controller-manager", c.startControllerManager},
-		{"kwok", c.startKwok},
-		{"vc-scheduler", c.StartScheduler},
+	}
+	steps := []step{{"allocation key", c.writeAllocationKey}}
+	if c.real != nil {
+		steps = append(steps, step{"node address", c.real.addNodeAddress})
+	}
+	steps = append(steps,
+		step{"etcd", c.startEtcd},
+		step{"kube-apiserver", c.startAPIServer},
+		step{"Volcano CRDs", c.installCRDs},
+		step{"vc-controller-manager", c.startControllerManager})
+	if c.real != nil {
+		steps = append(steps, step{"kube-controller-manager", c.startKubeControllerManager},
+			step{"kube-scheduler", c.startKubeScheduler})
+	} else {
+		steps = append(steps, step{"kwok", c.startKwok}, step{"vc-scheduler", c.StartScheduler})
 	}
 	for _, s := range steps {
 		t := time.Now()
@@ -176,18 +192,35 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	}
 	args := []string{
 		"--etcd-servers=" + c.etcdURL,
-		"--bind-address=127.0.0.1",
+		"--bind-address=" + c.apiHost(),
 		"--secure-port=" + strconv.Itoa(c.apiPort),
 		"--cert-dir=" + certs,
 		"--token-auth-file=" + tokenFile,
 		"--service-account-key-file=" + saKey,
 		"--service-account-signing-key-file=" + saKey,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--enable-priority-and-fairness=false",
+	}
+	if c.real == nil {
+		// No controller-manager creates default ServiceAccounts: without
+		// ServiceAccount admission pods need none. kwok nodes keep their
+		// not-ready taint without TaintNodesByCondition off.
+		args = append(args, "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
+	} else {
+		// Pods on the real node reach the API server through the kubernetes
+		// Service (kube-proxy) with the token and CA their ServiceAccount
+		// volume carries: the serving certificate is the cluster CA's, for
+		// the node address and the Service's names and address.
+		serving, err := writeClusterCerts(certs, c.real.IP)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--disable-admission-plugins=TaintNodesByCondition",
+			"--tls-cert-file="+serving.Cert, "--tls-private-key-file="+serving.Key,
+			"--kubelet-preferred-address-types=InternalIP")
 	}
 	if c.audit {
 		policy := filepath.Join(c.WorkDir, "audit-policy.yaml")
@@ -210,16 +243,29 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	}, c.apisv)
 }
 
+// apiHost is the address the API server listens on: loopback, or the real
+// node's address, which its pods reach through the kubernetes Service.
+func (c *Cluster) apiHost() string {
+	if c.real != nil {
+		return c.real.IP
+	}
+	return "127.0.0.1"
+}
+
 // writeKubeconfig writes the admin kubeconfig and builds the clients.
 func (c *Cluster) writeKubeconfig() error {
 	c.Kubeconfig = filepath.Join(c.WorkDir, "kubeconfig")
+	trust := "insecure-skip-tls-verify: true"
+	if c.real != nil {
+		trust = "certificate-authority: " + clusterCA(filepath.Join(c.WorkDir, "certs"))
+	}
 	kc := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: e2e
   cluster:
-    server: https://127.0.0.1:%d
-    insecure-skip-tls-verify: true
+    server: https://%s
+    %s
 users:
 - name: admin
   user:
@@ -228,7 +274,7 @@ contexts:
 - name: e2e
   context: {cluster: e2e, user: admin}
 current-context: e2e
-`, c.apiPort, c.token)
+`, net.JoinHostPort(c.apiHost(), strconv.Itoa(c.apiPort)), trust, c.token)
 	if err := os.WriteFile(c.Kubeconfig, []byte(kc), 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
@@ -283,8 +329,13 @@ func (c *Cluster) Stop() {
 		return
 	}
 	c.stopped = true
-	nodes, procs := c.nodes, c.procs
+	nodes, procs, real := c.nodes, c.procs, c.realNodes
 	c.mu.Unlock()
+	// A real node's pods and containers go first, while the API server and
+	// the kubelet still run (RealNode.stop).
+	for _, n := range real {
+		n.stop()
+	}
 	// Nodes are independent: stop them together (hundreds in benchmarks).
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -294,6 +345,9 @@ func (c *Cluster) Stop() {
 	wg.Wait()
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].Stop()
+	}
+	if c.real != nil {
+		c.real.removeNodeAddress()
 	}
 }
 
@@ -318,6 +372,9 @@ func (c *Cluster) children() []*Process {
 		if node.Agent != nil {
 			procs = append(procs, node.Agent)
 		}
+	}
+	for _, node := range c.realNodes {
+		procs = append(procs, node.processes()...)
 	}
 	return procs
 }

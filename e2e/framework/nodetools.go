@@ -1,0 +1,95 @@
+//go:build e2e
+
+package framework
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// The real node's Kubernetes binaries, built from e2e/nodetools, a module
+// of their own (see its tools.go): the main module pins runc v1.0.3 for
+// Volcano and the kubelet needs runc v1.1.
+const (
+	BinKubelet           = "kubelet"
+	BinKubeProxy         = "kube-proxy"
+	BinKubeScheduler     = "kube-scheduler"
+	BinKubeControllerMgr = "kube-controller-manager"
+)
+
+// nodeTools are built from e2e/nodetools: name -> package.
+var nodeTools = [][2]string{
+	{BinKubelet, "k8s.io/kubernetes/cmd/kubelet"},
+	{BinKubeProxy, "k8s.io/kubernetes/cmd/kube-proxy"},
+	{BinKubeScheduler, "k8s.io/kubernetes/cmd/kube-scheduler"},
+	{BinKubeControllerMgr, "k8s.io/kubernetes/cmd/kube-controller-manager"},
+}
+
+// NodeTools locates the real node's Kubernetes binaries.
+type NodeTools struct {
+	// Dir holds them by their Bin* names.
+	Dir string
+}
+
+// Path returns the path of the named binary.
+func (t NodeTools) Path(name string) string { return filepath.Join(t.Dir, name) }
+
+// EnsureNodeTools builds the kubelet, kube-proxy, kube-scheduler and
+// kube-controller-manager into <cache root>/nodetools-<sha256(go.sum)[:16]>/
+// when the cache lacks them (about 10 minutes cold on 2 cores, shared in
+// part with kube-apiserver's build cache). A file lock serialises
+// concurrent runs.
+func EnsureNodeTools(ctx context.Context, log io.Writer) (NodeTools, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return NodeTools{}, err
+	}
+	mod := filepath.Join(root, "e2e", "nodetools")
+	sum, err := os.ReadFile(filepath.Join(mod, "go.sum"))
+	if err != nil {
+		return NodeTools{}, fmt.Errorf("read e2e/nodetools/go.sum: %w", err)
+	}
+	base, err := CacheDir(root)
+	if err != nil {
+		return NodeTools{}, err
+	}
+	h := sha256.Sum256(sum)
+	tools := NodeTools{Dir: filepath.Join(filepath.Dir(base), "nodetools-"+hex.EncodeToString(h[:])[:16])}
+	if err := os.MkdirAll(tools.Dir, 0o755); err != nil {
+		return NodeTools{}, fmt.Errorf("create %s: %w", tools.Dir, err)
+	}
+	unlock, err := lockFile(filepath.Join(tools.Dir, "build.lock"))
+	if err != nil {
+		return NodeTools{}, err
+	}
+	defer unlock()
+	for _, b := range nodeTools {
+		out := tools.Path(b[0])
+		if _, err := os.Stat(out); err == nil {
+			continue
+		}
+		fmt.Fprintf(log, "e2e: building %s from e2e/nodetools (cold builds take minutes; cached in %s)\n", b[0], tools.Dir)
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out+".tmp", b[1])
+		cmd.Dir = mod
+		// Static, as Kubernetes releases its node binaries; GOWORK off so a
+		// workspace cannot pull the main module's pins in.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=readonly")
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Run(); err != nil {
+			return NodeTools{}, fmt.Errorf("go build %s (e2e/nodetools): %w", b[1], err)
+		}
+		if err := os.Rename(out+".tmp", out); err != nil {
+			return NodeTools{}, fmt.Errorf("install %s: %w", out, err)
+		}
+		fmt.Fprintf(log, "e2e: %s built in %s\n", b[0], time.Since(start).Round(time.Second))
+	}
+	return tools, nil
+}
