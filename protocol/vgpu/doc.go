@@ -3,7 +3,7 @@
 // limits and one set of error texts. The scheduler backend (backends/vgpu),
 // the node agent (vgpu-device-plugin), the e2e harness and the tests all
 // speak it through this package. It depends on nothing but the standard
-// library.
+// library and the Kubernetes Pod type (which container an entry is for).
 //
 // Upstream defines the protocol in volcano-sh/volcano
 // pkg/scheduler/api/devices/nvidia/vgpu (type.go: the keys;
@@ -62,9 +62,15 @@
 //     containers. A MIG instance is "UUID[group-position]", the position
 //     counting the geometry's instances in catalogue order. This project's
 //     scheduler writes one entry per container (empty for containers
-//     without vGPUs); Volcano v1.10 writes entries only for the containers
-//     that ask for vGPUs. HAMi may list other vendors' devices in the same
-//     value, with their own type.
+//     without vGPUs); when an init container or native sidecar has cards,
+//     one entry per init container comes first, in spec order, then the
+//     regular containers' (InitEntries, EntryRoles, EntryContainer): the
+//     order the kubelet admits them in. Volcano v1.10 writes entries only
+//     for the regular containers that ask for vGPUs. HAMi may list other
+//     vendors' devices in the same value, with their own type.
+//     volcano-vgpu-device-plugin maps entry i to pod.Spec.Containers[i],
+//     so init entries are only written for nodes whose agent reads them
+//     (RegisteredWithNUMA: this project's agent; HAMi's).
 //   - volcano.sh/vgpu-node (the node), volcano.sh/vgpu-time (Unix seconds,
 //     the order agents serve pods in), volcano.sh/bind-time (Unix seconds)
 //     and volcano.sh/bind-phase: allocating.
@@ -74,12 +80,21 @@
 // when none is left, or failed when it refuses the allocation;
 // vgpu-ids-new stays as the durable record accounting reads.
 //
+// # What a pod holds (phases.go)
+//
+// A card is charged what the pod holds of it at its peak, Peak: regular
+// init containers run one at a time beside the sidecars declared before
+// them, regular containers together beside every sidecar; per card, each
+// of memory, cores and holders is the largest sum over one such phase.
+// For pods without init entries that is every entry summed, as before.
+// HAMi's scheduler counts the same (CollapseInitContainerUsage).
+//
 // # HAMi's allocation (hamialloc.go)
 //
 // For nodes HAMi's NVIDIA device plugin serves: hami.io/vgpu-devices-to-
 // allocate and hami.io/vgpu-devices-allocated, the same card entries with
 // ";" after every container entry and, as HAMi v2.9 indexes them, the init
-// containers' (empty) entries first; hami.io/vgpu-node, hami.io/vgpu-time,
+// containers' entries first (with their cards when they have some); hami.io/vgpu-node, hami.io/vgpu-time,
 // hami.io/bind-time and hami.io/bind-phase; the node lock
 // hami.io/mutex.lock ("<RFC 3339>,<ns>,<pod>", protocol/nodelock). The
 // plugin empties devices-to-allocate entry by entry and sets bind-phase

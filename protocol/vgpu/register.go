@@ -62,6 +62,25 @@ func DecodeRegister(value string) ([]Card, error) {
 	})
 }
 
+// RegisteredWithNUMA reports whether every card of a
+// volcano.sh/node-vgpu-register value has the seventh field, the card's
+// NUMA node, which only this project's agent writes (EncodeRegister):
+// volcano-vgpu-device-plugin writes five or six fields. Readers use it to
+// tell what the node's agent serves; it checks nothing else of the value.
+func RegisteredWithNUMA(value string) bool {
+	cards := 0
+	for _, entry := range strings.Split(value, ":") {
+		if entry == "" {
+			continue
+		}
+		if strings.Count(entry, ",") != 6 {
+			return false
+		}
+		cards++
+	}
+	return cards > 0
+}
+
 // decodeEntries reads the ":"-terminated, comma-separated card entries of
 // the annotation key (each called what in errors) with card, then checks
 // the cards together.

@@ -71,3 +71,17 @@ func TestEncodeScoresRoundTrip(t *testing.T) {
 		t.Errorf("short matrix: error %v, want one naming %s", err, AnnotationHAMiScore)
 	}
 }
+
+func TestRegisteredWithNUMA(t *testing.T) {
+	for value, want := range map[string]bool{
+		"GPU-a,10,16384,NVIDIA-T4,true,hami-core,0:GPU-b,10,16384,NVIDIA-T4,true,hami-core,-1:": true,
+		"GPU-a,10,16384,NVIDIA-T4,true,hami-core:":                                              false,
+		"GPU-a,10,16384,NVIDIA-T4,true:":                                                        false,
+		"GPU-a,10,16384,NVIDIA-T4,true,hami-core,0:GPU-b,10,16384,NVIDIA-T4,true:":              false,
+		"": false,
+	} {
+		if got := RegisteredWithNUMA(value); got != want {
+			t.Errorf("RegisteredWithNUMA(%q) = %v, want %v", value, got, want)
+		}
+	}
+}
