@@ -34,18 +34,23 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 		return nil, err
 	}
 	var s scratch
-	picks, work, failed := d.choose(&req, &s)
-	if d.tooFewCards(&req) || failed >= 0 {
-		st := api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)
-		if failed >= 0 && !d.tooFewCards(&req) {
-			st = d.explain(&req, failed, work)
+	st := d.unservable(&req)
+	var picks []pick
+	if st == nil {
+		var work []cardState
+		var failed int
+		if picks, work, failed = d.choose(&req, &s); failed >= 0 {
+			st = d.explain(&req, failed, work, s.forced)
 		}
+	}
+	if st != nil {
 		return nil, fmt.Errorf("allocate %s for pod %s/%s on node %s: %s", Name, pod.Namespace, pod.Name, d.node, st.Message())
 	}
-	h := &holding{gang: podGang(pod), rules: req.rules, uses: make([]use, len(picks))}
+	uses := make([]use, len(picks))
 	for i, p := range picks {
-		h.uses[i] = use{card: p.card, cores: p.cores, mem: p.mem, recMem: p.recMem, migGroup: p.migGroup, migPos: p.migPos}
+		uses[i] = use{card: p.card, entry: p.ctr, cores: p.cores, mem: p.mem, recMem: p.recMem, migGroup: p.migGroup, migPos: p.migPos}
 	}
+	h := newHolding(podGang(pod), req.rules, req.roles, uses)
 	value := d.encodeAllocation(picks, req.containers)
 	cardledger.Hold(d.ledger, pod, value, h, d.apply)
 	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
@@ -55,7 +60,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	}
 	if d.hami {
 		return &api.Reservation{
-			Annotations: d.hamiAnnotations(value, d.containerDevices(picks, req.containers), len(pod.Spec.InitContainers), now),
+			Annotations: d.hamiAnnotations(value, d.containerDevices(picks, req.containers), len(pod.Spec.InitContainers)-req.inits, now),
 			NodeLocks:   []string{vgpuproto.HAMiNodeLock},
 		}, nil
 	}

@@ -26,6 +26,9 @@ type scratch struct {
 	candBuf [stackCards]candidate
 	pickBuf [stackCards]pick
 	selBuf  [stackCards]int
+	// forced are, when a phased choice failed (choosePhased), the cards
+	// the failed container had to take; nil otherwise.
+	forced []int32
 }
 
 // choose picks the cards of every container of req, in container order,
@@ -33,8 +36,12 @@ type scratch struct {
 // ScoreNode and Allocate all call it, so the cards a node is scored for are
 // the cards Allocate takes. failed is the index in req.ctrs of the first
 // container that does not fit (-1 when all do); work then holds the cards
-// as the earlier containers left them, for explain.
+// as the earlier containers left them, for explain. A pod whose init
+// containers ask for cards is placed by choosePhased.
 func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []cardState, failed int) {
+	if req.inits > 0 {
+		return d.choosePhased(req, s)
+	}
 	work = append(s.workBuf[:0], d.cards...)
 	picks = s.pickBuf[:0]
 	cands := s.candBuf[:0]

@@ -5,21 +5,28 @@ import (
 	"fmt"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
+
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
-// decodeUses reads a vgpu-ids-new value (at most ncontainers container
-// entries) into uses. Every card must be registered on the node, within its
-// cores, and a MIG instance must exist in the card's geometries.
-func (d *Devices) decodeUses(value string, ncontainers int) ([]use, error) {
-	if n := strings.Count(value, ";") + 1; n > max(ncontainers, 1) {
-		return nil, errEntries(n, ncontainers)
+// decodeUses reads the pod's vgpu-ids-new value into uses, with the roles
+// of its entries: one entry per regular container at most, or one per
+// init and regular container (vgpuproto.InitEntries). Every card must be
+// registered on the node, within its cores, and a MIG instance must exist
+// in the card's geometries.
+func (d *Devices) decodeUses(value string, pod *v1.Pod) ([]use, []vgpuproto.Role, error) {
+	n := strings.Count(value, ";") + 1
+	roles := vgpuproto.EntryRoles(pod, n)
+	if roles == nil && n > max(len(pod.Spec.Containers), 1) {
+		return nil, nil, errEntries(n, pod)
 	}
 	entries, err := vgpuproto.DecodeAllocation(value)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return d.usesOf(entries, false)
+	uses, err := d.usesOf(entries, false)
+	return uses, roles, err
 }
 
 // usesOf maps decoded container entries to uses (only the NVIDIA cards when
@@ -36,6 +43,7 @@ func (d *Devices) usesOf(entries [][]vgpuproto.Device, nvidiaOnly bool) ([]use, 
 			if err != nil {
 				return nil, errCard(ctr, dev.UUID, err)
 			}
+			u.entry = int32(ctr)
 			uses = append(uses, u)
 		}
 	}
@@ -48,8 +56,12 @@ func (d *Devices) usesOf(entries [][]vgpuproto.Device, nvidiaOnly bool) ([]use, 
 // errNoCard refuses an allocation record without a card of ours.
 var errNoCard = errors.New("no card recorded")
 
-func errEntries(n, ncontainers int) error {
-	return fmt.Errorf("%d container entries for a pod with %d containers", n, ncontainers)
+func errEntries(n int, pod *v1.Pod) error {
+	if k := len(pod.Spec.InitContainers); k > 0 {
+		return fmt.Errorf("%d container entries for a pod with %d containers and %d init containers: "+
+			"want at most %d, or %d with the init containers' first", n, len(pod.Spec.Containers), k, len(pod.Spec.Containers), k+len(pod.Spec.Containers))
+	}
+	return fmt.Errorf("%d container entries for a pod with %d containers", n, len(pod.Spec.Containers))
 }
 
 func errCard(ctr int, uuid string, err error) error {
@@ -115,9 +127,10 @@ func (d *Devices) checkMIG(uses []use) error {
 	return nil
 }
 
-// encodeAllocation renders picks as vgpu-ids-new: one entry per regular
-// container (empty for containers without cards), so the node agent's
-// container index matches the pod's.
+// encodeAllocation renders picks as vgpu-ids-new: one entry per container
+// (empty for containers without cards), the init containers' first when
+// one of them has cards (podRequest.containers), in the order the kubelet
+// admits the containers and the node agent serves them.
 func (d *Devices) encodeAllocation(picks []pick, ncontainers int) string {
 	buf := make([]byte, 0, 64*len(picks)+ncontainers)
 	p := 0
@@ -142,7 +155,7 @@ func (d *Devices) device(pk *pick) vgpuproto.Device {
 	return dev
 }
 
-// containerDevices groups picks by regular container, ncontainers entries.
+// containerDevices groups picks by container entry, ncontainers entries.
 func (d *Devices) containerDevices(picks []pick, ncontainers int) [][]vgpuproto.Device {
 	out := make([][]vgpuproto.Device, ncontainers)
 	for i := range picks {

@@ -35,6 +35,13 @@ const (
 	ReasonTooFewCards      = "node has fewer vGPU cards than requested"
 	ReasonNUMASplit        = "not enough fitting vGPU cards on one NUMA node (nvidia.com/numa-bind)"
 	ReasonTooFewFitting    = "fewer fitting vGPU cards than requested"
+	// ReasonInitAgent: the node's agent would serve an init container
+	// another container's cards (see inventory.initAgent).
+	ReasonInitAgent = "node agent (volcano-vgpu-device-plugin) does not serve vGPUs to init containers"
+	// ReasonReusedCard: a container after a regular init container gets
+	// that container's cards again from the kubelet, and one does not fit
+	// it (see init.go).
+	ReasonReusedCard = "vGPU card an init container leaves to the next container does not fit it"
 )
 
 // Limits on requests; the limits on decoded annotations are

@@ -57,7 +57,9 @@ type gangCount struct {
 
 // use is one card of one container of an accounted pod.
 type use struct {
-	card  int32
+	card int32
+	// entry is the container's entry in the allocation.
+	entry int32
 	cores int32
 	// mem is the memory accounted on the card (a MIG instance's size);
 	// recMem the memory recorded in the annotation.
@@ -73,7 +75,35 @@ type holding struct {
 	gang string
 	// rules are the exclusive rules the pod matched when accounted.
 	rules uint64
-	uses  []use
+	// uses are the pod's cards container by container, as recorded.
+	uses []use
+	// charges are what the pod holds of each card at its peak
+	// (vgpuproto.Peak): what apply adds to the cards. For a pod whose
+	// containers all run together, each card's uses summed.
+	charges []vgpuproto.Charge[int32]
+	// total is what Total reports: the charges, with the memory recorded
+	// rather than the MIG instances taken.
+	total cardledger.Total
+}
+
+// newHolding returns the holding of uses for a pod whose allocation
+// entries have roles (nil: every entry a regular container's).
+func newHolding(gang string, rules uint64, roles []vgpuproto.Role, uses []use) *holding {
+	h := &holding{gang: gang, rules: rules, uses: uses}
+	pu := make([]vgpuproto.Use[int32], len(uses))
+	for i, u := range uses {
+		pu[i] = vgpuproto.Use[int32]{Entry: int(u.entry), Card: u.card, Mem: u.mem, Cores: u.cores, Whole: u.migPos >= 0}
+	}
+	h.charges = vgpuproto.Peak(roles, pu)
+	for i, u := range uses {
+		pu[i].Mem = u.recMem
+	}
+	for _, c := range vgpuproto.Peak(roles, pu) {
+		h.total.Cards += int(c.Holders)
+		h.total.MemMiB += c.Mem
+		h.total.Cores += int64(c.Cores)
+	}
+	return h
 }
 
 // shared is what every copy of one node's Devices shares, immutable.
@@ -88,6 +118,9 @@ type shared struct {
 	// hami is set when the node is registered only in HAMi's format: its
 	// agent is HAMi's plugin, which reads the hami.io/* allocation (hami.go).
 	hami bool
+	// initAgent is set when the node's agent serves init containers
+	// (inventory.initAgent).
+	initAgent bool
 }
 
 // ledger is a node's per-pod accounting. Embedded in Devices, it supplies
@@ -188,7 +221,7 @@ var (
 
 func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.warnings,
-		hami: inv.source == vgpuproto.AnnotationHAMiRegister}
+		hami: inv.source == vgpuproto.AnnotationHAMiRegister, initAgent: inv.initAgent}
 	n := len(inv.cards)
 	var memUnits, slots int64
 	report := make([]cardledger.Card, n)
@@ -239,12 +272,25 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	return d
 }
 
-// apply adds (sign 1) or removes (sign -1) a holding.
+// apply adds (sign 1) or removes (sign -1) a holding: its charges, the
+// MIG instances its uses take, and its PodGroup and exclusive rules once
+// per holder.
 func (d *Devices) apply(h *holding, sign int32) {
 	d.gen++
+	for _, ch := range h.charges {
+		c := &d.cards[ch.Card]
+		c.UsedMiB += int64(sign) * ch.Mem
+		c.UsedCores += sign * ch.Cores
+		c.UsedNum += sign * ch.Holders
+		if h.gang != "" {
+			c.gangs = addGang(c.gangs, h.gang, sign*ch.Holders)
+		}
+		if h.rules != 0 {
+			c.excl = addRules(c.excl, h.rules, sign*ch.Holders)
+		}
+	}
 	for _, u := range h.uses {
 		c := &d.cards[u.card]
-		c.Take(u.mem, u.cores, sign)
 		if u.migPos >= 0 {
 			if sign > 0 {
 				c.migGroup = u.migGroup
@@ -256,20 +302,13 @@ func (d *Devices) apply(h *holding, sign int32) {
 		if c.migUsed == 0 {
 			c.migGroup = -1
 		}
-		if h.gang != "" {
-			c.gangs = addGang(c.gangs, h.gang, sign)
-		}
-		if h.rules != 0 {
-			c.excl = addRules(c.excl, h.rules, sign)
-		}
 	}
 }
 
-// Total sums the memory recorded (not the MIG instances taken) and the
-// cores asked for, for queue accounting.
-func (h *holding) Total() cardledger.Total {
-	return cardledger.Sum(h.uses, func(u *use) (int64, int32) { return u.recMem, u.cores })
-}
+// Total is what the pod holds at its peak, card by card, with the memory
+// recorded (not the MIG instances taken) and the cores asked for, for
+// queue accounting.
+func (h *holding) Total() cardledger.Total { return h.total }
 
 // addGang returns a new sorted slice with key's count changed by delta.
 func addGang(gangs []gangCount, key string, delta int32) []gangCount {
@@ -297,24 +336,25 @@ func (c *cardState) hasGang(key string) bool {
 
 // AddResource accounts the allocation recorded in the pod's
 // volcano.sh/vgpu-ids-new or, for a bound pod only HAMi's scheduler placed,
-// its hami.io/vgpu-devices-allocated (its NVIDIA cards). Pods in phase
-// Succeeded or Failed and pods without the annotation are ignored. A pod already accounted is a no-op
+// its hami.io/vgpu-devices-allocated (its NVIDIA cards): what the pod holds
+// of each card at its peak (vgpuproto.Peak; a record with entries for the
+// init containers, see vgpuproto.InitEntries, charges their phases). Pods
+// in phase Succeeded or Failed and pods without the annotation are
+// ignored. A pod already accounted is a no-op
 // when the record is the same and an error otherwise. A malformed record
 // (unknown card, bad numbers, a MIG position taken) is an error naming the
 // annotation and the value; the state is then unchanged.
 func (d *Devices) AddResource(pod *v1.Pod) error {
 	key, decode := vgpuproto.AnnotationIDs, d.decodeUses
-	ncontainers := len(pod.Spec.Containers)
 	if placedByHAMi(pod) {
 		key, decode = vgpuproto.AnnotationHAMiAllocated, d.decodeHAMiUses
-		ncontainers += len(pod.Spec.InitContainers)
 	}
 	added, err := cardledger.AccountFrom(d.ledger, pod, key, func(value string) (*holding, error) {
-		uses, err := decode(value, ncontainers)
+		uses, roles, err := decode(value, pod)
 		if err == nil {
 			err = d.checkMIG(uses)
 		}
-		return &holding{gang: podGang(pod), rules: d.b.ruleMask(pod), uses: uses}, err
+		return newHolding(podGang(pod), d.b.ruleMask(pod), roles, uses), err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
 		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[key])

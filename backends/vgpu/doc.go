@@ -20,9 +20,12 @@
 //   - volcano.sh/vgpu-cores: percent of the card's SMs; default
 //     nvidia.defaultCores. 100 asks for an unused card.
 //
-// ValidateRequest refuses what no node can serve: negative, fractional or
-// oversized values, cores or percentage above 100, a count of 0 with memory,
-// vGPUs in init containers and unknown annotation values.
+// Init containers and native sidecars (restartPolicy Always) ask the same
+// way (init.go). ValidateRequest refuses what no node can serve: negative,
+// fractional or oversized values, cores or percentage above 100, a count
+// of 0 with memory, unknown annotation values, and a container asking for
+// fewer cards than the regular init container before it leaves to it (the
+// kubelet would give it some of those devices, picked at random).
 //
 // # Pod annotations read (sources; keys in protocol/vgpu)
 //
@@ -62,7 +65,9 @@
 //
 // volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate (one entry per
 // regular container, empty for containers without vGPUs, so the agent's
-// container index is the pod's; a MIG instance's position counts the
+// container index is the pod's; when an init container has cards, one
+// entry per init container first, the order the kubelet admits them in,
+// vgpuproto.InitEntries; a MIG instance's position counts the
 // geometry's instances in catalogue order, memory is the request and the
 // card is charged the instance's size), volcano.sh/vgpu-node,
 // volcano.sh/vgpu-time, volcano.sh/bind-time and volcano.sh/bind-phase:
@@ -70,7 +75,9 @@
 //
 // Accounting reads volcano.sh/vgpu-ids-new back (the agent consumes
 // devices-to-allocate), checking every card against the node: registered,
-// within its cores, a MIG instance of its geometries. Memory is MiB in every
+// within its cores, a MIG instance of its geometries. Each card is charged
+// what the pod holds of it at its peak (vgpuproto.Peak: memory, cores and
+// holders each the most in one phase of the pod), for the pod's life. Memory is MiB in every
 // annotation, as DESIGN.md's wire contract says; upstream agents that
 // register and record memory in gpuMemoryFactor units agree only when the
 // factor is 1.
@@ -81,8 +88,8 @@
 //
 // On a node registered only in HAMi's format the agent is HAMi's NVIDIA
 // device plugin, which reads hami.io/* only (hami.go): Allocate writes
-// hami.io/vgpu-devices-to-allocate and -allocated (init containers' empty
-// entries first, ";" after every entry), hami.io/vgpu-node, -time,
+// hami.io/vgpu-devices-to-allocate and -allocated (init containers'
+// entries first, empty unless they have cards, ";" after every entry), hami.io/vgpu-node, -time,
 // bind-time and bind-phase: allocating, keeps volcano.sh/vgpu-ids-new,
 // vgpu-node and the times as the record, leaves out
 // volcano.sh/devices-to-allocate and bind-phase, and asks the binder for
@@ -109,7 +116,14 @@
 // topology-aware takes, for several cards, the set with the highest sum of
 // pairwise link scores and, for one card, the card with the worst links,
 // keeping well-linked sets free. Containers are placed in order, each
-// seeing the earlier ones' cards.
+// seeing the earlier ones' cards; a pod with init container requests is
+// placed phase by phase (phased.go): each container sees what the pod's
+// earlier containers hold in the phases it runs in, takes the cards of a
+// regular init container before it (which the kubelet gives it again),
+// and a regular init container only takes cards the containers after it
+// that inherit them fit too. Init container requests are unresolvable on
+// nodes registered by volcano-vgpu-device-plugin, which maps allocation
+// entries to regular containers only.
 //
 // FilterNode, ScoreNode and Allocate share one choice function, so the
 // score is computed from the cards Allocate takes: binpack scores

@@ -38,9 +38,13 @@ func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []api.CardVerdict {
 		return nil
 	}
 	cr := &req.ctrs()[failed]
+	ctr, init := cr.ctr-req.inits, cr.ctr < req.inits
+	if init {
+		ctr = cr.ctr
+	}
 	out := make([]api.CardVerdict, len(work))
 	for i := range work {
-		out[i] = api.CardVerdict{Index: i, Container: cr.ctr}
+		out[i] = api.CardVerdict{Index: i, Container: ctr, InitContainer: init}
 		if code, _ := d.check(i, &work[i], cr, req); code != fits {
 			out[i].Reason, out[i].Resolvable = describe(code)
 		}

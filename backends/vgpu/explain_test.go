@@ -28,6 +28,12 @@ func TestExplainCards(t *testing.T) {
 			{Index: 2, Reason: ReasonCardTooSmall},
 			{Index: 3, Reason: ReasonTypeMismatch},
 		}},
+		{name: "the init container refused", pod: withInit(one("init", 1, 4000, 0, noT4...), "i", ctr{1, 12000, -1, 0}), want: []api.CardVerdict{
+			{Index: 0, InitContainer: true, Reason: ReasonInsufficientMem, Resolvable: true},
+			{Index: 1, InitContainer: true, Reason: ReasonUnhealthy},
+			{Index: 2, InitContainer: true, Reason: ReasonCardTooSmall},
+			{Index: 3, InitContainer: true, Reason: ReasonTypeMismatch},
+		}},
 		{name: "a card fits but two are asked for", pod: one("two", 2, 12000, 0), want: []api.CardVerdict{
 			{Index: 0, Reason: ReasonInsufficientMem, Resolvable: true},
 			{Index: 1, Reason: ReasonUnhealthy},

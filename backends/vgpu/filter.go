@@ -55,15 +55,15 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 // fit is FilterNode for a parsed, non-empty request: the node's score for
 // the cards chosen when it fits, else why not.
 func (d *Devices) fit(req *podRequest) (float64, *api.Status) {
-	if d.tooFewCards(req) {
-		return 0, api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)
+	if st := d.unservable(req); st != nil {
+		return 0, st
 	}
 	var s scratch
 	picks, work, failed := d.choose(req, &s)
 	if failed < 0 {
 		return score(picks, req.nodePolicy), nil
 	}
-	return 0, d.explain(req, failed, work)
+	return 0, d.explain(req, failed, work, s.forced)
 }
 
 // ScoreNode scores the node in [0, api.MaxScore] from the cards Allocate
@@ -88,6 +88,19 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 		return 0
 	}
 	return score(picks, req.nodePolicy)
+}
+
+// unservable says why no choice of cards serves the request on the node:
+// a container asks for more cards than it has, or init containers ask for
+// cards the node's agent would not serve them.
+func (d *Devices) unservable(req *podRequest) *api.Status {
+	switch {
+	case d.tooFewCards(req):
+		return api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)
+	case req.inits > 0 && !d.initAgent:
+		return api.NewStatus(api.UnschedulableAndUnresolvable, ReasonInitAgent)
+	}
+	return nil
 }
 
 // tooFewCards reports whether a container asks for more cards than the

@@ -1,6 +1,8 @@
 package vgpu
 
 import (
+	"slices"
+
 	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/deviceshare/api"
 )
@@ -150,22 +152,29 @@ func fullness(ci *cardInfo, c *cardState, dMem int64, dCores, dNum int32) float6
 // explain builds the failure status of container f, which did not fit
 // with the cards in state work: one reason per rejected card kind, and a
 // shortage reason when enough cards were not rejected yet too few were
-// chosen (NUMA binding or fewer fitting cards than requested).
-func (d *Devices) explain(req *podRequest, f int, work []cardState) *api.Status {
+// chosen (NUMA binding or fewer fitting cards than requested). forced are
+// the cards the container had to take (the cards of the init container
+// before it, see choosePhased): one of them not fitting is the reason, with
+// ReasonReusedCard.
+func (d *Devices) explain(req *podRequest, f int, work []cardState, forced []int32) *api.Status {
 	cr := &req.ctrs()[f]
 	var reasons api.CardReasons
-	fitting := 0
+	fitting, forcedFails := 0, false
 	for i := range work {
 		code, _ := d.check(i, &work[i], cr, req)
 		if code == fits {
 			fitting++
 			continue
 		}
+		forcedFails = forcedFails || slices.Contains(forced, int32(i))
 		reasons.Add(describe(code))
 	}
-	if fitting >= int(cr.nums) && req.numaBind {
+	switch {
+	case forcedFails:
+		reasons.Add(ReasonReusedCard, false)
+	case fitting >= int(cr.nums) && req.numaBind:
 		reasons.Add(ReasonNUMASplit, false)
-	} else if fitting > 0 {
+	case fitting > 0:
 		reasons.Add(ReasonTooFewFitting, false)
 	}
 	return reasons.Status()

@@ -327,7 +327,7 @@ func (d *Devices) fragInputsOf(req *podRequest, t *fragTarget) fragInputs {
 // fragmentation after placement includes the scarcity cost of the cards
 // taken.
 func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
-	if d.tooFewCards(req) {
+	if d.unservable(req) != nil {
 		return -1
 	}
 	var s scratch

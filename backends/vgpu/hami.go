@@ -30,10 +30,13 @@ import (
 // bind-phase: no agent on the node would ever consume or advance them.
 
 // hamiAnnotations returns the allocation annotations for a HAMi-registered
-// node: cards as DecodeAllocation's entries for the regular containers,
-// initContainers the pod's init container count, now the Unix time.
-func (d *Devices) hamiAnnotations(ids string, cards [][]vgpuproto.Device, initContainers int, now string) map[string]string {
-	hami := vgpuproto.EncodeHAMiAllocation(initContainers, cards)
+// node: cards as DecodeAllocation's entries of vgpu-ids-new, after which
+// HAMi's layout wants leading empty entries (the init containers' when
+// cards has none for them), now the Unix time. HAMi's plugin maps the
+// entries below the pod's init container count to its init containers
+// (pkg/util GetNextDeviceRequest), as HAMi's scheduler writes them.
+func (d *Devices) hamiAnnotations(ids string, cards [][]vgpuproto.Device, leading int, now string) map[string]string {
+	hami := vgpuproto.EncodeHAMiAllocation(leading, cards)
 	return map[string]string{
 		vgpuproto.AnnotationIDs:            ids,
 		vgpuproto.AnnotationNode:           d.node,
@@ -63,16 +66,18 @@ func placedByHAMi(pod *v1.Pod) bool {
 }
 
 // decodeHAMiUses reads a HAMi scheduler's hami.io/vgpu-devices-allocated
-// for a pod of ncontainers containers (init and regular): at most that many
-// entries, the trailing ";" aside; only NVIDIA cards are this backend's
-// (HAMi records other vendors' devices under other keys).
-func (d *Devices) decodeHAMiUses(value string, ncontainers int) ([]use, error) {
+// for the pod: at most one entry per container (init and regular), the
+// trailing ";" aside, with the roles of the entries (vgpuproto.EntryRoles:
+// HAMi v2.9 lists every init container first); only NVIDIA cards are this
+// backend's (HAMi records other vendors' devices under other keys).
+func (d *Devices) decodeHAMiUses(value string, pod *v1.Pod) ([]use, []vgpuproto.Role, error) {
 	entries, err := vgpuproto.DecodeHAMiAllocation(vgpuproto.AnnotationHAMiAllocated, value)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(entries) > max(ncontainers, 1) {
-		return nil, errEntries(len(entries), ncontainers)
+	if len(entries) > max(len(pod.Spec.InitContainers)+len(pod.Spec.Containers), 1) {
+		return nil, nil, errEntries(len(entries), pod)
 	}
-	return d.usesOf(entries, true)
+	uses, err := d.usesOf(entries, true)
+	return uses, vgpuproto.EntryRoles(pod, len(entries)), err
 }

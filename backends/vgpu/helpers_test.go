@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,4 +112,20 @@ func devicesOf(t testing.TB, b *Backend, node *v1.Node, pods ...*v1.Pod) *Device
 func allocated(t testing.TB, d *Devices, p *v1.Pod, policy string) string {
 	t.Helper()
 	return testkit.Allocate(t, d, p, policy).Annotations[vgpuproto.AnnotationIDs]
+}
+
+// withInit returns a copy of p with one init container per ctr: a regular
+// one ("i<k>") or a native sidecar ("s<k>", restartPolicy Always) as kinds
+// says, letter by letter ('i' or 's').
+func withInit(p *v1.Pod, kinds string, ctrs ...ctr) *v1.Pod {
+	out := p.DeepCopy()
+	always := v1.ContainerRestartPolicyAlways
+	for k, c := range ctrs {
+		ic := v1.Container{Name: "i" + strconv.Itoa(k), Resources: v1.ResourceRequirements{Limits: limits(c)}}
+		if kinds[k] == 's' {
+			ic.Name, ic.RestartPolicy = "s"+strconv.Itoa(k), &always
+		}
+		out.Spec.InitContainers = append(out.Spec.InitContainers, ic)
+	}
+	return out
 }

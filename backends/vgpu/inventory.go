@@ -16,6 +16,13 @@ import (
 type inventory struct {
 	source string
 	cards  []vgpuproto.Card
+	// initAgent says the node's agent serves vGPUs to init containers:
+	// this project's (its registration has the numa field) or HAMi's,
+	// whose plugin maps the entries below the pod's init container count
+	// to its init containers. volcano-vgpu-device-plugin maps entry i to
+	// pod.Spec.Containers[i] (pkg/plugin/vgpu/util GetNextDeviceRequest)
+	// and would index past them.
+	initAgent bool
 	// links is the n x n pair score matrix (row-major), nil when the node
 	// publishes none or it cannot be read.
 	links []int32
@@ -42,9 +49,11 @@ func (b *Backend) decodeInventory(node *v1.Node) (*inventory, error) {
 	if v, ok := a[vgpuproto.AnnotationRegister]; ok {
 		inv.source = vgpuproto.AnnotationRegister
 		inv.cards, err = vgpuproto.DecodeRegister(v)
+		inv.initAgent = vgpuproto.RegisteredWithNUMA(v)
 	} else if v, ok := a[vgpuproto.AnnotationHAMiRegister]; ok {
 		inv.source = vgpuproto.AnnotationHAMiRegister
 		inv.cards, err = vgpuproto.DecodeHAMiRegister(v)
+		inv.initAgent = true
 	}
 	if err != nil || inv.cards == nil {
 		return nil, err

@@ -20,6 +20,10 @@ func TestQueueRequest(t *testing.T) {
 			want: map[string]float64{"volcano.sh/vgpu-number": 2, "volcano.sh/vgpu-memory": 3000, "volcano.sh/vgpu-cores": 10}},
 		{name: "a percentage leaves memory out", pod: vpod("p", []ctr{{n: 1, mem: -1, pct: 50, cores: 20}}),
 			want: map[string]float64{"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-cores": 20}},
+		{name: "an init container and the app container: the larger of each", pod: withInit(one("p", 1, 2000, 40), "i", ctr{1, 8000, -1, 20}),
+			want: map[string]float64{"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 8000, "volcano.sh/vgpu-cores": 40}},
+		{name: "a sidecar adds to the app container", pod: withInit(one("p", 1, 2000, 40), "s", ctr{1, 1000, -1, 10}),
+			want: map[string]float64{"volcano.sh/vgpu-number": 2, "volcano.sh/vgpu-memory": 3000, "volcano.sh/vgpu-cores": 50}},
 		{name: "no request", pod: vpod("p", []ctr{{n: -1, mem: -1, pct: -1, cores: -1}})},
 		{name: "invalid request (cores above 100)", pod: one("p", 1, 1000, 150)},
 	}

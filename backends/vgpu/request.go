@@ -15,9 +15,12 @@ import (
 
 // ctrRequest is what one container asks for: nums cards, each with memMiB
 // of memory (or pct percent of the card when memMiB is 0) and cores percent
-// of its SMs.
+// of its SMs. ctr is its entry in the allocation (the regular container's
+// index, after the init containers' entries when the pod has those: see
+// podRequest.inits) and role says when it runs (init.go).
 type ctrRequest struct {
 	ctr    int
+	role   vgpuproto.Role
 	nums   int32
 	memMiB int64
 	pct    int32
@@ -40,10 +43,17 @@ type podRequest struct {
 	// The requesting containers are ctrBuf[:nctrs], or extra when there are
 	// more than fit ctrBuf (a slice into the value itself would make every
 	// podRequest escape to the heap).
-	ctrBuf     [4]ctrRequest
-	nctrs      int
-	extra      []ctrRequest
-	containers int
+	ctrBuf [4]ctrRequest
+	nctrs  int
+	extra  []ctrRequest
+	// containers is the number of entries of the allocation: one per
+	// regular container, after inits entries for the init containers when
+	// one of them asks for cards (0 otherwise, which keeps the value of
+	// pods without such requests as it always was).
+	containers, inits int
+	// roles are the entries' roles when inits > 0 (nil otherwise: every
+	// entry a regular container's).
+	roles []vgpuproto.Role
 	// mode is the operating mode the pod asks for, "" for any.
 	mode string
 	// useType and noUseType are upper-cased comma-separated type selectors.
@@ -73,6 +83,8 @@ func (r *podRequest) fingerprint() {
 	for _, c := range r.ctrs() {
 		b = strconv.AppendInt(b, int64(c.ctr), 10)
 		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(c.role), 10)
+		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(c.nums), 10)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, c.memMiB, 10)
@@ -83,6 +95,7 @@ func (r *podRequest) fingerprint() {
 		b = append(b, ';')
 	}
 	b = strconv.AppendInt(b, int64(r.containers), 10)
+	b = strconv.AppendInt(append(b, ','), int64(r.inits), 10)
 	b = strconv.AppendUint(append(b, 0), r.rules, 16)
 	b = strconv.AppendBool(append(b, 0), r.numaBind)
 	for _, f := range [...]string{r.mode, r.useType, r.noUseType, r.useUUID, r.noUseUUID, r.cardPolicy, r.nodePolicy, r.gang} {
@@ -164,7 +177,7 @@ func (b *Backend) request(pod *v1.Pod, policy string) (*podRequest, error) {
 
 func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error {
 	*r = podRequest{containers: len(pod.Spec.Containers), host: podHost(pod)}
-	if err := podres.CheckInitContainers(pod, "vGPUs", b.resCount, b.resMemory, b.resPercent, b.resCores); err != nil {
+	if err := b.parseInitContainers(pod, r); err != nil {
 		return err
 	}
 	for i := range pod.Spec.Containers {
@@ -173,12 +186,15 @@ func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error
 			return fmt.Errorf("pod %s/%s %w", pod.Namespace, pod.Name, err)
 		}
 		if ok {
-			c.ctr = i
+			c.ctr = r.inits + i
 			r.add(c)
 		}
 	}
 	if r.empty() {
 		return nil
+	}
+	if err := b.checkReuse(pod, r); err != nil {
+		return fmt.Errorf("pod %s/%s %w", pod.Namespace, pod.Name, err)
 	}
 	if err := parseAnnotations(pod, policy, r); err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)

@@ -99,8 +99,6 @@ func TestValidateRequestRefuses(t *testing.T) {
 	frac.Spec.Containers[0].Resources.Limits["volcano.sh/vgpu-memory"] = resource.MustParse("0.5")
 	neg := one("p", 1, 10, 0)
 	neg.Spec.Containers[0].Resources.Limits["volcano.sh/vgpu-number"] = resource.MustParse("-2")
-	initPod := one("p", 1, 10, 0)
-	initPod.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{Limits: limits(ctr{1, -1, -1, -1})}}}
 	tests := []struct {
 		name string
 		cfg  func(*config.NVIDIAConfig)
@@ -115,7 +113,14 @@ func TestValidateRequestRefuses(t *testing.T) {
 		{name: "count 0 with memory", pod: one("p", 0, 10, 0), want: []string{"vgpu-number=0 with vGPU memory"}},
 		{name: "memory without count when defaultGPUNum is 0", cfg: func(c *config.NVIDIAConfig) { c.DefaultGPUNum = 0 },
 			pod: vpod("p", []ctr{{-1, 10, -1, -1}}), want: []string{"nvidia.defaultGPUNum is 0"}},
-		{name: "init container", pod: initPod, want: []string{`init container "init"`, "only served to regular containers"}},
+		{name: "init container's value", pod: withInit(one("p", 1, 10, 0), "i", ctr{1, -1, -1, 101}),
+			want: []string{`init container "i0"`, "volcano.sh/vgpu-cores=101"}},
+		{name: "fewer cards than an init container leaves for reuse", pod: withInit(one("p", 1, 10, 0), "i", ctr{2, -1, -1, -1}),
+			want: []string{`container "c0": volcano.sh/vgpu-number=1`, `init container "i0"`, "want 0 or at least 2"}},
+		{name: "a later init container asking for fewer", pod: withInit(one("p", 2, 10, 0), "ii", ctr{2, -1, -1, -1}, ctr{1, -1, -1, -1}),
+			want: []string{`init container "i1": volcano.sh/vgpu-number=1`, `init container "i0"`, "want 0 or at least 2"}},
+		{name: "a sidecar asking for fewer", pod: withInit(one("p", 1, 10, 0), "is", ctr{3, -1, -1, -1}, ctr{1, -1, -1, -1}),
+			want: []string{`init container "s1": volcano.sh/vgpu-number=1`, "want 0 or at least 3"}},
 		{name: "unknown mode", pod: one("p", 1, 10, 0, vgpuproto.AnnotationMode, "mps2"), want: []string{vgpuproto.AnnotationMode, `"mps2"`}},
 		{name: "unknown card policy", pod: one("p", 1, 10, 0, vgpuproto.AnnotationGPUPolicy, "least"), want: []string{vgpuproto.AnnotationGPUPolicy, "topology-aware"}},
 		{name: "unknown node policy", pod: one("p", 1, 10, 0, vgpuproto.AnnotationNodePolicy, "x"), want: []string{vgpuproto.AnnotationNodePolicy}},

@@ -21,8 +21,9 @@ type CardVerdict struct {
 	// CardUsage.Index.
 	Index int
 	// Container is the index in pod.Spec.Containers of the container the
-	// verdict is about.
-	Container int
+	// verdict is about, or in pod.Spec.InitContainers when InitContainer.
+	Container     int
+	InitContainer bool
 	// Reason is one of the per-card reasons FilterNode reports; "" when the
 	// card would take the container (the node may still be short of cards).
 	Reason string
