@@ -145,7 +145,10 @@ func checkRequest(ref string, ctr *v1.Container, entry []vgpu.Device, inv *nvidi
 }
 
 // usage adds up the allocations (volcano.sh/vgpu-ids-new) of the node's
-// vGPU pods, pod included, skipping failed ones.
+// vGPU pods, pod included, skipping failed ones: each pod's shared cards
+// at its peak (vgpu.Peak: init containers one at a time, beside the
+// sidecars declared before them; the scheduler charges the same), its MIG
+// instances each.
 func (a *Allocator) usage(pod *v1.Pod, inv *nvidia.Inventory) (map[string]*cardUse, error) {
 	pods, err := a.opts.Lookup.Assigned()
 	if err != nil {
@@ -165,20 +168,25 @@ func (a *Allocator) usage(pod *v1.Pod, inv *nvidia.Inventory) (map[string]*cardU
 			klog.V(2).InfoS("Ignoring a pod's undecodable vGPU allocation", "pod", klog.KObj(p), "err", err)
 			return
 		}
-		for _, ctr := range ids {
+		var shared []vgpu.Use[string]
+		for i, ctr := range ids {
 			for _, d := range ctr {
 				u, ok := uses[d.UUID]
-				if !ok || d.Type != vgpu.DeviceTypeNVIDIA {
-					continue
-				}
-				u.count++
-				if d.IsMIG() {
+				switch {
+				case !ok || d.Type != vgpu.DeviceTypeNVIDIA:
+				case d.IsMIG():
+					u.count++
 					u.mig[migSlot{d.MIGGroup, d.MIGPos}]++
-					continue
+				default:
+					shared = append(shared, vgpu.Use[string]{Entry: i, Card: d.UUID, Mem: d.Mem, Cores: d.Cores})
 				}
-				u.mem += d.Mem
-				u.cores += int64(d.Cores)
 			}
+		}
+		for _, c := range vgpu.Peak(vgpu.EntryRoles(p, len(ids)), shared) {
+			u := uses[c.Card]
+			u.count += int(c.Holders)
+			u.mem += c.Mem
+			u.cores += int64(c.Cores)
 		}
 	}
 	for _, p := range pods {

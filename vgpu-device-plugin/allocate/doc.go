@@ -8,8 +8,8 @@
 // The keys and formats are protocol/vgpu's. The scheduler writes on the pod,
 // with the binding, volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate
 // (the cards per container: one entry per container from our scheduler,
-// entries only for the containers that ask for vGPUs from Volcano v1.10;
-// both are read), volcano.sh/vgpu-node, volcano.sh/vgpu-time (the order pods
+// the init containers' first when one of them has cards, entries only for
+// the containers that ask for vGPUs from Volcano v1.10; all are read), volcano.sh/vgpu-node, volcano.sh/vgpu-time (the order pods
 // are served in), volcano.sh/bind-time and volcano.sh/bind-phase:
 // allocating; and the node lock annotation (default key "hamivgpu") on the
 // node.
@@ -23,6 +23,20 @@
 // the verified allocation signature covers vshare.io/node-locks and that
 // does not name the agent's lock: our scheduler then took none. A refused
 // allocation sets bind-phase failed and releases the lock.
+//
+// The entry served is the container the kubelet is admitting: the
+// kubelet admits init containers (native sidecars included), then regular
+// containers, in spec order, with one Allocate per container asking for
+// the count resource, for that many devices, whether it reuses an earlier
+// init container's devices or not (k8s.io/kubernetes v1.30
+// pkg/kubelet/cm/devicemanager manager.go). The device IDs are not read.
+// A pod whose entries would not follow those calls one for one (a
+// container asking for cards without an entry of that many, an entry for
+// a container asking for none, an init container asking when the
+// allocation has no init entries) is refused as forged rather than served
+// another container's cards (match.go, containerFor). The pod's region,
+// cache directory (containers/<pod UID>_<container>) and limits are the
+// served container's, init container or not.
 //
 // Only a pod pending when the request came is served (a pod bound later
 // has its own request coming): the informer's pending pods, or, when it
@@ -63,6 +77,7 @@
 // with others or MIG instances with shared cards; an entry asking
 // for more memory or cores than one card has or than the container requests;
 // allocations that, with every other vGPU pod on the node, would exceed a
-// card's memory, cores or share count, or reuse a MIG instance; unhealthy
+// card's memory, cores or share count (each pod counted at its peak,
+// vgpu.Peak, as the scheduler charges it), or reuse a MIG instance; unhealthy
 // cards; and stale allocations whose bind-time is older than StaleAfter.
 package allocate

@@ -161,6 +161,24 @@ func (b *podBuilder) container(name string, n int64, extra map[string]int64) *po
 	return b
 }
 
+// initContainer adds an init container asking for n vGPUs (n=0: none),
+// a native sidecar (restartPolicy Always) when sidecar.
+func (b *podBuilder) initContainer(name string, sidecar bool, n int64, extra map[string]int64) *podBuilder {
+	c := v1.Container{Name: name, Resources: v1.ResourceRequirements{Limits: v1.ResourceList{}}}
+	if n > 0 {
+		c.Resources.Limits["volcano.sh/vgpu-number"] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	for k, v := range extra {
+		c.Resources.Limits[v1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+	if sidecar {
+		always := v1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+	}
+	b.pod.Spec.InitContainers = append(b.pod.Spec.InitContainers, c)
+	return b
+}
+
 func (b *podBuilder) env(name, value string) *podBuilder {
 	last := &b.pod.Spec.Containers[len(b.pod.Spec.Containers)-1]
 	last.Env = append(last.Env, v1.EnvVar{Name: name, Value: value})

@@ -119,7 +119,7 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	if len(ids) != len(entries) || !slices.Equal(ids[idx], entries[idx]) {
 		return nil, fmt.Errorf("pod %s: %s entry %d differs from %s: %w", ref, vgpu.AnnotationToAllocate, idx, vgpu.AnnotationIDs, ErrForged)
 	}
-	ctr, err := containerFor(pod, len(entries), idx, inv)
+	ctr, err := containerFor(pod, ids, idx, inv)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %v: %w", ref, err, ErrForged)
 	}
@@ -136,28 +136,88 @@ func vgpuTime(pod *v1.Pod) uint64 {
 	return t
 }
 
-// containerFor maps entry idx of nparts to its container: by position when
-// there is one entry per container (this project's scheduler), otherwise the
-// idx-th container asking for vGPUs (Volcano v1.10 writes entries only for
-// those).
-func containerFor(pod *v1.Pod, nparts, idx int, inv *nvidia.Inventory) (*v1.Container, error) {
-	ctrs := pod.Spec.Containers
-	if nparts == len(ctrs) {
-		return &ctrs[idx], nil
+// containerFor maps entry idx of the allocation ids (vgpu-ids-new, whose
+// entries devices-to-allocate consumes) to its container, and checks that
+// the kubelet's Allocate calls will follow the entries one for one. The
+// kubelet admits a pod's init containers, then its regular containers, in
+// spec order, and calls Allocate once for each container whose count
+// resource is more than 0, for that many devices, reused or not
+// (k8s.io/kubernetes pkg/kubelet/cm/devicemanager manager.go, Allocate
+// and allocateContainerResources; topologymanager scope Admit). The
+// request names devices, not a container, and the agent serves the next
+// entry with cards: a container asking for cards without an entry of that
+// many, or an entry for a container that does not ask, would shift every
+// later container onto another container's cards. Such a pod is refused.
+func containerFor(pod *v1.Pod, ids [][]vgpu.Device, idx int, inv *nvidia.Inventory) (*v1.Container, error) {
+	res := inv.NVIDIA.ResourceCountName
+	ctrs, err := entryContainers(pod, len(ids), inv)
+	if err != nil {
+		return nil, err
 	}
-	k := 0
-	for i := range ctrs {
-		if _, ok := limit(&ctrs[i], inv.NVIDIA.ResourceCountName); !ok {
-			if _, ok := limit(&ctrs[i], inv.NVIDIA.ResourceMemoryName); !ok {
-				continue
+	for j, c := range ctrs {
+		if n, _ := limit(c, res); n != int64(len(ids[j])) {
+			return nil, fmt.Errorf("%s %q asks for %d of %s, its entry %d of %s has %d cards: the kubelet calls Allocate "+
+				"once per container asking for %s, in the order it admits them, so the entries would not follow its calls",
+				kindOf(pod, c), c.Name, n, res, j, vgpu.AnnotationIDs, len(ids[j]), res)
+		}
+	}
+	return ctrs[idx], nil
+}
+
+// entryContainers returns the container of each of n allocation entries:
+// the init containers', then the regular containers' (vgpu.InitEntries);
+// one per regular container; or, for fewer entries (Volcano v1.10 writes
+// entries only for them), the regular containers asking for vGPUs in
+// order. Without init entries no init container may ask for cards: the
+// kubelet admits it first.
+func entryContainers(pod *v1.Pod, n int, inv *nvidia.Inventory) ([]*v1.Container, error) {
+	res := inv.NVIDIA.ResourceCountName
+	out := make([]*v1.Container, 0, n)
+	if vgpu.InitEntries(pod, n) > 0 {
+		for i := range pod.Spec.InitContainers {
+			out = append(out, &pod.Spec.InitContainers[i])
+		}
+	} else {
+		for i := range pod.Spec.InitContainers {
+			c := &pod.Spec.InitContainers[i]
+			if v, _ := limit(c, res); v > 0 {
+				return nil, fmt.Errorf("init container %q asks for %d of %s, but %s has no entries for init containers "+
+					"(%d entries for %d containers): the kubelet admits it first and would be served another container's cards",
+					c.Name, v, res, vgpu.AnnotationIDs, n, len(pod.Spec.Containers))
 			}
 		}
-		if k == idx {
-			return &ctrs[i], nil
-		}
-		k++
 	}
-	return nil, fmt.Errorf("%s has %d entries for %d containers, %d of them asking for vGPUs", vgpu.AnnotationToAllocate, nparts, len(ctrs), k)
+	ctrs := pod.Spec.Containers
+	fewer := len(out)+len(ctrs) > n // Volcano v1.10's form: only the asking containers
+	for i := range ctrs {
+		if !fewer || asksVGPU(&ctrs[i], inv) {
+			out = append(out, &ctrs[i])
+		}
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("%s has %d entries for %d containers and %d init containers, %d of them asking for vGPUs",
+			vgpu.AnnotationIDs, n, len(ctrs), len(pod.Spec.InitContainers), len(out))
+	}
+	return out, nil
+}
+
+// asksVGPU reports whether a container names the count or memory resource.
+func asksVGPU(c *v1.Container, inv *nvidia.Inventory) bool {
+	if _, ok := limit(c, inv.NVIDIA.ResourceCountName); ok {
+		return true
+	}
+	_, ok := limit(c, inv.NVIDIA.ResourceMemoryName)
+	return ok
+}
+
+// kindOf says "init container" or "container".
+func kindOf(pod *v1.Pod, c *v1.Container) string {
+	for i := range pod.Spec.InitContainers {
+		if &pod.Spec.InitContainers[i] == c {
+			return "init container"
+		}
+	}
+	return "container"
 }
 
 // limit reads a container's extended resource (limits, then requests).

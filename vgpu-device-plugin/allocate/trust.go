@@ -60,11 +60,14 @@ func inAdmission(p *v1.Pod, now time.Time, staleAfter time.Duration) bool {
 	return now.Sub(p.CreationTimestamp.Time) < staleAfter
 }
 
-// asksFor reports whether a container of the pod asks for n of resource.
+// asksFor reports whether a container or init container of the pod asks
+// for n of resource: the kubelet calls Allocate for either.
 func asksFor(p *v1.Pod, resource string, n int) bool {
-	for i := range p.Spec.Containers {
-		if v, ok := limit(&p.Spec.Containers[i], resource); ok && v == int64(n) {
-			return true
+	for _, cs := range [][]v1.Container{p.Spec.Containers, p.Spec.InitContainers} {
+		for i := range cs {
+			if v, ok := limit(&cs[i], resource); ok && v == int64(n) {
+				return true
+			}
 		}
 	}
 	return false

@@ -173,6 +173,11 @@ func TestAllocateRefusesWhileAnUnplacedPodMayBeInAdmission(t *testing.T) {
 				b.pod.Spec.Containers[0].Resources.Limits["volcano.sh/vgpu-number"] = qty(2)
 				return b
 			}},
+		{name: "its init container asks for the same number of cards",
+			intruder: func(b *podBuilder) *podBuilder {
+				b.pod.Spec.Containers[0].Resources.Limits["volcano.sh/vgpu-number"] = qty(2)
+				return b.initContainer("warm", false, 1, nil)
+			}},
 		{name: "created longer ago than an admission can take", wantServe: true,
 			intruder: func(b *podBuilder) *podBuilder {
 				b.pod.CreationTimestamp.Time = now.Add(-time.Hour)
