@@ -8,6 +8,16 @@
 // ProcessPeak, GroupPeak, ProcessBusy, Processes), never through libvgpu's
 // own numbers.
 //
+// Start serves one socket on which every connection may use every card (a
+// harness names the container's cards to the stub with
+// NVIDIA_VISIBLE_DEVICES). StartDeviceNodes serves a real node: a control
+// socket and one node per card in a directory (ControlNode, CardNode), which
+// a container runtime mounts at /dev/nvidiactl and /dev/nvidia<minor>; a
+// request on a card is granted only to a process whose /dev/nvidia<minor>
+// is the driver's own node (nodes.go), as the kernel driver serves only the
+// cards whose nodes a container was given. ListCards is the host-side client
+// a container runtime uses to learn the cards.
+//
 // # What it models, and after what
 //
 // Processes by host pid. The NVIDIA driver knows a process by its pid in the
@@ -45,6 +55,17 @@
 // on the device, like cuLaunchKernel blocking on a full push buffer; SYNC
 // returns once the caller's queue is empty, like cuCtxSynchronize.
 //
+// Facts. Each card's NVML facts come from its Device in the configuration
+// (minor number, PCI bus ID and ids, compute capability, MIG capability,
+// NUMA node, CPU affinity, PCIe host bridge and switch, NVLinks; facts.go)
+// and from the driver's version, so the node agent reading them through the
+// stub's NVML and the driver agree by construction. INFO, TOPO and SYS carry
+// them (PROTOCOL.md, "NVML facts and events").
+//
+// Events. Each connection may hold an NVML event set (EVREG, EVWAIT);
+// InjectXid raises an Xid critical error on a card for every set registered
+// for it, which the stub's nvmlEventSetWait_v2 delivers.
+//
 // Utilisation. Every 100 ms each device closes a sample period and keeps
 // the last 64. PUTIL follows nvmlDeviceGetProcessUtilization: one entry per
 // process with samples newer than the caller's last-seen timestamp
@@ -61,7 +82,9 @@
 // and device: no streams, no concurrent kernels, no MPS, no MIG, no
 // compute modes, no context-switch cost, no SM partitioning or memory
 // bandwidth; only SM utilisation, not memory, encoder or decoder
-// utilisation. No ECC, clocks, power, Xid errors or device resets. A pid
+// utilisation. No MIG partitioning (a MIG capable card stays in MIG mode
+// disabled). No ECC, clocks or power; of the events only Xid errors, and
+// an Xid changes nothing on its card (no lost GPU, no reset). A pid
 // reused by a new process continues the old record's peaks and service.
 // A forked child that uses its parent's connection is the parent: the
 // kernel's credentials are those of the process that connected.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -22,14 +23,18 @@ import (
 // answering it (so a process's death is seen even while its LAUNCH or
 // SYNC waits); the scheduler has one goroutine.
 type Driver struct {
-	path    string
-	waveNS  uint64
-	groupOf func(pid int) string
-	st      *state
-	ln      *net.UnixListener
-	closing chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	path          string
+	waveNS        uint64
+	groupOf       func(pid int) string
+	driverVersion string
+	clk           clock.WithTicker
+	st            *state
+	events        *eventHub
+	nodes         *nodes // nil: every connection is granted every card (Start)
+	ln            *net.UnixListener
+	closing       chan struct{}
+	once          sync.Once
+	wg            sync.WaitGroup
 
 	mu    sync.Mutex
 	conns map[*net.UnixConn]*conn
@@ -48,10 +53,46 @@ type conn struct {
 // 0666 so processes of any uid in any container can connect) and serves
 // the protocol of PROTOCOL.md until Close. A stale socket left at
 // socketPath by a daemon that died is replaced; a live one is an error.
+//
+// Such a driver has no device nodes: every connection may use every card,
+// and a client shows a container the cards its NVIDIA_VISIBLE_DEVICES
+// names (the stub's VGPU_STUB_DRIVER_SOCKET mode). StartDeviceNodes
+// starts one that gates cards by device node, as on a real node.
 func Start(socketPath string, cfg Config) (*Driver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("start fake driver: %w", err)
 	}
+	return start(socketPath, cfg, nil)
+}
+
+// StartDeviceNodes starts a driver whose cards are reached through device
+// nodes in dir, the way a container reaches the kernel driver's: the
+// control socket dir/nvidiactl (ControlNode; the container's
+// /dev/nvidiactl), dir/nvidia-uvm (UVMNode) and one node per card,
+// dir/nvidia<minor> (CardNode). A request on a card is refused unless the
+// caller's /dev/nvidia<minor> is that node (nodes.go), so a container
+// reaches exactly the cards whose nodes its runtime gave it. Close removes
+// the socket and the nodes.
+func StartDeviceNodes(dir string, cfg Config) (*Driver, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("start fake driver: %w", err)
+	}
+	fs, _ := resolve(cfg.Devices)
+	n, err := createNodes(dir, fs)
+	if err != nil {
+		return nil, fmt.Errorf("start fake driver: %w", err)
+	}
+	dr, err := start(filepath.Join(dir, ControlNode), cfg, n)
+	if err != nil {
+		n.remove()
+		return nil, err
+	}
+	return dr, nil
+}
+
+// start serves the protocol on socketPath for a valid cfg, with the
+// device nodes n (nil for none).
+func start(socketPath string, cfg Config, n *nodes) (*Driver, error) {
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -67,14 +108,22 @@ func Start(socketPath string, cfg Config) (*Driver, error) {
 		ln.Close()
 		return nil, fmt.Errorf("start fake driver: chmod %s: %w", socketPath, err)
 	}
+	version := cfg.DriverVersion
+	if version == "" {
+		version = DefaultDriverVersion
+	}
 	dr := &Driver{
-		path:    socketPath,
-		waveNS:  cfg.WaveNS,
-		groupOf: cfg.GroupOf,
-		st:      newState(cfg.Devices, clk.Now()),
-		ln:      ln,
-		closing: make(chan struct{}),
-		conns:   make(map[*net.UnixConn]*conn),
+		path:          socketPath,
+		waveNS:        cfg.WaveNS,
+		groupOf:       cfg.GroupOf,
+		driverVersion: version,
+		clk:           clk,
+		st:            newState(cfg.Devices, clk.Now()),
+		events:        newEventHub(),
+		nodes:         n,
+		ln:            ln,
+		closing:       make(chan struct{}),
+		conns:         make(map[*net.UnixConn]*conn),
 	}
 	// The ticker exists before Start returns, so a test stepping a fake
 	// clock right after Start cannot step past it.
@@ -86,7 +135,7 @@ func Start(socketPath string, cfg Config) (*Driver, error) {
 		dr.st.run(ticker, clk, dr.closing)
 	}()
 	go dr.accept()
-	klog.V(2).InfoS("Fake GPU driver started", "socket", socketPath, "devices", len(cfg.Devices))
+	klog.V(2).InfoS("Fake GPU driver started", "socket", socketPath, "devices", len(cfg.Devices), "deviceNodes", n != nil)
 	return dr, nil
 }
 
@@ -111,6 +160,11 @@ func (dr *Driver) Close() error {
 		dr.wg.Wait()
 		if rerr := os.Remove(dr.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
 			err = fmt.Errorf("close fake driver: remove socket: %w", rerr)
+		}
+		if dr.nodes != nil {
+			if nerr := dr.nodes.remove(); nerr != nil && err == nil {
+				err = fmt.Errorf("close fake driver: %w", nerr)
+			}
 		}
 		klog.V(2).InfoS("Fake GPU driver stopped", "socket", dr.path)
 	})
@@ -245,7 +299,12 @@ func (dr *Driver) serve(c *net.UnixConn) {
 		defer close(gone)
 		readRequests(c, lines, done)
 	}()
-	sess := &session{st: dr.st, waveNS: dr.waveNS, proc: p, gone: gone, reap: dr.reap}
+	sess := &session{st: dr.st, waveNS: dr.waveNS, proc: p, gone: gone, reap: dr.reap,
+		events: dr.events, clk: dr.clk, driverVersion: dr.driverVersion}
+	if dr.nodes != nil {
+		sess.access = func(minor int) error { return dr.nodes.check(pid, minor) }
+	}
+	defer func() { dr.events.drop(sess.set) }()
 	for {
 		var req request
 		select {

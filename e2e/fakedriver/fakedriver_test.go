@@ -23,8 +23,8 @@ func TestHandshake(t *testing.T) {
 	c := dial(t, dr.Path())
 	tests := []struct{ req, want string }{
 		{"HELLO", fmt.Sprintf("OK 2 %d", waveNS)},
-		{"DEV 0", fmt.Sprintf("OK GPU-00000000-0000-0000-0000-000000000000 %d 108 NVIDIA-A100-SXM4-40GB", dev0Mem)},
-		{"DEV 1", fmt.Sprintf("OK GPU-11111111-1111-1111-1111-111111111111 %d 40 Tesla-T4", dev1Mem)},
+		{"DEV 0", fmt.Sprintf("OK GPU-00000000-0000-0000-0000-000000000000 %d 108 0 00000000:01:00.0 NVIDIA A100-SXM4-40GB", dev0Mem)},
+		{"DEV 1", fmt.Sprintf("OK GPU-11111111-1111-1111-1111-111111111111 %d 40 1 00000000:02:00.0 Tesla T4", dev1Mem)},
 		{"SELF", fmt.Sprintf("OK %d", os.Getpid())},
 		{"MEM 1", fmt.Sprintf("OK %d 0", dev1Mem)},
 		{"PROCS 0", "OK 0"},

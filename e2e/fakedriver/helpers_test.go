@@ -43,7 +43,12 @@ func TestMain(m *testing.M) {
 //	spin: prints "ready", waits for a line on stdin, then launches
 //	      spinLaunch back to back.
 //	self: prints "<getpid> <SELF response>" and exits.
+//	nodes: sets up a /dev and root of its own (runNodesHelper), then
+//	       prints the answer to each request of $FAKEDRIVER_TEST_REQUESTS.
 func runHelper(mode, socket string) error {
+	if mode == "nodes" {
+		return runNodesHelper(socket)
+	}
 	c, err := net.Dial("unix", socket)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", socket, err)
@@ -254,8 +259,8 @@ func startDriver(t *testing.T, mutate ...func(*fakedriver.Config)) *fakedriver.D
 	t.Helper()
 	cfg := fakedriver.Config{
 		Devices: []fakedriver.Device{
-			{UUID: "GPU-00000000-0000-0000-0000-000000000000", TotalBytes: dev0Mem, SMs: 108, Name: "NVIDIA-A100-SXM4-40GB"},
-			{UUID: "GPU-11111111-1111-1111-1111-111111111111", TotalBytes: dev1Mem, SMs: 40, Name: "Tesla-T4"},
+			{UUID: "GPU-00000000-0000-0000-0000-000000000000", TotalBytes: dev0Mem, SMs: 108, Name: "NVIDIA A100-SXM4-40GB"},
+			{UUID: "GPU-11111111-1111-1111-1111-111111111111", TotalBytes: dev1Mem, SMs: 40, Name: "Tesla T4"},
 		},
 		WaveNS: waveNS,
 	}

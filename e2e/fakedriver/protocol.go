@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"k8s.io/utils/clock"
 )
 
 // Reasons of ERR responses. Each is one or more words; clients only test
@@ -20,6 +22,11 @@ const (
 	reasonPid     = "invalid pid"
 	reasonTooLong = "request too long"
 	reasonGone    = "connection closing"
+	// reasonNoAccess refuses a request on a card whose device node the
+	// caller's mount namespace lacks (nodes.go).
+	reasonNoAccess = "no access to the card's device node"
+	reasonEvents   = "event type not supported"
+	reasonTimeout  = "invalid timeout"
 )
 
 // maxRequestLength is the longest request line the daemon reads; the
@@ -36,6 +43,18 @@ type session struct {
 	// reap counts the ends of connections whose processes have exited
 	// (Driver.reap); nil in tests of the protocol alone.
 	reap func()
+	// access grants the process the card with the minor number or
+	// refuses it (nodes.check); nil grants every card (Start). Its
+	// verdicts are kept for the connection, as an open device file
+	// stays open.
+	access  func(minor int) error
+	granted map[int]error
+	// events holds every connection's event set; set is this one's, nil
+	// until its first EVREG.
+	events        *eventHub
+	set           *eventSet
+	clk           clock.Clock
+	driverVersion string
 }
 
 // requestError is a request the driver refuses; its text is the ERR reason.
@@ -65,6 +84,8 @@ func (s *session) dispatch(verb string, args []string) (string, error) {
 		return s.dev(args)
 	case "SELF":
 		return s.self(args)
+	case "OPEN", "INFO", "TOPO", "SYS", "EVREG", "EVWAIT":
+		return s.nvml(verb, args)
 	case "ALLOC", "MEM", "PROCS":
 		// What reads or takes memory sees exited processes gone.
 		if s.reap != nil {
@@ -104,14 +125,17 @@ func (s *session) hello(args []string) (string, error) {
 	return fmt.Sprintf("OK %d %d", len(s.st.devs), s.waveNS), nil
 }
 
-// dev answers DEV <d>: the device's description.
+// dev answers DEV <d>: the device's description. DEV is answered for every
+// card, granted or not: what /proc/driver/nvidia/gpus shows any process
+// (the container toolkit does not mask it here).
 func (s *session) dev(args []string) (string, error) {
 	d, err := s.device(args, 1)
 	if err != nil {
 		return "", err
 	}
-	c := s.st.devs[d].cfg
-	return fmt.Sprintf("OK %s %d %d %s", c.UUID, c.TotalBytes, c.SMs, c.Name), nil
+	dv := s.st.devs[d]
+	c := dv.cfg
+	return fmt.Sprintf("OK %s %d %d %d %s %s", c.UUID, c.TotalBytes, c.SMs, dv.facts.minor, dv.facts.busID, c.Name), nil
 }
 
 // self answers SELF: the caller's host pid.
@@ -148,7 +172,7 @@ func (s *session) free(args []string) (string, error) {
 
 // ctx answers CTX <d> <delta>.
 func (s *session) ctx(args []string) (string, error) {
-	d, err := s.device(args, 2)
+	d, err := s.card(args, 2)
 	if err != nil {
 		return "", err
 	}
@@ -181,7 +205,7 @@ func (s *session) launch(args []string) (string, error) {
 
 // sync answers SYNC <d>, once the caller's queue on d is empty.
 func (s *session) sync(args []string) (string, error) {
-	d, err := s.device(args, 1)
+	d, err := s.card(args, 1)
 	if err != nil {
 		return "", err
 	}
@@ -193,7 +217,7 @@ func (s *session) sync(args []string) (string, error) {
 
 // mem answers MEM <d>: total and used bytes.
 func (s *session) mem(args []string) (string, error) {
-	d, err := s.device(args, 1)
+	d, err := s.card(args, 1)
 	if err != nil {
 		return "", err
 	}
@@ -203,7 +227,7 @@ func (s *session) mem(args []string) (string, error) {
 
 // procs answers PROCS <d>: the processes with a context on d.
 func (s *session) procs(args []string) (string, error) {
-	d, err := s.device(args, 1)
+	d, err := s.card(args, 1)
 	if err != nil {
 		return "", err
 	}
@@ -233,7 +257,7 @@ func (s *session) putil(args []string) (string, error) {
 
 // dutil answers DUTIL <d>.
 func (s *session) dutil(args []string) (string, error) {
-	d, err := s.device(args, 1)
+	d, err := s.card(args, 1)
 	if err != nil {
 		return "", err
 	}
@@ -265,9 +289,35 @@ func (s *session) device(args []string, want int) (int, error) {
 	return int(d), nil
 }
 
-// deviceAndNumber parses "<d> <number>".
+// card is device for a request on the card: it also checks that the
+// caller may use it (session.access), once per connection and card.
+func (s *session) card(args []string, want int) (int, error) {
+	d, err := s.device(args, want)
+	if err != nil {
+		return 0, err
+	}
+	return d, s.grant(d)
+}
+
+// grant checks, once per connection, that the caller may use card d.
+func (s *session) grant(d int) error {
+	if s.access == nil {
+		return nil
+	}
+	err, seen := s.granted[d]
+	if !seen {
+		err = s.access(s.st.devs[d].facts.minor)
+		if s.granted == nil {
+			s.granted = make(map[int]error)
+		}
+		s.granted[d] = err
+	}
+	return err
+}
+
+// deviceAndNumber parses "<d> <number>" for a request on card d.
 func (s *session) deviceAndNumber(args []string) (int, uint64, error) {
-	d, err := s.device(args, 2)
+	d, err := s.card(args, 2)
 	if err != nil {
 		return 0, 0, err
 	}

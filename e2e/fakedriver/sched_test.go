@@ -2,7 +2,6 @@ package fakedriver
 
 import (
 	"math/rand"
-	"strings"
 	"testing"
 	"time"
 
@@ -296,38 +295,5 @@ func TestSetGroupMovesHeldMemory(t *testing.T) {
 	want := map[string]GroupStats{"x": {Bytes: 0, PeakBytes: 400}, "y": {Bytes: 400, PeakBytes: 400}}
 	if diff := cmp.Diff(want, g); diff != "" {
 		t.Errorf("groups (-want +got):\n%s", diff)
-	}
-}
-
-func TestConfigValidate(t *testing.T) {
-	good := Device{UUID: "GPU-1", TotalBytes: 1, SMs: 1, Name: "Fake"}
-	with := func(f func(*Device)) []Device { d := good; f(&d); return []Device{d} }
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{name: "valid", cfg: Config{Devices: []Device{good}, WaveNS: 1}},
-		{name: "no devices is a node without GPUs", cfg: Config{WaveNS: 1}},
-		{name: "zero wave", cfg: Config{Devices: []Device{good}}, wantErr: "WaveNS is 0"},
-		{name: "empty UUID", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.UUID = "" })}, wantErr: "Devices[0]: UUID"},
-		{name: "name with a space", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.Name = "Tesla T4" })}, wantErr: `name "Tesla T4"`},
-		{name: "no memory", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.TotalBytes = 0 })}, wantErr: "TotalBytes is 0"},
-		{name: "no SMs", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.SMs = -1 })}, wantErr: "SMs is -1"},
-		{name: "repeated UUID", cfg: Config{WaveNS: 1, Devices: []Device{good, good}}, wantErr: "repeats Devices[0]"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Errorf("validate: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("validate error %v, want one containing %q", err, tc.wantErr)
-			}
-		})
 	}
 }

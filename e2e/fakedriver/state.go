@@ -34,6 +34,7 @@ type state struct {
 type device struct {
 	idx        int
 	cfg        Device
+	facts      facts // cfg's NVML facts, defaults applied
 	used, peak uint64
 	busyNS     uint64               // whole-device time during which any work ran
 	groups     map[string]*groupMem // memory of the groups with a member on it
@@ -80,9 +81,10 @@ type procDev struct {
 	touched     bool // ever allocated, made a context or launched here
 }
 
-// newState returns the state of a driver with the given devices whose
-// execution model starts at now.
+// newState returns the state of a driver with the given (validated) devices
+// whose execution model starts at now.
 func newState(devs []Device, now time.Time) *state {
+	fs, _ := resolve(devs)
 	s := &state{
 		procs:     make(map[int]*process),
 		vt:        now,
@@ -92,6 +94,7 @@ func newState(devs []Device, now time.Time) *state {
 		s.devs = append(s.devs, &device{
 			idx:        i,
 			cfg:        d,
+			facts:      fs[i],
 			groups:     make(map[string]*groupMem),
 			wake:       make(chan struct{}),
 			curService: make(map[int]uint64),

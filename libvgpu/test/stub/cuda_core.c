@@ -83,25 +83,33 @@ void stub_mig_uuid(int phys, int k, char *out, size_t len)
  * PCI_BUS_ID (CUDA programming guide, "CUDA Environment Variables").
  * VGPU_STUB_CUDA_ORDER=reverse models devices of different speeds, the
  * fastest last on the PCI bus, so CUDA's order is the reverse of NVML's.
- * CUDA_VISIBLE_DEVICES indices are taken in that order.
+ * CUDA_VISIBLE_DEVICES indices are taken in that order. In remote mode a
+ * device the daemon refuses (OPEN: its /dev/nvidia<minor> is not the
+ * driver's) is no CUDA device at all, as CUDA enumerates only the devices
+ * it can open; the order holds the others and the count is returned.
  */
-static void cuda_order(int order[STUB_MAX_DEV])
+static int cuda_order(int order[STUB_MAX_DEV])
 {
 	const char *o = getenv("CUDA_DEVICE_ORDER");
 	const char *r = getenv("VGPU_STUB_CUDA_ORDER");
 	int reverse = r != NULL && strcmp(r, "reverse") == 0 &&
 		      !(o != NULL && strcmp(o, "PCI_BUS_ID") == 0);
-	for (int d = 0; d < g->ndev; d++)
-		order[d] = reverse ? g->ndev - 1 - d : d;
+	int n = 0;
+	for (int d = 0; d < g->ndev; d++) {
+		int phys = reverse ? g->ndev - 1 - d : d;
+		if (stub_remote_open(phys) == 0)
+			order[n++] = phys;
+	}
+	return n;
 }
 
-static int visible_entry(const char *tok, const int order[STUB_MAX_DEV], int *mig)
+static int visible_entry(const char *tok, const int order[STUB_MAX_DEV], int n, int *mig)
 {
 	*mig = -1;
 	if (strncmp(tok, "GPU-", 4) == 0) {
-		for (int d = 0; d < g->ndev; d++)
-			if (strncmp(g->dev[d].uuid, tok, strlen(tok)) == 0)
-				return d;
+		for (int i = 0; i < n; i++)
+			if (strncmp(g->dev[order[i]].uuid, tok, strlen(tok)) == 0)
+				return order[i];
 		return -1;
 	}
 	if (strncmp(tok, "MIG-", 4) == 0) {
@@ -118,20 +126,20 @@ static int visible_entry(const char *tok, const int order[STUB_MAX_DEV], int *mi
 	}
 	char *end;
 	long idx = strtol(tok, &end, 10);
-	return *end == '\0' && idx >= 0 && idx < g->ndev ? order[idx] : -1;
+	return *end == '\0' && idx >= 0 && idx < n ? order[idx] : -1;
 }
 
 static void parse_visible(void)
 {
 	const char *v = getenv("CUDA_VISIBLE_DEVICES");
 	int order[STUB_MAX_DEV];
-	cuda_order(order);
+	int n = cuda_order(order);
 	nvisible = 0;
 	if (v == NULL) {
-		for (int d = 0; d < g->ndev; d++)
-			if (order[d] != stub_mig_phys()) {  /* MIG instances only when named */
+		for (int i = 0; i < n; i++)
+			if (order[i] != stub_mig_phys()) {  /* MIG instances only when named */
 				visible_mig[nvisible] = -1;
-				visible[nvisible++] = order[d];
+				visible[nvisible++] = order[i];
 			}
 		return;
 	}
@@ -140,7 +148,7 @@ static void parse_visible(void)
 	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && nvisible < STUB_MAX_DEV;
 	     tok = strtok_r(NULL, ",", &save)) {
 		int mig;
-		int found = visible_entry(tok, order, &mig);
+		int found = visible_entry(tok, order, n, &mig);
 		if (found < 0)
 			break;  /* like CUDA: stop at the first invalid entry */
 		visible_mig[nvisible] = mig;
@@ -226,9 +234,16 @@ CUresult cuInit(unsigned int flags)
 	if (flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (stub_remote()) {
+		/*
+		 * No device the process may open: "no CUDA-capable devices were
+		 * detected by the installed CUDA driver" (CUDA_ERROR_NO_DEVICE,
+		 * CUDA Driver API reference).
+		 */
 		if (stub_remote_load() != 0 || g->ndev == 0)
 			return CUDA_ERROR_NO_DEVICE;
 		pthread_once(&remote_visible, parse_visible);
+		if (nvisible == 0)
+			return CUDA_ERROR_NO_DEVICE;
 	}
 	stub_inited = 1;
 	return CUDA_SUCCESS;

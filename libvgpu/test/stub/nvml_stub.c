@@ -15,9 +15,14 @@
  *   VGPU_STUB_NVML_PROC_LIST=unsupported  the running-process queries return
  *       NVML_ERROR_NOT_SUPPORTED ("if this query is not supported by device")
  *
- * In remote mode (VGPU_STUB_DRIVER_SOCKET, cuda_remote.c) the device list,
- * memory, process lists and utilisation are the fake driver daemon's; when it
- * does not answer, nvmlInit and those queries return NVML_ERROR_UNKNOWN.
+ * In remote mode (cuda_remote.c) the device list, memory, process lists and
+ * utilisation are the fake driver daemon's; when it does not answer, nvmlInit
+ * and those queries return NVML_ERROR_UNKNOWN. Initialisation, handles,
+ * memory, utilisation and processes are here; a device's facts in
+ * nvml_device.c, MIG in nvml_mig.c, topology and NVLink in nvml_topology.c,
+ * events in nvml_events.c. Each function answers as its page of the NVML API
+ * reference (https://docs.nvidia.com/deploy/nvml-api/) documents, error
+ * codes included.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -26,11 +31,8 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "nvml_api.h"
-#include "stub.h"
+#include "nvml_stub.h"
 
-/* mig: 0 for a GPU, k + 1 for MIG instance k of GPU `index`. */
-struct nvmlDevice_st { unsigned int index; unsigned int mig; };
 static struct nvmlDevice_st mig_devs[STUB_MAX_DEV][2];
 
 static int unsupported(const char *mode)
@@ -48,27 +50,108 @@ static int listed(const struct stub_proc *p, int need_ctx)
 	return stub_host_pid_alive(pid);
 }
 static struct nvmlDevice_st devs[STUB_MAX_DEV];
-static int inited;
+/* nvmlInit calls not yet matched by nvmlShutdown; -1: never initialised. */
+static int init_count = -1;
+#define inited (__atomic_load_n(&init_count, __ATOMIC_ACQUIRE) > 0)
 
+int stub_nvml_inited(void) { return inited; }
+
+nvmlDevice_t stub_nvml_handle(int index) { return &devs[index]; }
+
+int stub_nvml_gpu(nvmlDevice_t device)
+{
+	if (device < devs || device >= devs + STUB_MAX_DEV || (int)device->index >= vgpuStubShared()->ndev)
+		return -1;
+	return (int)device->index;
+}
+
+nvmlDevice_t stub_nvml_mig_handle(int index, int k) { return &mig_devs[index][k]; }
+
+int stub_nvml_valid(nvmlDevice_t device)
+{
+	if (stub_nvml_gpu(device) >= 0)
+		return 1;
+	return device >= &mig_devs[0][0] && device < &mig_devs[0][0] + STUB_MAX_DEV * 2;
+}
+
+nvmlReturn_t stub_nvml_check(nvmlDevice_t device, int *index)
+{
+	if (!inited)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!stub_nvml_valid(device))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (device->mig != 0)
+		return NVML_ERROR_NOT_SUPPORTED;    /* a MIG instance (local mode): its GPU's facts only */
+	*index = (int)device->index;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t stub_nvml_facts(int index, struct stub_facts *f)
+{
+	return stub_facts(index, f) == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+nvmlReturn_t stub_nvml_string(char *out, unsigned int length, const char *s)
+{
+	if (strlen(s) >= length)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	memcpy(out, s, strlen(s) + 1);
+	return NVML_SUCCESS;
+}
+
+/*
+ * nvmlInit_v2 (NVML API reference, "Initialization and Cleanup"): a
+ * reference count of initialisations, each matched by an nvmlShutdown. In
+ * remote mode the device list is the daemon's; NVML_ERROR_UNKNOWN when it
+ * does not answer.
+ */
 nvmlReturn_t nvmlInit_v2(void)
 {
 	if (stub_remote() && stub_remote_load() != 0)
 		return NVML_ERROR_UNKNOWN;
-	inited = 1;
 	for (unsigned i = 0; i < STUB_MAX_DEV; i++) {
 		devs[i].index = i;
 		for (unsigned k = 0; k < 2; k++)
 			mig_devs[i][k] = (struct nvmlDevice_st){i, k + 1};
 	}
+	int n = __atomic_load_n(&init_count, __ATOMIC_ACQUIRE);
+	while (!__atomic_compare_exchange_n(&init_count, &n, n < 0 ? 1 : n + 1, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
-nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
 
+/*
+ * nvmlShutdown: "No error will be reported if this is called more times
+ * than nvmlInit_v2"; NVML_ERROR_UNINITIALIZED "if the NVML Library was not
+ * previously initialized".
+ */
+nvmlReturn_t nvmlShutdown(void)
+{
+	int n = __atomic_load_n(&init_count, __ATOMIC_ACQUIRE);
+	if (n < 0)
+		return NVML_ERROR_UNINITIALIZED;
+	while (n > 0 && !__atomic_compare_exchange_n(&init_count, &n, n - 1, 0, __ATOMIC_ACQ_REL,
+						     __ATOMIC_ACQUIRE))
+		;
+	return NVML_SUCCESS;
+}
+
+/*
+ * nvmlSystemGetDriverVersion: the daemon's (SYS) in remote mode;
+ * NVML_ERROR_INSUFFICIENT_SIZE "if length is too small".
+ */
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
-	snprintf(version, length, "550.00-stub");
-	return NVML_SUCCESS;
+	char v[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = "550.00-stub";
+	if (!inited)
+		return NVML_ERROR_UNINITIALIZED;
+	if (version == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (stub_remote() && stub_remote_driver_version(v, sizeof(v)) != 0)
+		return NVML_ERROR_UNKNOWN;
+	return stub_nvml_string(version, length, v);
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
@@ -79,19 +162,41 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 	return NVML_SUCCESS;
 }
 
+/*
+ * A device the daemon refuses (remote mode: its /dev/nvidia<minor> is not
+ * the driver's) still counts in nvmlDeviceGetCount_v2, which "returns count
+ * of all devices in the system even if nvmlDeviceGetHandleByIndex_v2
+ * returns NVML_ERROR_NO_PERMISSION for such device" (NVML API reference);
+ * its handle is refused with NVML_ERROR_NO_PERMISSION, "if the user doesn't
+ * have permission to talk to this device".
+ */
+static nvmlReturn_t open_device(unsigned int index)
+{
+	switch (stub_remote_open((int)index)) {
+	case 0:
+		return NVML_SUCCESS;
+	case -1:
+		return NVML_ERROR_NO_PERMISSION;
+	}
+	return NVML_ERROR_UNKNOWN;
+}
+
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
 	if (!inited)
 		return NVML_ERROR_UNINITIALIZED;
 	if (index >= (unsigned)vgpuStubShared()->ndev || device == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlReturn_t rc = open_device(index);
+	if (rc != NVML_SUCCESS)
+		return rc;
 	*device = &devs[index];
 	return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
-	if (device == NULL || index == NULL)
+	if (!stub_nvml_valid(device) || index == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (device->mig != 0)
 		return NVML_ERROR_NOT_SUPPORTED;    /* MIG handles have no index of their own */
@@ -99,13 +204,19 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 	return NVML_SUCCESS;
 }
 
+/* nvmlDeviceGetUUID: NVML_ERROR_INSUFFICIENT_SIZE "if length is too small". */
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
+	char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+	if (!inited)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!stub_nvml_valid(device) || uuid == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
 	if (device->mig != 0)
-		stub_mig_uuid((int)device->index, (int)device->mig - 1, uuid, length);
+		stub_mig_uuid((int)device->index, (int)device->mig - 1, u, sizeof(u));
 	else
-		snprintf(uuid, length, "%s", vgpuStubShared()->dev[device->index].uuid);
-	return NVML_SUCCESS;
+		snprintf(u, sizeof(u), "%s", vgpuStubShared()->dev[device->index].uuid);
+	return stub_nvml_string(uuid, length, u);
 }
 
 /* A GPU or a MIG instance by its full UUID (NVML API reference). */
@@ -118,6 +229,14 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	for (int d = 0; d < vgpuStubShared()->ndev; d++) {
 		if (strcmp(vgpuStubShared()->dev[d].uuid, uuid) == 0) {
+			/*
+			 * The reference lists no NVML_ERROR_NO_PERMISSION here; a
+			 * device the daemon refuses gets it as from the index and PCI
+			 * bus id look-ups, which do list it, rather than a handle.
+			 */
+			nvmlReturn_t rc = open_device((unsigned)d);
+			if (rc != NVML_SUCCESS)
+				return rc;
 			*device = &devs[d];
 			return NVML_SUCCESS;
 		}
@@ -134,7 +253,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device)
 {
-	if (mig == NULL || device == NULL)
+	if (!stub_nvml_valid(mig) || device == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (mig->mig == 0)
 		return NVML_ERROR_NOT_FOUND;
@@ -146,7 +265,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
 	if (!inited)
 		return NVML_ERROR_UNINITIALIZED;
-	if (device == NULL || memory == NULL)
+	if (!stub_nvml_valid(device) || memory == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	struct stub_dev *d = &vgpuStubShared()->dev[device->index];
 	uint64_t total = d->total, used = __atomic_load_n(&d->used, __ATOMIC_RELAXED);
@@ -235,7 +354,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 	(void)lastSeen;
 	if (!inited)
 		return NVML_ERROR_UNINITIALIZED;
-	if (device == NULL || count == NULL)
+	if (!stub_nvml_valid(device) || count == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (unsupported("VGPU_STUB_NVML_PROC_UTIL"))
 		return NVML_ERROR_NOT_SUPPORTED;
@@ -278,7 +397,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 	static uint64_t last_t[STUB_MAX_DEV], last_busy[STUB_MAX_DEV];
 	if (!inited)
 		return NVML_ERROR_UNINITIALIZED;
-	if (device == NULL || utilization == NULL)
+	if (!stub_nvml_valid(device) || utilization == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (unsupported("VGPU_STUB_NVML_DEV_UTIL"))
 		return NVML_ERROR_NOT_SUPPORTED;
@@ -329,7 +448,7 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *info
 {
 	if (!inited)
 		return NVML_ERROR_UNINITIALIZED;
-	if (device == NULL || count == NULL)
+	if (!stub_nvml_valid(device) || count == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (unsupported("VGPU_STUB_NVML_PROC_LIST"))
 		return NVML_ERROR_NOT_SUPPORTED;

@@ -24,9 +24,12 @@
  *   VGPU_STUB_POOL_STEP, VGPU_STUB_NVML_PROC_UTIL, VGPU_STUB_NVML_PROC_LIST,
  *   VGPU_STUB_CUDA_ORDER  driver behaviours, documented where they are read
  *   VGPU_STUB_DRIVER_SOCKET  remote mode (cuda_remote.c): the device list, device
- *       memory, contexts per process, work queues and utilisation live in the
- *       fake driver daemon on this Unix socket (e2e/fakedriver/PROTOCOL.md);
- *       VGPU_STUB_STATE, _DEVICES, _MEM, _SM and _WAVE_NS are then not read
+ *       memory, contexts per process, work queues, utilisation, the devices'
+ *       NVML facts and events live in the fake driver daemon on this Unix socket
+ *       (e2e/fakedriver/PROTOCOL.md); VGPU_STUB_STATE, _DEVICES, _MEM, _SM and
+ *       _WAVE_NS are then not read. Unset, remote mode is also on when
+ *       /dev/nvidiactl is a Unix socket: the daemon's control node, mounted with
+ *       the container's /dev/nvidia<minor> nodes, which then make its device list
  */
 #ifndef VGPU_STUB_H
 #define VGPU_STUB_H
@@ -157,5 +160,52 @@ int stub_remote_mem(int phys, uint64_t *total, uint64_t *used);
 int stub_remote_procs(int phys, struct stub_remote_proc *out, int cap);
 int stub_remote_putil(int phys, uint64_t last_seen_us, struct stub_remote_sample *out, int cap);
 int stub_remote_dutil(int phys);
+
+/*
+ * The facts NVML reads of a device (cuda_remote_dev.c): the daemon's DEV and
+ * INFO in remote mode, fixed defaults in local mode (a PCIe card of a
+ * one-socket server, minor number and PCI bus from its index).
+ */
+#define STUB_MAX_LINKS 36       /* NVML_NVLINK_MAX_LINKS */
+#define STUB_MAX_CPUS 4096
+#define STUB_EVENT_XID UINT64_C(0x8)    /* nvmlEventTypeXidCriticalError */
+struct stub_facts {
+	int minor;              /* /dev/nvidia<minor> */
+	char bus_id[32];        /* nvmlPciInfo_t.busId, "%08X:%02X:%02X.%X" */
+	int cc_major, cc_minor;
+	int mig_capable;
+	uint32_t pci_device_id, pci_subsystem_id;
+	int numa;               /* NUMA node, -1: none */
+	int ncpus;              /* CPUs of the ideal affinity; 0: not reported */
+	uint64_t cpus[STUB_MAX_CPUS / 64];
+	int nlinks;             /* active NVLinks, link 0 first; 0: no NVLink */
+	struct { int to_switch; char bus_id[32]; } links[STUB_MAX_LINKS];
+	uint64_t event_types;   /* nvmlEventType bits the device can raise */
+};
+/* 0 with *out filled, or -1 (remote: no answer, or the device refused). */
+int stub_facts(int phys, struct stub_facts *out);
+/*
+ * Whether this process may use device phys, as opening /dev/nvidia<minor>
+ * succeeds (remote: the daemon's OPEN, asked once): 0 yes, -1 refused, -2 no
+ * answer. Always 0 in local mode.
+ */
+int stub_remote_open(int phys);
+/* Remote mode: the device's name and PCI bus id as DEV gave them (no OPEN needed). */
+const char *stub_remote_name(int phys);
+int stub_remote_bus_id(int phys, char *out, size_t len);
+/* The PCIe common ancestor of two devices (nvmlGpuTopologyLevel_t), -1: no answer. */
+int stub_remote_topo(int a, int b);
+/* The driver's version (SYS) into out[len]: 0, or -1. */
+int stub_remote_driver_version(char *out, size_t len);
+
+/*
+ * NVML event sets (cuda_remote_events.c). register: 0, -1 refused, -2 no
+ * answer; wait: 1 with an event, 0 on timeout, -1 when the daemon is gone.
+ */
+struct stub_evset;
+struct stub_evset *stub_evset_new(void);
+int stub_evset_register(struct stub_evset *s, int phys, uint64_t types);
+int stub_evset_wait(struct stub_evset *s, unsigned timeout_ms, int *phys, uint64_t *type, uint64_t *data);
+void stub_evset_free(struct stub_evset *s);
 
 #endif /* VGPU_STUB_H */

@@ -44,7 +44,6 @@ CUresult stub_remote_launch(int phys, uint64_t work_ns);
 CUresult stub_remote_sync(int phys);
 int32_t stub_remote_self(void);
 uint64_t stub_remote_busy(int phys, int32_t pid);
-const char *stub_remote_name(int phys);
 
 /* Entry points the stub defines that libvgpu does not declare. */
 CUresult cuStreamSynchronize(CUstream s);
