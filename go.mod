@@ -39,10 +39,12 @@ replace (
 )
 
 require (
+	github.com/BurntSushi/toml v1.2.1
 	github.com/NVIDIA/go-nvml v0.13.4-0
 	github.com/fsnotify/fsnotify v1.7.0
 	github.com/google/go-cmp v0.6.0
 	github.com/google/uuid v1.6.0
+	github.com/opencontainers/runtime-spec v1.0.3-0.20220909204839-494a5a6aca78
 	github.com/prometheus/client_golang v1.16.0
 	github.com/prometheus/client_model v0.4.0
 	github.com/prometheus/common v0.44.0

@@ -94,23 +94,34 @@ type Container struct {
 	err    error
 }
 
+// WriteBundle makes an OCI bundle of s in the directory bundle, replacing
+// what was there: the root filesystem (rootfs/) and config.json, what Start
+// runs. Another runtime can create containers from it (a runc wrapper such
+// as the NVIDIA container toolkit's, run as containerd runs it).
+func WriteBundle(bundle string, s Spec) error {
+	if err := os.RemoveAll(bundle); err != nil {
+		return fmt.Errorf("clear bundle: %w", err)
+	}
+	rootfs := filepath.Join(bundle, "rootfs")
+	if err := buildRootfs(rootfs, s); err != nil {
+		return fmt.Errorf("root filesystem: %w", err)
+	}
+	cfg, err := json.MarshalIndent(ociConfig(s), "", " ")
+	if err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	return nil
+}
+
 // Start builds the bundle and runs the container in the background (runc
 // run, which stays its parent and reports its exit status).
 func (r *Runtime) Start(ctx context.Context, s Spec) (*Container, error) {
 	bundle := filepath.Join(r.dir, s.ID)
-	if err := os.RemoveAll(bundle); err != nil {
-		return nil, fmt.Errorf("container %s: clear bundle: %w", s.ID, err)
-	}
-	rootfs := filepath.Join(bundle, "rootfs")
-	if err := buildRootfs(rootfs, s); err != nil {
-		return nil, fmt.Errorf("container %s: root filesystem: %w", s.ID, err)
-	}
-	cfg, err := json.MarshalIndent(ociConfig(s), "", " ")
-	if err != nil {
-		return nil, fmt.Errorf("container %s: spec: %w", s.ID, err)
-	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
-		return nil, fmt.Errorf("container %s: write spec: %w", s.ID, err)
+	if err := WriteBundle(bundle, s); err != nil {
+		return nil, fmt.Errorf("container %s: %w", s.ID, err)
 	}
 	c := &Container{ID: s.ID, rt: r, done: make(chan struct{})}
 	c.cmd = exec.Command(r.binary, "--root", r.root, "run", "--bundle", bundle, s.ID)
