@@ -38,10 +38,19 @@ const maxAllocateAttempts = 8
 // ContainerAllocation is what the fake kubelet got for one container.
 type ContainerAllocation struct {
 	Container string
-	DeviceIDs []string
+	// Init is set for an init container, Sidecar also for a native sidecar
+	// (an init container with restartPolicy Always).
+	Init, Sidecar bool
+	DeviceIDs     []string
+	// Reused are the DeviceIDs taken from the pod's reusable devices (an
+	// earlier regular init container's; see reusable), which the
+	// GetPreferredAllocation request named must-include. Preferred is not
+	// asked when they are all the container asks for.
+	Reused []string
 	// Preferred is the plugin's GetPreferredAllocation answer (nil when the
-	// plugin does not offer it), and PreferredErr why the real kubelet
-	// would not take it whole (see preferDevices); empty when it would.
+	// plugin does not offer it or was not asked), and PreferredErr why the
+	// real kubelet would not take it whole (see preferDevices); empty when
+	// it would.
 	Preferred    []string
 	PreferredErr string
 	Envs         map[string]string
@@ -65,6 +74,35 @@ type PodAllocation struct {
 // capacity, and calls Allocate for every container of every pod bound to the
 // node that requests the plugin's resource, one container per call, with
 // device IDs it picked from those not in use, as the kubelet does.
+//
+// It admits a pod's containers as the kubelet v1.30 does
+// (k8s.io/kubernetes pkg/kubelet/cm/devicemanager manager.go; the rules are
+// docs/architecture.md's "Init containers and sidecars"):
+//
+//  1. Order: init containers (native sidecars among them) in spec order,
+//     then regular containers in spec order (topologymanager scope Admit,
+//     admitPolicyNone: append(InitContainers, Containers...)); one
+//     Allocate per container asking for the resource, stopping at the
+//     first failure.
+//  2. Devices: first the pod's reusable devices (devicesToAllocate,
+//     allocateRemainingFrom(reusableDevices)); when they cover the request
+//     neither GetPreferredAllocation nor any free device is involved.
+//     Otherwise GetPreferredAllocation is asked with the free devices plus
+//     the reused ones as available, the reused ones as must-include and the
+//     container's whole count as size (callGetPreferredAllocationIfAvailable),
+//     and the rest taken from its answer, then from the free devices.
+//  3. Reuse: after a regular init container its devices join the pod's
+//     reusable devices (Allocate: addContainerAllocatedResources); after a
+//     sidecar or a regular container the devices it got leave them
+//     (removeContainerAllocatedResources), so no two of those share one.
+//  4. An init container's devices stay allocated to the pod after it exits,
+//     until the pod is gone (podDevices keeps every container's entry;
+//     UpdateAllocatedDevices frees only pods no longer active): here, until
+//     the pod is deleted.
+//
+// Where the kubelet leaves a choice to a Go map's order (which reusable
+// devices a container asking for fewer gets, which of a too long preferred
+// answer), this one takes the lowest device IDs or the answer's order.
 type FakeKubelet struct {
 	node   string
 	dir    string
@@ -319,12 +357,7 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 		return false
 	}
 	if !seen {
-		rec = &PodAllocation{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
-		for _, c := range pod.Spec.Containers {
-			if n := requested(c, resource); n > 0 {
-				rec.Containers = append(rec.Containers, ContainerAllocation{Container: c.Name})
-			}
-		}
+		rec = &PodAllocation{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Containers: admissionOrder(pod, resource)}
 		if len(rec.Containers) == 0 {
 			return false
 		}
@@ -336,6 +369,7 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 	for i := range rec.Containers {
 		k.mu.Lock()
 		ca := rec.Containers[i]
+		reusable := reusable(rec.Containers[:i])
 		k.mu.Unlock()
 		if ca.Envs != nil {
 			continue
@@ -346,7 +380,9 @@ func (k *FakeKubelet) admit(ctx context.Context, key string) bool {
 		}
 		ca.Attempts++
 		var resp *pluginapi.ContainerAllocateResponse
-		ca.DeviceIDs, ca.Preferred, ca.PreferredErr, resp, err = k.allocate(ctx, client, pod.UID, requested(*c, resource))
+		var got allocated
+		got, resp, err = k.allocate(ctx, client, pod.UID, requested(*c, resource), reusable)
+		ca.DeviceIDs, ca.Reused, ca.Preferred, ca.PreferredErr = got.ids, got.reused, got.pref, got.prefErr
 		ca.Envs, ca.Mounts, ca.Devices = answer(resp)
 		k.faults.logAllocate(pod, ca, err)
 		ca.Err = ""
@@ -385,13 +421,60 @@ func answer(r *pluginapi.ContainerAllocateResponse) (map[string]string, []string
 	return envs, mounts, devices
 }
 
-// allocate picks n free healthy devices and calls Allocate for them. When
-// the plugin offers GetPreferredAllocation it is asked first, with every
-// free device available and nothing must-include (this kubelet admits no
-// init containers whose devices a container could reuse), and its answer
-// taken as the kubelet takes it (preferDevices). It returns the devices,
-// the plugin's preference and why that was not usable whole.
-func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int) (ids, pref []string, prefErr string, _ *pluginapi.ContainerAllocateResponse, _ error) {
+// admissionOrder lists the pod's containers asking for resource in the
+// order the kubelet admits them: init containers, then regular ones.
+func admissionOrder(pod *v1.Pod, resource string) []ContainerAllocation {
+	var out []ContainerAllocation
+	for _, c := range pod.Spec.InitContainers {
+		if requested(c, resource) > 0 {
+			sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+			out = append(out, ContainerAllocation{Container: c.Name, Init: true, Sidecar: sidecar})
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if requested(c, resource) > 0 {
+			out = append(out, ContainerAllocation{Container: c.Name})
+		}
+	}
+	return out
+}
+
+// reusable returns the pod's reusable devices once the containers admitted
+// before (done, in admission order) have their devices, sorted: a regular
+// init container's devices join them, a sidecar's or a regular
+// container's leave them (manager.go, Allocate).
+func reusable(done []ContainerAllocation) []string {
+	var out []string
+	for _, ca := range done {
+		if ca.Init && !ca.Sidecar {
+			for _, id := range ca.DeviceIDs {
+				if !slices.Contains(out, id) {
+					out = append(out, id)
+				}
+			}
+			continue
+		}
+		out = slices.DeleteFunc(out, func(id string) bool { return slices.Contains(ca.DeviceIDs, id) })
+	}
+	slices.Sort(out)
+	return out
+}
+
+// allocated is what allocate picked for a container: its devices, those of
+// them reused, the plugin's preference and why that was not usable whole.
+type allocated struct {
+	ids, reused, pref []string
+	prefErr           string
+}
+
+// allocate picks n devices and calls Allocate for them: the reusable ones
+// first (the lowest IDs when more are reusable than asked for), then free
+// healthy ones. When the plugin offers GetPreferredAllocation and the
+// reusable devices do not cover the request it is asked first, with the
+// free and the reused devices available and the reused ones must-include,
+// and its answer taken as the kubelet takes it (preferDevices).
+func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int, reusable []string) (got allocated, _ *pluginapi.ContainerAllocateResponse, _ error) {
+	got.reused = slices.Clone(reusable[:min(n, len(reusable))])
 	k.mu.Lock()
 	var free []string
 	for _, d := range k.devices {
@@ -401,50 +484,53 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 	}
 	preferred := k.preferred
 	k.mu.Unlock()
+	need := n - len(got.reused)
 	// The kubelet asks nothing of the plugin when too few are free
 	// (manager.go, devicesToAllocate: "requested number of devices unavailable").
-	if len(free) < n {
-		return nil, nil, "", nil, fmt.Errorf("%d free devices, want %d", len(free), n)
+	if len(free) < need {
+		return got, nil, fmt.Errorf("%d free devices, want %d", len(free), need)
 	}
 	client := pluginapi.NewDevicePluginClient(conn)
-	ids = free[:n]
-	if preferred {
+	got.ids = append(slices.Clone(got.reused), free[:need]...)
+	if preferred && need > 0 {
+		available := append(slices.Clone(free), got.reused...)
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := client.GetPreferredAllocation(pctx, &pluginapi.PreferredAllocationRequest{
-			ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{AvailableDeviceIDs: free, AllocationSize: int32(n)}},
+			ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+				AvailableDeviceIDs: available, MustIncludeDeviceIDs: got.reused, AllocationSize: int32(n)}},
 		})
 		cancel()
 		if err != nil {
 			// An error fails the container's admission (manager.go,
 			// callGetPreferredAllocationIfAvailable).
-			return nil, nil, "", nil, fmt.Errorf("plugin GetPreferredAllocation: %w", err)
+			return got, nil, fmt.Errorf("plugin GetPreferredAllocation: %w", err)
 		}
 		if len(resp.ContainerResponses) > 0 {
-			pref = resp.ContainerResponses[0].DeviceIDs
+			got.pref = resp.ContainerResponses[0].DeviceIDs
 		}
-		if err := deviceplugin.CheckPreferred(free, nil, n, pref); err != nil {
-			prefErr = err.Error()
+		if err := deviceplugin.CheckPreferred(available, got.reused, n, got.pref); err != nil {
+			got.prefErr = err.Error()
 		}
-		ids = preferDevices(free, pref, n)
+		got.ids = append(slices.Clone(got.reused), preferDevices(free, got.pref, need)...)
 	}
 	k.faults.beforeAllocate(uid)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := client.Allocate(ctx, &pluginapi.AllocateRequest{
-		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIDs: ids}},
+		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIDs: got.ids}},
 	})
 	if err != nil {
-		return ids, pref, prefErr, nil, fmt.Errorf("plugin Allocate(%v): %w", ids, err)
+		return got, nil, fmt.Errorf("plugin Allocate(%v): %w", got.ids, err)
 	}
 	if len(resp.ContainerResponses) != 1 {
-		return ids, pref, prefErr, nil, fmt.Errorf("plugin Allocate(%v): %d container responses, want 1", ids, len(resp.ContainerResponses))
+		return got, nil, fmt.Errorf("plugin Allocate(%v): %d container responses, want 1", got.ids, len(resp.ContainerResponses))
 	}
 	k.mu.Lock()
-	for _, id := range ids {
+	for _, id := range got.ids {
 		k.used[id] = uid
 	}
 	k.mu.Unlock()
-	return ids, pref, prefErr, resp.ContainerResponses[0], nil
+	return got, resp.ContainerResponses[0], nil
 }
 
 // preferDevices is what the kubelet's devicemanager allocates from a
@@ -501,9 +587,11 @@ func requested(c v1.Container, resource string) int {
 }
 
 func containerByName(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
 		}
 	}
 	return nil

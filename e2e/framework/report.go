@@ -28,7 +28,9 @@ type Card struct {
 
 // Usage reads the cards the nodes register and the allocations pods carry
 // (volcano.sh/vgpu-ids-new), decoded with protocol/vgpu; values that do not
-// decode are left out.
+// decode are left out. A pod whose init containers have entries holds each
+// card at its peak (vgpuproto.Peak), as the scheduler charges it: one share
+// per holder there, the first carrying the memory and cores.
 func (c *Cluster) Usage(ctx context.Context) ([]Card, error) {
 	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -49,13 +51,28 @@ func (c *Cluster) Usage(ctx context.Context) ([]Card, error) {
 	}
 	for _, p := range pods.Items {
 		entries, _ := vgpuproto.DecodeAllocation(p.Annotations[vgpuproto.AnnotationIDs])
+		name := p.Namespace + "/" + p.Name
+		if roles := vgpuproto.EntryRoles(&p, len(entries)); roles != nil {
+			for _, ch := range vgpuproto.PeakOfEntries(roles, entries) {
+				if i, ok := index[p.Spec.NodeName+"/"+ch.Card]; ok {
+					for h := int32(0); h < ch.Holders; h++ {
+						share := CardShare{Pod: name}
+						if h == 0 {
+							share.MemoryMiB, share.Cores = int(ch.Mem), int(ch.Cores)
+						}
+						cards[i].Holders = append(cards[i].Holders, share)
+					}
+				}
+			}
+			continue
+		}
 		for _, devs := range entries {
 			for _, d := range devs {
 				i, ok := index[p.Spec.NodeName+"/"+d.UUID]
 				if !ok {
 					continue
 				}
-				cards[i].Holders = append(cards[i].Holders, CardShare{Pod: p.Namespace + "/" + p.Name, MemoryMiB: int(d.Mem), Cores: int(d.Cores)})
+				cards[i].Holders = append(cards[i].Holders, CardShare{Pod: name, MemoryMiB: int(d.Mem), Cores: int(d.Cores)})
 			}
 		}
 	}
