@@ -15,7 +15,9 @@
 // every NVML method the agent's production packages call (by type, from
 // their source), resolves each to the C symbols go-nvml binds for it given
 // the stub's exports (AgentMethods, Binder), and checks the stub exports
-// them all.
+// them all. CallStub reaches the stub's C functions directly, for the
+// documented errors of arguments go-nvml never passes (short buffers, NULL
+// pointers, invalid handles, levels and scopes).
 //
 // The stub is loaded once per test process (its device list comes from the
 // driver at the first nvmlInit), so TestMain starts one driver for every

@@ -190,3 +190,36 @@ func TestMemoryAndProcesses(t *testing.T) {
 		t.Errorf("GetUtilizationRates: %+v, %v; want an idle card", u, ret)
 	}
 }
+
+// The documented errors for arguments go-nvml never passes: short buffers,
+// NULL pointers, an invalid handle, an index beyond the cards, malformed
+// and unknown PCI bus IDs, invalid sizes, scopes, levels, links and event
+// types (each function's page of the NVML reference).
+func TestNVMLArgumentErrors(t *testing.T) {
+	const (
+		invalid      = 2 // NVML_ERROR_INVALID_ARGUMENT
+		notFound     = 6 // NVML_ERROR_NOT_FOUND
+		insufficient = 7 // NVML_ERROR_INSUFFICIENT_SIZE
+	)
+	path := stubDir + "/libnvidia-ml.so.1"
+	want := map[string]int{
+		"uuid-short": insufficient, "name-short": insufficient, "version-short": insufficient,
+		"uuid-null": invalid, "minor-bad-handle": invalid, "index-beyond": invalid,
+		"bus-malformed": invalid, "bus-unknown": notFound, "affinity-size-0": invalid,
+		"affinity-bad-scope": invalid, "cpus-null": invalid, "nearest-bad-level": invalid,
+		"nearest-null-array": invalid, "nvlink-36": invalid, "register-unknown-type": invalid,
+		"wait-null-data": invalid,
+	}
+	got := map[string]int{}
+	for what := range want {
+		got[what] = CallStub(path, what)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("return codes (-want +got):\n%s", diff)
+	}
+	for rc, text := range map[int]string{0: "Success", 3: "Not Supported", 4: "Insufficient Permissions", 999: "Unknown Error", 12345: "Unknown Error"} {
+		if got := StubErrorString(path, rc); got != text {
+			t.Errorf("nvmlErrorString(%d) = %q, want %q", rc, got, text)
+		}
+	}
+}
