@@ -59,8 +59,9 @@ func ListCards(socketPath string, timeout time.Duration) ([]Card, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := strconv.Atoi(strings.Fields(hello)[0])
-	if err != nil {
+	count, _, _ := strings.Cut(hello, " ")
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 0 {
 		return nil, fmt.Errorf("list cards: HELLO answered %q", hello)
 	}
 	cards := make([]Card, 0, n)
