@@ -187,7 +187,11 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (Binaries, error) {
 // goBuild builds pkg into out atomically (a temporary name, then rename).
 func goBuild(ctx context.Context, root, out, pkg string, log io.Writer) error {
 	tmp := out + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "e2e", "-o", tmp, pkg)
+	args := []string{"build", "-tags", "e2e", "-o", tmp}
+	if strings.HasPrefix(pkg, "k8s.io/kubernetes/") {
+		args = append(args, "-ldflags", KubeVersionLDFlags)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {

@@ -111,7 +111,7 @@ func (h Helm) Run(ctx context.Context, args ...string) ([]byte, error) {
 		"HELM_CACHE_HOME="+filepath.Join(h.Home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(h.Home, "config"),
 		"HELM_DATA_HOME="+filepath.Join(h.Home, "data"),
-		"KUBECONFIG="+os.DevNull) // template and lint never need a cluster
+		"KUBECONFIG="+os.DevNull) // template and lint never need a cluster; install names its --kubeconfig
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -124,6 +124,16 @@ func (h Helm) Run(ctx context.Context, args ...string) ([]byte, error) {
 // with extra arguments such as --set k=v or -f values.yaml.
 func (h Helm) Template(ctx context.Context, chart, release, namespace string, extra ...string) ([]byte, error) {
 	args := append([]string{"template", release, chart, "--namespace", namespace, "--kube-version", HelmKubeVersion}, extra...)
+	return h.Run(ctx, args...)
+}
+
+// Install runs `helm install` of chart as release into namespace of the
+// cluster kubeconfig names, with extra arguments such as --set k=v, and
+// --wait: helm returns once the release's Deployments and DaemonSets are
+// ready, or fails after timeout.
+func (h Helm) Install(ctx context.Context, kubeconfig, chart, release, namespace string, timeout time.Duration, extra ...string) ([]byte, error) {
+	args := append([]string{"install", release, chart, "--namespace", namespace, "--kubeconfig", kubeconfig,
+		"--wait", "--timeout", timeout.String()}, extra...)
 	return h.Run(ctx, args...)
 }
 

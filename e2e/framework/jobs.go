@@ -37,6 +37,15 @@ type VGPUTask struct {
 	Labels map[string]string
 	// NodeSelector pins the task's pods to matching nodes.
 	NodeSelector map[string]string
+	// Image is the container's image; empty means a CUDA base image's name
+	// (simulated nodes never pull it). Args are its arguments.
+	Image string
+	Args  []string
+	// Env is added to the container's environment.
+	Env []v1.EnvVar
+	// CPU and Memory are the container's requests; empty means 1 CPU and
+	// 1Gi (a real node has 2 CPUs: its tests ask for less).
+	CPU, Memory string
 }
 
 // VGPUJob returns a gang Volcano Job with what Volcano's admission webhook
@@ -65,6 +74,16 @@ func VGPUJob(namespace, name string, tasks ...VGPUTask) *batchv1alpha1.Job {
 		if t.Cores > 0 {
 			limits[vgpuproto.ResourceCores] = *resource.NewQuantity(t.Cores, resource.DecimalSI)
 		}
+		image, cpu, mem := t.Image, t.CPU, t.Memory
+		if image == "" {
+			image = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+		}
+		if cpu == "" {
+			cpu = "1"
+		}
+		if mem == "" {
+			mem = "1Gi"
+		}
 		minAvailable := t.Replicas
 		job.Spec.MinAvailable += t.Replicas
 		job.Spec.Tasks = append(job.Spec.Tasks, batchv1alpha1.TaskSpec{
@@ -77,9 +96,11 @@ func VGPUJob(namespace, name string, tasks ...VGPUTask) *batchv1alpha1.Job {
 				RestartPolicy: v1.RestartPolicyNever,
 				Containers: []v1.Container{{
 					Name:  "cuda",
-					Image: "nvidia/cuda:12.4.1-base-ubuntu22.04",
+					Image: image,
+					Args:  t.Args,
+					Env:   t.Env,
 					Resources: v1.ResourceRequirements{
-						Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")},
+						Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)},
 						Limits:   limits,
 					},
 				}},

@@ -32,6 +32,19 @@ var nodeTools = [][2]string{
 	{BinKubeControllerMgr, "k8s.io/kubernetes/cmd/kube-controller-manager"},
 }
 
+// KubeVersion is the Kubernetes release the harness runs.
+const KubeVersion = "v1.30.2"
+
+// KubeVersionLDFlags stamp a Kubernetes binary with its release, as
+// Kubernetes' build does (hack/lib/version.sh): without them it reports
+// v0.0.0-master, which the kubelet publishes in the node's status and helm
+// refuses against a chart's kubeVersion.
+var KubeVersionLDFlags = "-X k8s.io/component-base/version.gitVersion=" + KubeVersion +
+	" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=30" +
+	" -X k8s.io/component-base/version.gitTreeState=clean" +
+	" -X k8s.io/client-go/pkg/version.gitVersion=" + KubeVersion +
+	" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=30"
+
 // NodeTools locates the real node's Kubernetes binaries.
 type NodeTools struct {
 	// Dir holds them by their Bin* names.
@@ -42,7 +55,8 @@ type NodeTools struct {
 func (t NodeTools) Path(name string) string { return filepath.Join(t.Dir, name) }
 
 // EnsureNodeTools builds the kubelet, kube-proxy, kube-scheduler and
-// kube-controller-manager into <cache root>/nodetools-<sha256(go.sum)[:16]>/
+// kube-controller-manager into <cache root>/nodetools-<sha256(go.sum,
+// ldflags)[:16]>/
 // when the cache lacks them (about 10 minutes cold on 2 cores, shared in
 // part with kube-apiserver's build cache). A file lock serialises
 // concurrent runs.
@@ -60,7 +74,8 @@ func EnsureNodeTools(ctx context.Context, log io.Writer) (NodeTools, error) {
 	if err != nil {
 		return NodeTools{}, err
 	}
-	h := sha256.Sum256(sum)
+	// The flags are part of the key: binaries built with others differ.
+	h := sha256.Sum256(append(sum, KubeVersionLDFlags...))
 	tools := NodeTools{Dir: filepath.Join(filepath.Dir(base), "nodetools-"+hex.EncodeToString(h[:])[:16])}
 	if err := os.MkdirAll(tools.Dir, 0o755); err != nil {
 		return NodeTools{}, fmt.Errorf("create %s: %w", tools.Dir, err)
@@ -77,7 +92,7 @@ func EnsureNodeTools(ctx context.Context, log io.Writer) (NodeTools, error) {
 		}
 		fmt.Fprintf(log, "e2e: building %s from e2e/nodetools (cold builds take minutes; cached in %s)\n", b[0], tools.Dir)
 		start := time.Now()
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out+".tmp", b[1])
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", KubeVersionLDFlags, "-o", out+".tmp", b[1])
 		cmd.Dir = mod
 		// Static, as Kubernetes releases its node binaries; GOWORK off so a
 		// workspace cannot pull the main module's pins in.

@@ -50,6 +50,9 @@ evictionHard:
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
 nodeStatusReportFrequency: 10s
+# kube-proxy keeps the Service rules; the kubelet's own iptables chains
+# (KUBE-FIREWALL and its canary) would outlive the node on this host.
+makeIPTablesUtilChains: false
 `))
 
 // AddRealNode starts a real node on a control plane started with
@@ -213,6 +216,9 @@ func (n *RealNode) startKubeProxy(ctx context.Context) error {
 		"--kubeconfig=" + n.c.Kubeconfig,
 		"--hostname-override=" + n.Name,
 		"--proxy-mode=iptables",
+		// The node's address: without it kube-proxy waits (about 30 s)
+		// for the Node object to read it from.
+		"--bind-address=" + n.IP,
 		"--cluster-cidr=" + PodCIDR,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
 		fmt.Sprintf("--healthz-bind-address=127.0.0.1:%d", ports[1]),
@@ -278,12 +284,13 @@ func (n *RealNode) stop() {
 	unmountUnder(n.Dir)
 	if proxy != nil {
 		proxy.Stop()
-		if out, err := exec.Command(n.opts.Tools.Path(BinKubeProxy), "--cleanup").CombinedOutput(); err != nil {
-			fmt.Fprintf(n.c.log, "e2e: kube-proxy --cleanup: %v\n%s\n", err, out)
-		}
+		removeKubeChains()
 	}
 	_ = exec.Command("ip", "link", "del", CNIBridge).Run()
+	// The kubelet's pod cgroups, and the one containerd's shims put
+	// themselves in (named after the namespace).
 	removeCgroups("kubepods")
+	removeCgroups("k8s.io")
 	_ = clearDir(KubeletDevicePluginDir)
 }
 
@@ -308,4 +315,70 @@ func removeCgroups(name string) {
 // Pod returns a pod.
 func (n *RealNode) Pod(ctx context.Context, namespace, name string) (*v1.Pod, error) {
 	return n.c.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// removeKubeChains removes kube-proxy's iptables chains (KUBE-*) and the
+// rules jumping to them from every table, in both the nft and the legacy
+// back ends. `kube-proxy --cleanup` does this too but fails on a host
+// without ipset and IPVS, as this one is.
+func removeKubeChains() {
+	for _, cmd := range []string{"iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy"} {
+		if _, err := exec.LookPath(cmd); err != nil {
+			continue
+		}
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			out, err := exec.Command(cmd, "-w", "-t", table, "-S").Output()
+			if err != nil {
+				continue
+			}
+			var chains []string
+			for _, line := range strings.Split(string(out), "\n") {
+				f := ruleFields(line)
+				switch {
+				case len(f) >= 2 && f[0] == "-N" && strings.HasPrefix(f[1], "KUBE-"):
+					chains = append(chains, f[1])
+				case len(f) >= 2 && f[0] == "-A" && !strings.HasPrefix(f[1], "KUBE-") && strings.Contains(line, "-j KUBE-"):
+					_ = exec.Command(cmd, append([]string{"-w", "-t", table, "-D"}, f[1:]...)...).Run()
+				}
+			}
+			for _, c := range chains {
+				_ = exec.Command(cmd, "-w", "-t", table, "-F", c).Run()
+			}
+			for _, c := range chains {
+				_ = exec.Command(cmd, "-w", "-t", table, "-X", c).Run()
+			}
+		}
+	}
+}
+
+// ruleFields splits a rule as `iptables -S` prints it into arguments: words
+// separated by spaces, a double-quoted word (a comment) kept whole without
+// its quotes.
+func ruleFields(line string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted, inWord := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '\\' && quoted && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case ch == '"':
+			quoted, inWord = !quoted, true
+		case ch == ' ' && !quoted:
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
 }

@@ -12,6 +12,8 @@
  *                            first is SIGKILLed
  *   spin SECONDS             launch kernels back to back for SECONDS
  *   nvml                     print NVML's memory figures and process list
+ *   devices                  print the devices CUDA and NVML list, with
+ *                            each CUDA device's memory; hold until killed
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -181,6 +183,36 @@ static int mode_nvml(void)
 	return 0;
 }
 
+/* What the container reaches: CUDA's and NVML's device lists. */
+static int mode_devices(void)
+{
+	CUresult (*init)(unsigned) = proc("cuInit");
+	CUresult (*count)(int *) = proc("cuDeviceGetCount");
+	CUresult (*get)(CUdevice *, int) = proc("cuDeviceGet");
+	CUresult (*total)(size_t *, CUdevice) = proc("cuDeviceTotalMem");
+	int (*ninit)(void) = sym(nvml, "nvmlInit_v2");
+	int (*ncount)(unsigned *) = sym(nvml, "nvmlDeviceGetCount_v2");
+	int n = 0;
+	unsigned nn = 0;
+	CUresult r = init(0);
+	if (r == 0)
+		r = count(&n);
+	printf("cuda_init=%d\ncuda_devices=%d\n", r, n);
+	for (int i = 0; i < n; i++) {
+		CUdevice d;
+		size_t bytes = 0;
+		if (get(&d, i) == 0 && total(&bytes, d) == 0)
+			printf("cuda_device_%d_mib=%zu\n", i, bytes >> 20);
+	}
+	int nr = ninit();
+	if (nr == 0)
+		nr = ncount(&nn);
+	printf("nvml_init=%d\nnvml_devices=%u\n", nr, nn);
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -199,6 +231,8 @@ int main(int argc, char **argv)
 		return mode_spin(atof(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "nvml") == 0)
 		return mode_nvml();
-	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml\n");
+	if (argc == 2 && strcmp(argv[1], "devices") == 0)
+		return mode_devices();
+	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml | devices\n");
 	return 2;
 }

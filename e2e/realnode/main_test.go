@@ -1,0 +1,72 @@
+//go:build e2e
+
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpushare/vshare/e2e/framework"
+)
+
+// rc is the real node and its control plane, shared by the package's tests
+// (the kubelet's device-plugin directory is the machine's: one real node at
+// a time).
+var rc *framework.RealCluster
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var started atomic.Pointer[framework.RealCluster]
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		s, ok := <-sig
+		if !ok {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "e2e: %v: tearing down\n", s)
+		cancel()
+		if c := started.Load(); c != nil {
+			c.Stop()
+		}
+		os.Exit(1)
+	}()
+	start := time.Now()
+	setupCtx, cancelSetup := context.WithTimeout(ctx, 45*time.Minute)
+	defer cancelSetup()
+	c, err := framework.StartRealCluster(setupCtx, framework.RealClusterOptions{Log: os.Stderr})
+	if c != nil {
+		started.Store(c)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: real node:", err)
+		return 1
+	}
+	defer c.Stop()
+	fmt.Fprintf(os.Stderr, "e2e: real node ready in %s; work directory %s\n", time.Since(start).Round(time.Millisecond), c.WorkDir)
+	rc = c
+	code := m.Run()
+	c.Stop()
+	if code != 0 || os.Getenv("VSHARE_E2E_KEEP") != "" {
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", c.WorkDir)
+	} else {
+		_ = c.RemoveWorkDir()
+	}
+	return code
+}
+
+func TestRealNodeUp(t *testing.T) {
+	if rc == nil {
+		t.Fatal("no real node")
+	}
+}
