@@ -25,7 +25,9 @@ func conformanceNode() *v1.Node {
 }
 
 // randomPod asks for one or two containers with one to three cards of
-// memory, a percentage or the default, and cores.
+// memory, a percentage or the default, and cores; one pod in three also
+// has init containers or sidecars asking for one card each (so that every
+// container after them may inherit it).
 func randomPod(rng *rand.Rand) *v1.Pod {
 	var ctrs []ctr
 	for i := 0; i < 1+rng.IntN(2); i++ {
@@ -53,7 +55,16 @@ func randomPod(rng *rand.Rand) *v1.Pod {
 	if rng.IntN(4) == 0 {
 		ann = append(ann, AnnotationGroupName, "pg"+strconv.Itoa(rng.IntN(3)), vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread)
 	}
-	return vpod("p", ctrs, ann...)
+	pod := vpod("p", ctrs, ann...)
+	if rng.IntN(3) == 0 {
+		kinds := [...]string{"i", "s", "is", "si", "ii"}[rng.IntN(5)]
+		inits := make([]ctr, len(kinds))
+		for i := range inits {
+			inits[i] = ctr{n: 1, mem: 1024 * (1 + rng.Int64N(12)), pct: -1, cores: 10 * rng.Int64N(6)}
+		}
+		pod = withInit(pod, kinds, inits...)
+	}
+	return pod
 }
 
 // cardUsage reports memory, cores and share count per card, and any use
