@@ -78,11 +78,12 @@ type holding struct {
 	// uses are the pod's cards container by container, as recorded.
 	uses []use
 	// charges are what the pod holds of each card at its peak
-	// (vgpuproto.Peak): what apply adds to the cards. For a pod whose
-	// containers all run together, each card's uses summed.
+	// (vgpuproto.Peak), what apply adds to the cards, for a pod whose
+	// init containers have cards; nil for any other pod, whose uses are
+	// added one by one (the same sums, without the extra allocations).
 	charges []vgpuproto.Charge[int32]
-	// total is what Total reports: the charges, with the memory recorded
-	// rather than the MIG instances taken.
+	// total is what Total reports: the charges (the uses when there are
+	// none), with the memory recorded rather than the MIG instances taken.
 	total cardledger.Total
 }
 
@@ -90,6 +91,10 @@ type holding struct {
 // entries have roles (nil: every entry a regular container's).
 func newHolding(gang string, rules uint64, roles []vgpuproto.Role, uses []use) *holding {
 	h := &holding{gang: gang, rules: rules, uses: uses}
+	if roles == nil {
+		h.total = cardledger.Sum(uses, func(u *use) (int64, int32) { return u.recMem, u.cores })
+		return h
+	}
 	pu := make([]vgpuproto.Use[int32], len(uses))
 	for i, u := range uses {
 		pu[i] = vgpuproto.Use[int32]{Entry: int(u.entry), Card: u.card, Mem: u.mem, Cores: u.cores, Whole: u.migPos >= 0}
@@ -272,24 +277,18 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	return d
 }
 
-// apply adds (sign 1) or removes (sign -1) a holding: its charges, the
-// MIG instances its uses take, and its PodGroup and exclusive rules once
-// per holder.
+// apply adds (sign 1) or removes (sign -1) a holding: its uses one by
+// one, or its charges when it has some, the MIG instances its uses take,
+// and its PodGroup and exclusive rules once per holder.
 func (d *Devices) apply(h *holding, sign int32) {
 	d.gen++
 	for _, ch := range h.charges {
-		c := &d.cards[ch.Card]
-		c.UsedMiB += int64(sign) * ch.Mem
-		c.UsedCores += sign * ch.Cores
-		c.UsedNum += sign * ch.Holders
-		if h.gang != "" {
-			c.gangs = addGang(c.gangs, h.gang, sign*ch.Holders)
-		}
-		if h.rules != 0 {
-			c.excl = addRules(c.excl, h.rules, sign*ch.Holders)
-		}
+		d.take(ch.Card, ch.Mem, ch.Cores, ch.Holders, h, sign)
 	}
 	for _, u := range h.uses {
+		if h.charges == nil {
+			d.take(u.card, u.mem, u.cores, 1, h, sign)
+		}
 		c := &d.cards[u.card]
 		if u.migPos >= 0 {
 			if sign > 0 {
@@ -302,6 +301,21 @@ func (d *Devices) apply(h *holding, sign int32) {
 		if c.migUsed == 0 {
 			c.migGroup = -1
 		}
+	}
+}
+
+// take adds (sign 1) or removes (sign -1) holders holders of h holding mem
+// MiB and cores of card i.
+func (d *Devices) take(i int32, mem int64, cores, holders int32, h *holding, sign int32) {
+	c := &d.cards[i]
+	c.UsedMiB += int64(sign) * mem
+	c.UsedCores += sign * cores
+	c.UsedNum += sign * holders
+	if h.gang != "" {
+		c.gangs = addGang(c.gangs, h.gang, sign*holders)
+	}
+	if h.rules != 0 {
+		c.excl = addRules(c.excl, h.rules, sign*holders)
 	}
 }
 

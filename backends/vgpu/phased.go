@@ -75,7 +75,7 @@ func (d *Devices) choosePhased(req *podRequest, s *scratch) (picks []pick, work 
 		// there too, in its own phase (they never run together).
 		ahead = ahead[:0]
 		for m := f + 1; cr.role == vgpuproto.RoleInit && m < len(ctrs); m++ {
-			ahead = append(ahead, chained{cr: &ctrs[m], state: stateFor(&ctrs[m], make([]cardState, n))})
+			ahead = append(ahead, chained{cr: ctrs[m], state: stateFor(&ctrs[m], make([]cardState, n))})
 			if ctrs[m].role != vgpuproto.RoleInit {
 				break
 			}
@@ -124,7 +124,7 @@ func (d *Devices) choosePhased(req *podRequest, s *scratch) (picks []pick, work 
 // chained is a container that will get the cards of the container being
 // placed, with the cards as it finds them.
 type chained struct {
-	cr    *ctrRequest
+	cr    ctrRequest // a copy: a pointer into req would move every request to the heap
 	state []cardState
 }
 
@@ -175,7 +175,7 @@ func (d *Devices) selectPhased(req *podRequest, cr *ctrRequest, eff []cardState,
 // fitsAhead reports whether card i fits every container of ahead.
 func fitsAhead(d *Devices, req *podRequest, i int, ahead []chained) bool {
 	for _, a := range ahead {
-		if code, _ := d.check(i, &a.state[i], a.cr, req); code != fits {
+		if code, _ := d.check(i, &a.state[i], &a.cr, req); code != fits {
 			return false
 		}
 	}
