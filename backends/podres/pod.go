@@ -27,7 +27,9 @@ func asks(cs []v1.Container, res []v1.ResourceName) bool {
 
 // CheckInitContainers returns an error naming the pod, the init container,
 // the resource and the value when an init container asks for one of res:
-// devices (what, such as "vGPUs") are served to regular containers only.
+// for backends whose devices (what, such as "NPUs") are served to regular
+// containers only. (vGPUs are served to init containers too: backends/vgpu
+// init.go.)
 func CheckInitContainers(pod *v1.Pod, what string, res ...v1.ResourceName) error {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
