@@ -227,7 +227,7 @@ func waitUnschedulable(ctx context.Context, t *testing.T, ns, job, reason string
 	t.Helper()
 	var pg, pod string
 	err := cluster.Poll(ctx, time.Minute, "job "+job+" unschedulable with "+reason, func(ctx context.Context) (bool, error) {
-		pg, pod = unschedulableMessages(ctx, ns, job)
+		pg, pod = cluster.UnschedulableMessages(ctx, ns, job)
 		return strings.Contains(pg, reason) || strings.Contains(pod, reason), nil
 	})
 	if err != nil {

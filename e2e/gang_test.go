@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
-	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	"github.com/vgpushare/vshare/e2e/framework"
 )
@@ -45,7 +42,7 @@ func TestGangWaitsForCardThenRuns(t *testing.T) {
 
 	var pgMsg, podMsg string
 	err := cluster.Poll(ctx, time.Minute, "gang Unschedulable with a vGPU reason", func(ctx context.Context) (bool, error) {
-		pgMsg, podMsg = unschedulableMessages(ctx, ns, gang.Name)
+		pgMsg, podMsg = cluster.UnschedulableMessages(ctx, ns, gang.Name)
 		return strings.Contains(pgMsg+podMsg, "insufficient vGPU memory on card"), fmt.Errorf("podgroup %q, pod %q", pgMsg, podMsg)
 	})
 	if err != nil {
@@ -92,35 +89,6 @@ func mustRun(ctx context.Context, t *testing.T, j *batchv1alpha1.Job) {
 	if err := cluster.WaitJobRunning(ctx, j.Namespace, j.Name, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// unschedulableMessages returns the job's PodGroup Unschedulable condition
-// message and one pod's PodScheduled=False message.
-func unschedulableMessages(ctx context.Context, ns, job string) (pg, pod string) {
-	pgs, err := cluster.Volcano.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-	if err == nil {
-		for _, g := range pgs.Items {
-			if !strings.HasPrefix(g.Name, job+"-") {
-				continue
-			}
-			for _, c := range g.Status.Conditions {
-				if c.Type == schedulingv1beta1.PodGroupUnschedulableType && c.Status == v1.ConditionTrue {
-					pg = c.Message
-				}
-			}
-		}
-	}
-	pods, err := cluster.JobPods(ctx, ns, job)
-	if err == nil {
-		for _, p := range pods {
-			for _, c := range p.Status.Conditions {
-				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
-					pod = c.Message
-				}
-			}
-		}
-	}
-	return pg, pod
 }
 
 // checkNoOvercommit fails the test if any card holds more memory or cores

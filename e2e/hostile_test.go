@@ -59,7 +59,7 @@ func TestImpossibleRequestsStayPendingWithAReason(t *testing.T) {
 	for _, j := range jobs {
 		var pg, pod string
 		err := cluster.Poll(ctx, time.Minute, j.name+" to be reported unschedulable", func(ctx context.Context) (bool, error) {
-			pg, pod = unschedulableMessages(ctx, ns, j.name)
+			pg, pod = cluster.UnschedulableMessages(ctx, ns, j.name)
 			return strings.Contains(pg, j.want), nil
 		})
 		if err != nil {

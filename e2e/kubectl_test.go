@@ -267,7 +267,7 @@ func checkWhy(ctx context.Context, t *testing.T, kubeconfig string, target v1.Po
 	}
 	t.Cleanup(func() { _ = cluster.DeleteJob(context.Background(), kubectlNS, wait.Name) })
 	err := cluster.Poll(ctx, time.Minute, "wait's reason recorded", func(ctx context.Context) (bool, error) {
-		pg, pod := unschedulableMessages(ctx, kubectlNS, wait.Name)
+		pg, pod := cluster.UnschedulableMessages(ctx, kubectlNS, wait.Name)
 		return strings.Contains(pg+pod, vgpu.ReasonExclusiveBusy), fmt.Errorf("podgroup %q, pod %q", pg, pod)
 	})
 	if err != nil {

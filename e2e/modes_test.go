@@ -146,7 +146,7 @@ func waitPendingWithReason(ctx context.Context, t *testing.T, job *batchv1alpha1
 				return false, fmt.Errorf("pod %s was bound to %s although it should not fit", p.Name, p.Spec.NodeName)
 			}
 		}
-		pg, pod = unschedulableMessages(ctx, job.Namespace, job.Name)
+		pg, pod = cluster.UnschedulableMessages(ctx, job.Namespace, job.Name)
 		return strings.Contains(pg, reason) || strings.Contains(pod, reason), nil
 	})
 	if err != nil {

@@ -73,7 +73,7 @@ func TestSchedulerRestartNoDoubleAllocation(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cluster.DeleteJob(context.Background(), ns, third.Name) })
 	err = cluster.Poll(ctx, time.Minute, "job third Unschedulable for vGPU memory", func(ctx context.Context) (bool, error) {
-		pg, pod := unschedulableMessages(ctx, ns, third.Name)
+		pg, pod := cluster.UnschedulableMessages(ctx, ns, third.Name)
 		return strings.Contains(pg, "insufficient vGPU memory on card"), fmt.Errorf("podgroup %q, pod %q", pg, pod)
 	})
 	if err != nil {
@@ -167,7 +167,7 @@ func TestBurstAcrossSchedulerRestart(t *testing.T) {
 			continue
 		}
 		err := cluster.Poll(ctx, 30*time.Second, "job "+j.Name+" waiting for vGPU memory", func(ctx context.Context) (bool, error) {
-			pg, pod := unschedulableMessages(ctx, ns, j.Name)
+			pg, pod := cluster.UnschedulableMessages(ctx, ns, j.Name)
 			return strings.Contains(pg, "insufficient vGPU memory on card"), fmt.Errorf("podgroup %q, pod %q", pg, pod)
 		})
 		if err != nil {

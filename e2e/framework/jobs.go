@@ -5,6 +5,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 	"volcano.sh/apis/pkg/apis/helpers"
+	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
@@ -196,4 +198,34 @@ func ownedByJob(refs []metav1.OwnerReference, job string) bool {
 		}
 	}
 	return false
+}
+
+// UnschedulableMessages returns the Job's PodGroup Unschedulable condition
+// message and one pod's PodScheduled=False message: where the scheduler
+// says why a Job waits.
+func (c *Cluster) UnschedulableMessages(ctx context.Context, ns, job string) (pg, pod string) {
+	pgs, err := c.Volcano.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, g := range pgs.Items {
+			if !strings.HasPrefix(g.Name, job+"-") {
+				continue
+			}
+			for _, cond := range g.Status.Conditions {
+				if cond.Type == schedulingv1beta1.PodGroupUnschedulableType && cond.Status == v1.ConditionTrue {
+					pg = cond.Message
+				}
+			}
+		}
+	}
+	pods, err := c.JobPods(ctx, ns, job)
+	if err == nil {
+		for _, p := range pods {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionFalse {
+					pod = cond.Message
+				}
+			}
+		}
+	}
+	return pg, pod
 }

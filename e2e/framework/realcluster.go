@@ -121,7 +121,7 @@ func StartRealCluster(ctx context.Context, opts RealClusterOptions) (_ *RealClus
 	if err != nil {
 		return nil, fmt.Errorf("create work directory: %w", err)
 	}
-	toolkit, err := rc.startDriver(ctx, work, bins, opts.Cards)
+	toolkit, err := rc.startDriver(ctx, work, bins, opts.Cards, log)
 	if err != nil {
 		return nil, err
 	}
@@ -216,23 +216,24 @@ func ContainerGroup(pid int) string {
 // toolkit stand-in, starts the fake driver with its device nodes in
 // <work>/driver, and returns the runtime handler the node's containerd
 // runs containers with.
-func (rc *RealCluster) startDriver(ctx context.Context, work string, bins Binaries, cards []fakedriver.Device) (*RuntimeHandler, error) {
+func (rc *RealCluster) startDriver(ctx context.Context, work string, bins Binaries, cards []fakedriver.Device, log io.Writer) (*RuntimeHandler, error) {
 	if cards == nil {
 		cards = DefaultRealCards()
 	}
-	art, err := BuildNodeSide(ctx, filepath.Join(work, "nodeside"))
-	if err != nil {
+	stubs := filepath.Join(work, "driver-libs")
+	if err := buildDriverLibraries(ctx, log, stubs); err != nil {
 		return nil, err
 	}
 	rc.DriverDir = filepath.Join(work, "driver")
 	if err := os.MkdirAll(rc.DriverDir, 0o755); err != nil {
 		return nil, fmt.Errorf("driver directory: %w", err)
 	}
+	var err error
 	rc.Driver, err = fakedriver.StartDeviceNodes(rc.DriverDir, fakedriver.Config{WaveNS: stubWaveNS, Devices: cards, GroupOf: ContainerGroup})
 	if err != nil {
 		return nil, err
 	}
-	return rc.toolkit(ctx, work, bins, art)
+	return rc.toolkit(ctx, work, bins, stubs)
 }
 
 // ContainerPIDs are the host pids of the processes in a container

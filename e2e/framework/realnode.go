@@ -5,6 +5,7 @@ package framework
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -255,11 +256,11 @@ type RealNode struct {
 	c    *Cluster
 	opts RealNodeOptions
 
-	mu                           sync.Mutex
-	containerd, kubelet, proxy   *Process
-	containerdSock, kubeletConf  string
-	kubeletArgs                  []string
-	stopped                      bool
+	mu                          sync.Mutex
+	containerd, kubelet, proxy  *Process
+	containerdSock, kubeletConf string
+	kubeletArgs                 []string
+	stopped                     bool
 }
 
 // ErrNoRealNode is returned by AddRealNode on a control plane started
@@ -269,4 +270,32 @@ var ErrNoRealNode = errors.New("the control plane was not started for a real nod
 // Node returns the node object.
 func (n *RealNode) Node(ctx context.Context) (*v1.Node, error) {
 	return n.c.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+}
+
+// CheckpointEntry is one container's devices in the kubelet's device
+// manager checkpoint (pkg/kubelet/cm/devicemanager/checkpoint): what the
+// kubelet restores after a restart.
+type CheckpointEntry struct {
+	PodUID, ContainerName, ResourceName string
+	// DeviceIDs are the device IDs by NUMA node.
+	DeviceIDs map[string][]string
+	// AllocResp is the plugin's Allocate answer, as the kubelet kept it
+	// (a serialised ContainerAllocateResponse).
+	AllocResp []byte
+}
+
+// DeviceCheckpoint reads the kubelet's device manager checkpoint,
+// kubelet_internal_checkpoint in its device-plugin directory.
+func DeviceCheckpoint() ([]CheckpointEntry, error) {
+	b, err := os.ReadFile(filepath.Join(KubeletDevicePluginDir, "kubelet_internal_checkpoint"))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet device checkpoint: %w", err)
+	}
+	var cp struct {
+		Data struct{ PodDeviceEntries []CheckpointEntry }
+	}
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return nil, fmt.Errorf("kubelet device checkpoint: %w", err)
+	}
+	return cp.Data.PodDeviceEntries, nil
 }

@@ -88,8 +88,10 @@ func (c *Cluster) AddRealNode(ctx context.Context, archives []string) (_ *RealNo
 			}
 			return nil
 		}},
-		{"kube-proxy", n.startKubeProxy},
+		// The kubelet first: kube-proxy reads the node's addresses from the
+		// Node object and retries (about 30 s) until it exists.
 		{"kubelet", n.StartKubelet},
+		{"kube-proxy", n.startKubeProxy},
 	}
 	for _, s := range steps {
 		t := time.Now()
@@ -216,9 +218,6 @@ func (n *RealNode) startKubeProxy(ctx context.Context) error {
 		"--kubeconfig=" + n.c.Kubeconfig,
 		"--hostname-override=" + n.Name,
 		"--proxy-mode=iptables",
-		// The node's address: without it kube-proxy waits (about 30 s)
-		// for the Node object to read it from.
-		"--bind-address=" + n.IP,
 		"--cluster-cidr=" + PodCIDR,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
 		fmt.Sprintf("--healthz-bind-address=127.0.0.1:%d", ports[1]),
