@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -468,13 +469,19 @@ type allocated struct {
 }
 
 // allocate picks n devices and calls Allocate for them: the reusable ones
-// first (the lowest IDs when more are reusable than asked for), then free
-// healthy ones. When the plugin offers GetPreferredAllocation and the
-// reusable devices do not cover the request it is asked first, with the
-// free and the reused devices available and the reused ones must-include,
-// and its answer taken as the kubelet takes it (preferDevices).
+// first, then free healthy ones. When the plugin offers
+// GetPreferredAllocation and the reusable devices do not cover the request
+// it is asked first, with the free and the reused devices available and the
+// reused ones must-include, and its answer taken as the kubelet takes it
+// (preferDevices). Where the kubelet picks out of a set (manager.go,
+// devicesToAllocate: reusable and available devices are sets, their
+// UnsortedList in Go's map order), so does this one, in random order: the
+// real kubelet's picks differ from run to run (the real-node comparison,
+// e2e/realnode/kubelet_test.go, saw p3, p0, p1 for the same first pod).
 func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid types.UID, n int, reusable []string) (got allocated, _ *pluginapi.ContainerAllocateResponse, _ error) {
-	got.reused = slices.Clone(reusable[:min(n, len(reusable))])
+	reusable = slices.Clone(reusable)
+	rand.Shuffle(len(reusable), func(i, j int) { reusable[i], reusable[j] = reusable[j], reusable[i] })
+	got.reused = reusable[:min(n, len(reusable))]
 	k.mu.Lock()
 	var free []string
 	for _, d := range k.devices {
@@ -484,6 +491,7 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 	}
 	preferred := k.preferred
 	k.mu.Unlock()
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	need := n - len(got.reused)
 	// The kubelet asks nothing of the plugin when too few are free
 	// (manager.go, devicesToAllocate: "requested number of devices unavailable").
@@ -537,7 +545,7 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 // preferred answer (manager.go, devicesToAllocate): the preferred devices
 // that are available, up to n (the kubelet walks a set, so which ones of a
 // too long answer is unspecified; here the answer's order), then the rest
-// from the other available devices.
+// from the other available devices (free, in the caller's random order).
 func preferDevices(free, pref []string, n int) []string {
 	avail := map[string]bool{}
 	for _, id := range free {

@@ -12,8 +12,9 @@
  *                            first is SIGKILLed
  *   spin SECONDS             launch kernels back to back for SECONDS
  *   nvml                     print NVML's memory figures and process list
- *   devices                  print the devices CUDA and NVML list, with
+ *   devices [once]           print the devices CUDA and NVML list, with
  *                            each CUDA device's memory; hold until killed
+ *                            (once: exit 0, as an init container does)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -184,7 +185,7 @@ static int mode_nvml(void)
 }
 
 /* What the container reaches: CUDA's and NVML's device lists. */
-static int mode_devices(void)
+static int mode_devices(int once)
 {
 	CUresult (*init)(unsigned) = proc("cuInit");
 	CUresult (*count)(int *) = proc("cuDeviceGetCount");
@@ -209,12 +210,23 @@ static int mode_devices(void)
 		nr = ncount(&nn);
 	printf("nvml_init=%d\nnvml_devices=%u\n", nr, nn);
 	fflush(stdout);
-	pause();
+	if (!once)
+		pause();
 	return 0;
+}
+
+/* SIGTERM ends it at once: as a container's pid 1 it would otherwise be
+ * ignored (no handler), and every pod deletion would wait out the
+ * kubelet's grace period before SIGKILL. */
+static void terminate(int sig)
+{
+	(void)sig;
+	_exit(0);
 }
 
 int main(int argc, char **argv)
 {
+	signal(SIGTERM, terminate);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	cuda = dlopen("libcuda.so.1", RTLD_NOW);
 	nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
@@ -232,7 +244,9 @@ int main(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[1], "nvml") == 0)
 		return mode_nvml();
 	if (argc == 2 && strcmp(argv[1], "devices") == 0)
-		return mode_devices();
-	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml | devices\n");
+		return mode_devices(0);
+	if (argc == 3 && strcmp(argv[1], "devices") == 0 && strcmp(argv[2], "once") == 0)
+		return mode_devices(1);
+	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml | devices [once]\n");
 	return 2;
 }
