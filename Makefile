@@ -14,6 +14,8 @@
 #                no-op plugin, Volcano's built-in, throttled against a real
 #                kube-apiserver, upstream's agent), raw output in bench/results/
 #   make e2e     end-to-end tests on a local control plane (e2e/README.md),
+#                then on a real node (make e2e-real-node: the kubelet with
+#                containerd and the chart from the images; needs root),
 #                a short fault campaign included
 #   make faults  the long fault campaign (docs/reliability.md): FAULT_SEEDS
 #                seeds of FAULT_DURATION each (default 1-10 x 4m, about 45 min),
@@ -22,7 +24,9 @@
 #                driver (docs/gpu-check.md); elsewhere "no NVIDIA GPU: skipped"
 #   make demo    the local end-to-end demo: 3 simulated DGX A100 nodes,
 #                sample Volcano Jobs sharing GPUs, a table of who holds what
-#                (DEMO_FLAGS=--keep leaves the cluster up until Ctrl-C)
+#                (DEMO_FLAGS=--keep leaves the cluster up until Ctrl-C;
+#                DEMO_FLAGS=--real-node adds a real node: kubelet, containerd,
+#                the chart from images built here; root, docs/install.md)
 
 GO            ?= go
 BIN           := $(CURDIR)/bin
@@ -35,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz gpu-check
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz gpu-check
 
 all: build test
 
@@ -52,6 +56,10 @@ libvgpu:
 	$(MAKE) -C libvgpu all
 
 test: lint images unit quality-check libvgpu-test smoke e2e
+
+# What CI runs must run: tests that need root (containers, a real node)
+# fail instead of skipping under make test (internal/testroot).
+test: export VSHARE_ROOT_REQUIRED := 1
 
 libvgpu-test:
 	$(MAKE) -C libvgpu test
@@ -195,8 +203,16 @@ bench-e2e:
 E2E_FLAGS ?=
 DEMO_FLAGS ?=
 
+# The real node (e2e/realnode: kubelet, containerd, the chart from the
+# images) runs after the rest, alone: its SM-share measurements and the
+# main suite's must not share the two cores. It needs root and Debian's
+# containerd, containernetworking-plugins and runc (.ci/run installs them).
 e2e:
-	$(GO) test -tags e2e ./e2e/... -v -timeout 60m -count=1 $(E2E_FLAGS)
+	$(GO) test -tags e2e $$($(GO) list -tags e2e ./e2e/... | grep -v '/e2e/realnode$$') -v -timeout 60m -count=1 $(E2E_FLAGS)
+	$(MAKE) e2e-real-node
+
+e2e-real-node:
+	$(GO) test -tags e2e ./e2e/realnode/ -v -timeout 30m -count=1 $(E2E_FLAGS)
 
 demo:
 	$(GO) run -tags e2e ./e2e/cmd/demo $(DEMO_FLAGS)

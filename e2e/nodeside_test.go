@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/e2e/runc"
+	"github.com/vgpushare/vshare/internal/testroot"
 	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
 )
 
@@ -34,9 +34,7 @@ type nodeSide struct {
 // startNodeSide prepares gpu-node-0 to run containers (framework/nodeside.go).
 func startNodeSide(ctx context.Context, t *testing.T) *nodeSide {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("starting containers with runc needs root")
-	}
+	testroot.Require(t, "starting containers with runc")
 	arts, err := framework.BuildNodeSide(ctx, filepath.Join(cluster.WorkDir, "nodeside"))
 	if err != nil {
 		t.Fatal(err)

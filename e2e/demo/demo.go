@@ -51,6 +51,12 @@ type Options struct {
 	Keep bool
 	// WorkDir is the harness's work directory; empty means a temporary one.
 	WorkDir string
+	// RealNode adds a real node beside the simulated ones
+	// (framework.StartRealCluster: the kubelet with containerd, the chart
+	// installed from images built here, a fake GPU driver behind the
+	// node's device nodes) and runs one Job holding a share of its card.
+	// Needs root and Debian's containerd (docs/install.md).
+	RealNode bool
 	// Out receives the report; Log the progress lines.
 	Out, Log io.Writer
 }
@@ -90,12 +96,26 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	built := time.Since(t0)
 	t1 := time.Now()
-	c, err := framework.Start(ctx, framework.Options{Binaries: bins, WorkDir: o.WorkDir, Log: o.Log, SchedulerConf: schedulerConf})
-	if err != nil {
+	var c *framework.Cluster
+	var real *framework.RealCluster
+	if o.RealNode {
+		// The chart's scheduler (in its pod) with the Ascend backend on
+		// too, for the simulated Ascend node.
+		real, err = framework.StartRealCluster(ctx, framework.RealClusterOptions{Log: o.Log, Simulated: true,
+			ChartValues: []string{"--set", "deviceshare.AscendHAMiVNPUEnable=true"}})
+		if err != nil {
+			return err
+		}
+		c = real.Cluster
+	} else if c, err = framework.Start(ctx, framework.Options{Binaries: bins, WorkDir: o.WorkDir, Log: o.Log, SchedulerConf: schedulerConf}); err != nil {
 		return err
 	}
 	defer func() {
-		c.Stop()
+		if real != nil {
+			real.Stop()
+		} else {
+			c.Stop()
+		}
 		if err == nil && !o.Keep && o.WorkDir == "" {
 			_ = c.RemoveWorkDir()
 		} else {
@@ -115,12 +135,16 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	t2 := time.Now()
-	for _, j := range jobs() {
+	all := jobs()
+	if real != nil {
+		all = onRealNode(real, all)
+	}
+	for _, j := range all {
 		if err := c.CreateJob(ctx, framework.VGPUJob(namespace, j.name, j.tasks...)); err != nil {
 			return err
 		}
 	}
-	for _, j := range jobs() {
+	for _, j := range all {
 		if err := c.WaitJobRunning(ctx, namespace, j.name, 2*time.Minute); err != nil {
 			return fmt.Errorf("%w\n%s", err, c.Tails(30))
 		}
@@ -130,9 +154,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	running := time.Since(t2)
 	fmt.Fprintf(o.Out, "\n%d Volcano Jobs sharing the GPUs of %d simulated DGX A100 nodes and the NPUs of a simulated %s node.\n",
-		len(jobs()), o.Nodes, npuChip)
+		len(all), o.Nodes, npuChip)
 	if err := printPlugin(ctx, c, o); err != nil {
 		return err
+	}
+	if real != nil {
+		if err := printRealNode(ctx, real, o); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(o.Out, "\nbinaries %s, control plane, %d GPU nodes and 1 Ascend node %s, jobs Running %s\n",
 		built.Round(time.Millisecond), o.Nodes, up.Round(time.Millisecond), running.Round(time.Millisecond))

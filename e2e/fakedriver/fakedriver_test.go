@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/e2e/fakedriver"
+	"github.com/vgpushare/vshare/internal/testroot"
 )
 
 func TestHandshake(t *testing.T) {
@@ -566,7 +567,7 @@ func TestSelfIsHostPidInPidNamespace(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	out, err := cmd.Output()
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
-		t.Skipf("kernel refuses a new pid namespace (needs root or CAP_SYS_ADMIN): %v", err)
+		testroot.Unavailable(t, fmt.Sprintf("kernel refuses a new pid namespace (needs root or CAP_SYS_ADMIN): %v", err))
 	}
 	if err != nil {
 		t.Fatalf("helper in a new pid namespace: %v", err)

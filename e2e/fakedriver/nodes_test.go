@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vgpushare/vshare/e2e/fakedriver"
+	"github.com/vgpushare/vshare/internal/testroot"
 )
 
 // nodesConfig is three cards with minor numbers 4, 2 and 1.
@@ -68,9 +69,7 @@ func TestDeviceNodeFiles(t *testing.T) {
 // DEV is answered for every card. The driver's own mount namespace (the
 // test process) reaches every card.
 func TestDeviceNodesGateCards(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root (a mount namespace, bind mounts, chroot); CI runs as root")
-	}
+	testroot.Require(t, "this test makes a mount namespace, bind mounts and a chroot")
 	devDir := filepath.Join(t.TempDir(), "dev")
 	dr, err := fakedriver.StartDeviceNodes(devDir, nodesConfig())
 	if err != nil {

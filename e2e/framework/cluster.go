@@ -124,6 +124,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.real != nil {
 		steps = append(steps, step{"kube-controller-manager", c.startKubeControllerManager},
 			step{"kube-scheduler", c.startKubeScheduler})
+		if c.real.Kwok {
+			steps = append(steps, step{"kwok", c.startKwok})
+		}
 	} else {
 		steps = append(steps, step{"kwok", c.startKwok}, step{"vc-scheduler", c.StartScheduler})
 	}

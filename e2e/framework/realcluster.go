@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/vgpushare/vshare/e2e/fakedriver"
 	"github.com/vgpushare/vshare/images"
 )
@@ -35,6 +38,12 @@ type RealClusterOptions struct {
 	Cards []fakedriver.Device
 	// ChartValues are extra `helm install` arguments (--set k=v ...).
 	ChartValues []string
+	// Simulated makes room for simulated nodes beside the real one
+	// (AddGPUNode): kwok runs, the chart's scheduler stays on the real node,
+	// and the chart takes the harness's allocation key (a Secret made from
+	// it, allocationKey.create=false) so that the simulated nodes' agents,
+	// which read it from a file, accept what the scheduler signs.
+	Simulated bool
 }
 
 // RealCluster is a control plane with one real node, the chart installed
@@ -126,7 +135,7 @@ func StartRealCluster(ctx context.Context, opts RealClusterOptions) (_ *RealClus
 		return nil, err
 	}
 	real := &RealNodeOptions{Tools: tools, SandboxImage: rc.Images[images.Pause].Reference,
-		Labels: map[string]string{GPULabel: "true"}, Runtime: toolkit}
+		Labels: map[string]string{GPULabel: "true"}, Runtime: toolkit, Kwok: opts.Simulated}
 	rc.Cluster, err = Start(ctx, Options{Binaries: bins, WorkDir: work, Log: log, RealNode: real})
 	if err != nil {
 		return nil, err
@@ -138,10 +147,36 @@ func StartRealCluster(ctx context.Context, opts RealClusterOptions) (_ *RealClus
 	if rc.Node, err = rc.AddRealNode(ctx, archives); err != nil {
 		return nil, err
 	}
-	if err := rc.installChart(ctx, helm, opts.ChartValues); err != nil {
+	values := opts.ChartValues
+	if opts.Simulated {
+		if err := rc.allocationKeySecret(ctx); err != nil {
+			return nil, err
+		}
+		values = append([]string{"--set", "allocationKey.create=false",
+			"--set", "scheduler.nodeSelector.kubernetes\\.io/hostname=" + rc.Node.Name}, values...)
+	}
+	if err := rc.installChart(ctx, helm, values); err != nil {
 		return nil, err
 	}
 	return rc, nil
+}
+
+// allocationKeySecret creates the chart's allocation key Secret from the
+// harness's key file, as docs/install.md tells users who create it
+// themselves.
+func (rc *RealCluster) allocationKeySecret(ctx context.Context) error {
+	key, err := os.ReadFile(rc.AllocationKeyFile())
+	if err != nil {
+		return fmt.Errorf("read allocation key: %w", err)
+	}
+	_, err = rc.Kube.CoreV1().Secrets(ChartNamespace).Create(ctx, &v1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "vshare-allocation-key", Namespace: ChartNamespace},
+		Data:       map[string][]byte{"key": key},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create the allocation key Secret: %w", err)
+	}
+	return nil
 }
 
 // installChart installs the chart from the checkout with the images built

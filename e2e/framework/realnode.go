@@ -74,6 +74,9 @@ type RealNodeOptions struct {
 	// default, as the NVIDIA GPU operator configures containerd; nil means
 	// plain runc.
 	Runtime *RuntimeHandler
+	// Kwok also starts kwok, for simulated nodes beside the real one
+	// (AddGPUNode; the demo).
+	Kwok bool
 }
 
 // RuntimeHandler is a containerd runtime handler of the runc v2 shim with
@@ -122,8 +125,8 @@ func (o *RealNodeOptions) removeNodeAddress() {
 // LockRealNode takes the machine's real-node lock, waiting for another run
 // to finish with it; the returned function releases it.
 func LockRealNode(ctx context.Context) (func(), error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("a real node needs root (containerd, the kubelet, network and mounts)")
+	if err := RealNodeUnavailable(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(nodeLockPath), 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", filepath.Dir(nodeLockPath), err)

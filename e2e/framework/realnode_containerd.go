@@ -5,6 +5,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -110,16 +111,34 @@ func runcPath() (string, error) {
 	return "", fmt.Errorf("runc not found (apt-get install runc)")
 }
 
-// startContainerd writes the node's containerd and CNI configuration and
-// starts containerd.
-func (n *RealNode) startContainerd(ctx context.Context) error {
-	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s not found (apt-get install containerd): %w", tool, err)
+// RealNodeUnavailable says what this machine lacks to run a real node: root,
+// or one of Debian's packages (.ci/run installs them); nil when nothing.
+func RealNodeUnavailable() error {
+	if os.Geteuid() != 0 {
+		return errors.New("a real node needs root (containerd, the kubelet, network and mounts)")
+	}
+	for _, tool := range []struct{ cmd, pkg string }{
+		{"containerd", "containerd"}, {"containerd-shim-runc-v2", "containerd"}, {"ctr", "containerd"},
+		{"iptables", "iptables"}, {"ip", "iproute2"},
+	} {
+		if _, err := exec.LookPath(tool.cmd); err != nil {
+			return fmt.Errorf("%s not found (apt-get install %s)", tool.cmd, tool.pkg)
 		}
+	}
+	if _, err := runcPath(); err != nil {
+		return err
 	}
 	if _, err := os.Stat(filepath.Join(CNIBinDir, "bridge")); err != nil {
 		return fmt.Errorf("CNI bridge plugin missing (apt-get install containernetworking-plugins): %w", err)
+	}
+	return nil
+}
+
+// startContainerd writes the node's containerd and CNI configuration and
+// starts containerd.
+func (n *RealNode) startContainerd(ctx context.Context) error {
+	if err := RealNodeUnavailable(); err != nil {
+		return err
 	}
 	runc, err := runcPath()
 	if err != nil {

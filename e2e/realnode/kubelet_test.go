@@ -126,7 +126,9 @@ func TestFakeKubeletDoesWhatTheRealOneDoes(t *testing.T) {
 				t.Errorf("at registration the real kubelet called %v, the fake one %v", r, f)
 			}
 			for i, sc := range kubeletScenarios {
-				t.Run(sc.name, func(t *testing.T) { compareKubelets(ctx, t, ns, fmt.Sprintf("%t-%d", preferred, i), sides, sc, preferred) })
+				t.Run(sc.name, func(t *testing.T) {
+					compareKubelets(ctx, t, ns, fmt.Sprintf("%t-%d", preferred, i), sides, sc, preferred)
+				})
 			}
 		})
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vgpushare/vshare/internal/testroot"
 )
 
 // buildProbe compiles testdata/probe.c into dir.
@@ -25,9 +27,7 @@ func buildProbe(t *testing.T, dir string) string {
 
 func newRuntime(t *testing.T) *Runtime {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("runc needs root to start containers")
-	}
+	testroot.Require(t, "runc starts containers")
 	rt, err := New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/fakedriver"
 	"github.com/vgpushare/vshare/e2e/runc"
+	"github.com/vgpushare/vshare/internal/testroot"
 )
 
 // node is a test node: the fake driver with device nodes, the stand-in
@@ -121,9 +122,7 @@ func stubDependencies(t *testing.T, stubDir string) []string {
 // writes the stand-in's configuration where it looks for it.
 func startNode(t *testing.T) *node {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test runs containers with runc and needs root; CI runs as root")
-	}
+	testroot.Require(t, "this test runs containers with runc")
 	// Containers created with runc create outlive the command; their init
 	// processes are reparented to the test process, which reaps them, as
 	// containerd's shim does.

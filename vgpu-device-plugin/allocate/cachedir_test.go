@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/internal/testroot"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -85,7 +86,7 @@ func TestAllocateCreatesRegionWithNarrowModes(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name+"/umask "+map[int]string{0: "0", 0o022: "022"}[umask], func(t *testing.T) {
 				if !root && (tc.uid >= 0 || tc.gid >= 0) {
-					t.Skip("giving a file to another user needs root")
+					testroot.Unavailable(t, "giving a file to another user needs root")
 				}
 				created := 0
 				// the cache directory as the kubelet creates it, 0755
@@ -167,7 +168,7 @@ func TestAllocateRefusesPlantedPaths(t *testing.T) {
 		}},
 		{"container directory owned by another user", func(t *testing.T, cache, target string) {
 			if os.Geteuid() != 0 {
-				t.Skip("giving a directory to another user needs root")
+				testroot.Unavailable(t, "giving a directory to another user needs root")
 			}
 			mkdir(t, filepath.Join(cache, "containers", "uid-p_main"))
 			if err := os.Chown(filepath.Join(cache, "containers", "uid-p_main"), 1000, 1000); err != nil {
@@ -252,7 +253,7 @@ func TestWritePreloadRefusesACacheDirOthersControl(t *testing.T) {
 	})
 	t.Run("owned by another user", func(t *testing.T) {
 		if os.Geteuid() != 0 {
-			t.Skip("giving a directory to another user needs root")
+			testroot.Unavailable(t, "giving a directory to another user needs root")
 		}
 		dir := t.TempDir()
 		if err := os.Chown(dir, 1000, 1000); err != nil {

@@ -22,6 +22,7 @@ func main() {
 	flag.IntVar(&o.Nodes, "nodes", 3, "simulated DGX A100 nodes")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the cluster running after the report until interrupted; prints the kubeconfig path")
 	flag.StringVar(&o.WorkDir, "work-dir", "", "work directory (logs, kubeconfig); default a new temporary directory")
+	flag.BoolVar(&o.RealNode, "real-node", false, "add a real node (kubelet, containerd, the chart from images built here; needs root and Debian's containerd)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
