@@ -163,8 +163,12 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "\nbinaries %s, control plane, %d GPU nodes and 1 Ascend node %s, jobs Running %s\n",
-		built.Round(time.Millisecond), o.Nodes, up.Round(time.Millisecond), running.Round(time.Millisecond))
+	nodes := fmt.Sprintf("%d GPU nodes and 1 Ascend node", o.Nodes)
+	if real != nil {
+		nodes += ", the real node with the chart installed"
+	}
+	fmt.Fprintf(o.Out, "\nbinaries %s, control plane, %s %s, jobs Running %s\n",
+		built.Round(time.Millisecond), nodes, up.Round(time.Millisecond), running.Round(time.Millisecond))
 	if o.Keep {
 		fmt.Fprintf(o.Out, "\nThe cluster keeps running until interrupted (Ctrl-C):\n  export KUBECONFIG=%s\n"+
 			"  export PATH=%s:$PATH   # kubectl-vshare\n  kubectl vshare cards\n", c.Kubeconfig, bins.Own)
