@@ -150,7 +150,9 @@ func workloadImage(ctx context.Context, b *builder, work string) (imageSpec, err
 //     os/user (klog names its log files after the user) reads them;
 //   - /etc/nsswitch.conf: Go's resolver reads its hosts line;
 //   - /tmp, 1777: klog's log files when --log-dir is not set;
-//   - /home/nonroot, 0700, nonroot's: its home and the working directory.
+//   - /home/nonroot, 0700, nonroot's: its home ($HOME, which the runtime
+//     sets from /etc/passwd) and the working directory; Volcano's vGPU
+//     device code looks for $HOME/.kube/config at start.
 //
 // Left out, because the binary never reads them: the CA bundle
 // (ca-certificates; the scheduler talks only to the API server, with the

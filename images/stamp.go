@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -30,7 +31,8 @@ type stamp struct {
 // key identifies an assembled image's archive: the layers' content (their
 // uncompressed digests), the configuration, creation time and history, the
 // reference, and what turns them into bytes (the archive format, the Go
-// toolchain's gzip). Two images with the same key have the same archive.
+// toolchain's gzip, go-containerregistry's manifest and layout writers).
+// Two images with the same key have the same archive.
 func (a *assembled) key(ref string) (string, error) {
 	diffIDs := make([]string, len(a.layers))
 	for i, l := range a.layers {
@@ -38,13 +40,13 @@ func (a *assembled) key(ref string) (string, error) {
 	}
 	b, err := json.Marshal(struct {
 		Format   int
-		Go       string
+		Go, GGCR string
 		Ref      string
 		Created  time.Time
 		Config   v1.Config
 		DiffIDs  []string
 		Comments []string
-	}{archiveFormat, runtime.Version(), ref, a.created, a.config, diffIDs, a.comments})
+	}{archiveFormat, runtime.Version(), ggcrVersion(), ref, a.created, a.config, diffIDs, a.comments})
 	if err != nil {
 		return "", fmt.Errorf("image key: %w", err)
 	}
@@ -98,4 +100,17 @@ func fileSHA256(name string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ggcrVersion is the go-containerregistry module this program was built
+// with ("unknown" when the binary carries no module information).
+func ggcrVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/google/go-containerregistry" {
+				return m.Version
+			}
+		}
+	}
+	return "unknown"
 }
