@@ -33,9 +33,11 @@ func (b *builder) sysroot(ctx context.Context) (Sysroot, error) {
 // returns them by name. Every input is built each time (the go command's
 // cache and its up-to-date check make that cheap), but an archive whose
 // image is the same as the one on disk (same layer contents, configuration
-// and reference; stamp.go) is kept, not compressed and written again.
-// Build holds a lock on OutDir: concurrent calls on one directory take
-// turns.
+// and reference; stamp.go) is kept, not compressed and written again: a
+// call with nothing changed took 4 s on the 2-core build machine, one that
+// writes every archive 16 to 20 s, a first one with an empty Go build cache
+// about 8 minutes (docs/install.md, "Images"). Build holds a lock on
+// OutDir: concurrent calls on one directory take turns.
 func Build(ctx context.Context, opts Options) (map[string]Result, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
