@@ -53,6 +53,13 @@ type crashHook struct {
 	binds, calls, bound, inFlight atomic.Int64
 	// exit ends the process (os.Exit; tests replace it).
 	exit func(code int)
+	// halt stops a bind that comes after the crash point while the
+	// crashing goroutine is still on its way to exit (it flushes the logs
+	// and prints first); it blocks forever (tests record it instead).
+	// Without it, a Bind call on another goroutine sent its binding in
+	// that window: two pods bound by a scheduler that "exited before its
+	// first bind" (seen in TestSchedulerCrashMidSession under load).
+	halt func()
 }
 
 // parseCrashHook reads an EnvTestCrashAtBind value; "" means not armed.
@@ -65,7 +72,7 @@ func parseCrashHook(v string) (*crashHook, error) {
 	if err != nil || n < 1 {
 		return nil, fmt.Errorf("%s=%q: want N or call:N with N a whole number >= 1 (exit before the N-th bind request, or at the N-th Bind call)", EnvTestCrashAtBind, v)
 	}
-	return &crashHook{at: n, atCall: atCall, exit: os.Exit}, nil
+	return &crashHook{at: n, atCall: atCall, exit: os.Exit, halt: func() { select {} }}, nil
 }
 
 // crashHookFromEnv arms the hook from the environment; a malformed value
@@ -99,14 +106,21 @@ func (h *crashHook) afterCall(tasks []*vcapi.TaskInfo) {
 	}
 }
 
-// beforeBind runs right before the v1.Binding of task is sent.
+// beforeBind runs right before the v1.Binding of task is sent. A bind past
+// the crash point halts: with call:N, any bind once the N-th Bind call has
+// come (its goroutine is crashing: the counter moved before it decided);
+// with N, any bind request after the N-th.
 func (h *crashHook) beforeBind(task *vcapi.TaskInfo) {
 	if h == nil {
 		return
 	}
-	if n := h.binds.Add(1); !h.atCall && n == h.at {
+	n := h.binds.Add(1)
+	switch {
+	case !h.atCall && n == h.at:
 		h.crash(fmt.Sprintf("before bind request %d (pod %s/%s to node %s), %d other Bind calls in flight, %d pods bound before by this process",
 			n, task.Namespace, task.Name, task.NodeName, h.inFlight.Load()-1, h.bound.Load()))
+	case !h.atCall && n > h.at, h.atCall && h.calls.Load() >= h.at:
+		h.halt()
 	}
 }
 

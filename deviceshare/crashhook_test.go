@@ -40,8 +40,14 @@ func TestParseCrashHook(t *testing.T) {
 
 // crashBinder returns a binder armed with value whose exit records the
 // number of bindings the API server had seen when it was called, instead of
-// exiting; and a client whose pods a, b, c can be bound.
+// exiting, and whose halt counts the binds it would have stopped in
+// halts; and a client whose pods a, b, c can be bound.
 func crashBinder(t *testing.T, value string) (*Binder, *fake.Clientset, *[]int64, *atomic.Int64) {
+	b, client, exits, bound, _ := crashBinderHalts(t, value)
+	return b, client, exits, bound
+}
+
+func crashBinderHalts(t *testing.T, value string) (*Binder, *fake.Clientset, *[]int64, *atomic.Int64, *atomic.Int64) {
 	t.Helper()
 	h, err := parseCrashHook(value)
 	if err != nil {
@@ -66,10 +72,12 @@ func crashBinder(t *testing.T, value string) (*Binder, *fake.Clientset, *[]int64
 		exits = append(exits, bound.Load())
 		mu.Unlock()
 	}
+	var halts atomic.Int64
+	h.halt = func() { halts.Add(1) }
 	st := NewState(Options{})
 	t.Cleanup(st.Close)
 	st.binder.crash = h
-	return st.binder, client, &exits, &bound
+	return st.binder, client, &exits, &bound, &halts
 }
 
 func crashTasks(names, nodes string) []*vcapi.TaskInfo {
@@ -108,6 +116,33 @@ func TestCrashHookAtNthCall(t *testing.T) {
 	b.Bind(client, crashTasks("b,c", "n1,n2"))
 	if len(*exits) != 1 || (*exits)[0] != 1 {
 		t.Errorf("exits with bindings seen %v, want one exit after the first call's binding and before the second's", *exits)
+	}
+}
+
+// Past the crash point no bind goes out while the crashing goroutine is
+// on its way to exit: with call:1, a second Bind call that came after the
+// first (on its own goroutine in Volcano) halts before its binding; with
+// "2", the third bind request does.
+func TestCrashHookHaltsBindsPastTheCrash(t *testing.T) {
+	h, err := parseCrashHook("call:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var halted, exited int
+	h.exit = func(int) { exited++ }
+	h.halt = func() { halted++ }
+	first, second := crashTasks("a", "n1"), crashTasks("b", "n2")
+	h.beforeCall(first) // call 1: crashes (the test's exit returns)
+	h.beforeCall(second)
+	h.beforeBind(second[0])
+	if exited != 1 || halted != 1 {
+		t.Errorf("call:1: %d exits and %d halts, want the first call's exit and the second call's bind halted", exited, halted)
+	}
+
+	b, client, exits, bound, halts := crashBinderHalts(t, "2")
+	b.Bind(client, crashTasks("a,b,c", "n1,n1,n1"))
+	if len(*exits) != 1 || halts.Load() != 1 || bound.Load() != 3 {
+		t.Errorf("\"2\": exits %v, %d halts, %d bindings; want one exit, the third request halted (the test's halt returns)", *exits, halts.Load(), bound.Load())
 	}
 }
 
