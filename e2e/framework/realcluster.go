@@ -30,6 +30,10 @@ const (
 	ChartNamespace = "volcano-system"
 )
 
+// HealthRecovery is the agent's --health-recovery on the real node: how long
+// a card stays unhealthy after an Xid.
+const HealthRecovery = 20 * time.Second
+
 // RealClusterOptions configure StartRealCluster.
 type RealClusterOptions struct {
 	// Log receives progress lines; nil discards them.
@@ -57,6 +61,8 @@ type RealCluster struct {
 	Images map[string]images.Result
 	// DriverDir holds the driver's control socket and card nodes.
 	DriverDir string
+	// Cards are the driver's cards, as configured.
+	Cards []fakedriver.Device
 	// HostPaths are the chart's host directories for libvgpu.so and the
 	// agent's cache (regions, ld.so.preload).
 	LibvgpuDir, CacheDir string
@@ -195,6 +201,9 @@ func (rc *RealCluster) installChart(ctx context.Context, helmPath string, extra 
 		"--set", "image.tag=" + RealNodeTag,
 		"--set", "devicePlugin.hostPaths.libvgpuDir=" + rc.LibvgpuDir,
 		"--set", "devicePlugin.hostPaths.cacheDir=" + rc.CacheDir,
+		// A card an Xid took away comes back within a test's time (the
+		// default is 5 minutes).
+		"--set", "devicePlugin.flags.health-recovery=" + HealthRecovery.String(),
 	}, extra...)
 	start := time.Now()
 	if out, err := h.Install(ctx, rc.Kubeconfig, filepath.Join(root, "config", "deploy", "helm", "vshare"),
@@ -263,6 +272,7 @@ func (rc *RealCluster) startDriver(ctx context.Context, work string, bins Binari
 	if err := os.MkdirAll(rc.DriverDir, 0o755); err != nil {
 		return nil, fmt.Errorf("driver directory: %w", err)
 	}
+	rc.Cards = cards
 	var err error
 	rc.Driver, err = fakedriver.StartDeviceNodes(rc.DriverDir, fakedriver.Config{WaveNS: stubWaveNS, Devices: cards, GroupOf: ContainerGroup})
 	if err != nil {
