@@ -6,9 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,25 +30,8 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Ctrl-C (or go test's SIGTERM) tears the control plane down and exits:
-	// catching the signal would otherwise leave the tests running.
-	var started atomic.Pointer[framework.Cluster]
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	go func() {
-		s, ok := <-sig
-		if !ok {
-			return
-		}
-		fmt.Fprintf(os.Stderr, "e2e: %v: tearing down\n", s)
-		cancel()
-		if c := started.Load(); c != nil {
-			c.Stop()
-			fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", c.WorkDir)
-		}
-		os.Exit(1)
-	}()
+	teardown, stopWatching := framework.OnSignal(cancel)
+	defer stopWatching()
 
 	buildCtx, cancelBuild := context.WithTimeout(ctx, 45*time.Minute)
 	defer cancelBuild()
@@ -68,7 +48,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: start control plane:", err)
 		return 1
 	}
-	started.Store(c)
+	teardown.Set(func() {
+		c.Stop()
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", c.WorkDir)
+	})
 	defer c.Stop()
 	for _, n := range gpuNodes {
 		if _, err := c.AddGPUNode(ctx, n, "dgxa100"); err != nil {
@@ -94,15 +77,5 @@ func run(m *testing.M) int {
 // failure the children's log tails are printed.
 func setup(t *testing.T, namespace string, timeout time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log tails:\n%s", cluster.Tails(40))
-		}
-	})
-	if err := cluster.CreateNamespace(ctx, namespace); err != nil {
-		t.Fatal(err)
-	}
-	return ctx
+	return cluster.Setup(t, namespace, timeout)
 }

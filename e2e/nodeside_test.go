@@ -61,23 +61,7 @@ func (s *nodeSide) pinned(name string, memMiB, cores int64) framework.VGPUTask {
 // runJob creates the job, waits until it runs and returns its pods by task.
 func runJob(ctx context.Context, t *testing.T, ns, name string, tasks ...framework.VGPUTask) map[string]v1.Pod {
 	t.Helper()
-	job := framework.VGPUJob(ns, name, tasks...)
-	if err := cluster.CreateJob(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.DeleteJob(context.Background(), ns, name) })
-	if err := cluster.WaitJobRunning(ctx, ns, name, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	pods, err := cluster.JobPods(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byTask := map[string]v1.Pod{}
-	for _, p := range pods {
-		byTask[p.Annotations["volcano.sh/task-spec"]] = p
-	}
-	return byTask
+	return cluster.RunJob(ctx, t, framework.VGPUJob(ns, name, tasks...))
 }
 
 // start runs the pod's container from the agent's Allocate answer.

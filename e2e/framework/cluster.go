@@ -144,7 +144,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 func (c *Cluster) LogDir() string { return filepath.Join(c.WorkDir, "logs") }
 
 func (c *Cluster) start(name, bin string, args, env []string) (*Process, error) {
-	p, err := startProcess(c.LogDir(), name, c.bins.Path(bin), args, env)
+	return c.startPath(name, c.bins.Path(bin), args, env)
+}
+
+// startPath starts the executable at path as a child of the control plane.
+func (c *Cluster) startPath(name, path string, args, env []string) (*Process, error) {
+	p, err := startProcess(c.LogDir(), name, path, args, env)
 	if err != nil {
 		return nil, err
 	}

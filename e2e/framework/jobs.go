@@ -118,6 +118,11 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", name, err)
 	}
+	if c.real != nil {
+		// ServiceAccount admission refuses the namespace's pods until the
+		// controller-manager has made its default ServiceAccount.
+		return c.waitServiceAccount(ctx, name)
+	}
 	return nil
 }
 

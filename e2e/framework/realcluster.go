@@ -100,6 +100,7 @@ func StartRealCluster(ctx context.Context, opts RealClusterOptions) (_ *RealClus
 	if err != nil {
 		return nil, err
 	}
+	sweepStale(DefaultNodeIP)
 	rc := &RealCluster{unlock: unlock}
 	defer func() {
 		if err != nil {
@@ -132,7 +133,7 @@ func StartRealCluster(ctx context.Context, opts RealClusterOptions) (_ *RealClus
 		return nil, err
 	}
 	fmt.Fprintf(log, "e2e: images ready in %s\n", time.Since(start).Round(time.Second))
-	work, err := os.MkdirTemp("", "vshare-real-")
+	work, err := os.MkdirTemp("", realWorkPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("create work directory: %w", err)
 	}

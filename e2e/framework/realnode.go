@@ -211,14 +211,7 @@ func (c *Cluster) startKubeScheduler(ctx context.Context) error {
 // startTool starts one of the real node's Kubernetes binaries as a child of
 // the control plane.
 func (c *Cluster) startTool(name, bin string, args []string) (*Process, error) {
-	p, err := startProcess(c.LogDir(), name, c.real.Tools.Path(bin), args, nil)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
-	return p, nil
+	return c.startPath(name, c.real.Tools.Path(bin), args, nil)
 }
 
 // waitServiceAccount waits for a namespace's default ServiceAccount, which

@@ -246,10 +246,11 @@ func (n *RealNode) removeSandboxes(ctx context.Context) error {
 	return err
 }
 
-// killShims kills the runc shims of this node's containerd, which outlive
-// it by design (they run in their own session so that containerd can be
-// upgraded under running containers), and their containers.
-func (n *RealNode) killShims() {
+// killShims kills the runc shims whose command line contains match (the
+// node's containerd socket, say), which outlive their containerd by design
+// (they run in their own session so that containerd can be upgraded under
+// running containers), and with them their containers.
+func killShims(match string) {
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -261,25 +262,23 @@ func (n *RealNode) killShims() {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 0 && strings.HasSuffix(args[0], "containerd-shim-runc-v2") &&
-			strings.Contains(string(cmdline), n.containerdSock) {
+		if len(args) > 0 && strings.HasSuffix(args[0], "containerd-shim-runc-v2") && strings.Contains(string(cmdline), match) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
 
-// unmountUnder lazily unmounts every mount point under dir, deepest first:
-// what the kubelet (pod volumes) and containerd (root filesystems, shm)
-// leave mounted when they are killed.
-func unmountUnder(dir string) {
+// unmountUnder lazily unmounts every mount point whose path starts with
+// prefix, deepest first: what the kubelet (pod volumes) and containerd
+// (root filesystems, shm) leave mounted when they are killed.
+func unmountUnder(prefix string) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return
 	}
 	var points []string
 	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], prefix) {
 			points = append(points, f[4])
 		}
 	}

@@ -278,19 +278,43 @@ func (n *RealNode) stop() {
 			}
 		}
 		containerd.Stop()
-		n.killShims()
+		killShims(n.containerdSock)
 	}
 	unmountUnder(n.Dir)
 	if proxy != nil {
 		proxy.Stop()
-		removeKubeChains()
 	}
+	removeNodeState()
+	_ = clearDir(KubeletDevicePluginDir)
+}
+
+// removeNodeState removes what a node leaves on the host beside its
+// processes and mounts: kube-proxy's iptables chains, the CNI bridge, the
+// kubelet's pod cgroups and the one containerd's shims put themselves in
+// (named after the namespace).
+func removeNodeState() {
+	removeKubeChains()
 	_ = exec.Command("ip", "link", "del", CNIBridge).Run()
-	// The kubelet's pod cgroups, and the one containerd's shims put
-	// themselves in (named after the namespace).
 	removeCgroups("kubepods")
 	removeCgroups("k8s.io")
-	_ = clearDir(KubeletDevicePluginDir)
+}
+
+// realWorkPrefix starts every real cluster's work directory (a temporary
+// directory; StartRealCluster).
+const realWorkPrefix = "vshare-real-"
+
+// sweepStale removes what a real node of an earlier run left behind when
+// that run was killed before its teardown (SIGKILL, a timeout's os.Exit):
+// containerd's shims (and with them their containers) survive their
+// containerd, mounts stay, and so do kube-proxy's chains, the bridge, the
+// node's address and the pods' cgroups. The caller holds the real-node
+// lock, so whatever of this kind exists is stale.
+func sweepStale(ip string) {
+	prefix := filepath.Join(os.TempDir(), realWorkPrefix)
+	killShims(prefix)
+	unmountUnder(prefix)
+	removeNodeState()
+	(&RealNodeOptions{IP: ip}).removeNodeAddress()
 }
 
 // removeCgroups removes the named cgroup tree from every cgroup v1

@@ -23,17 +23,7 @@ import (
 // printed.
 func setup(t *testing.T, namespace string, timeout time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log tails:\n%s", rc.Tails(40))
-		}
-	})
-	if err := rc.CreateNamespace(ctx, namespace); err != nil {
-		t.Fatal(err)
-	}
-	return ctx
+	return rc.Setup(t, namespace, timeout)
 }
 
 // task is a one-container task on the real node running the CUDA workload
@@ -55,22 +45,7 @@ func onCard(t framework.VGPUTask, uuid string) framework.VGPUTask {
 // task name.
 func runJob(ctx context.Context, t *testing.T, ns, name string, tasks ...framework.VGPUTask) map[string]v1.Pod {
 	t.Helper()
-	if err := rc.CreateJob(ctx, framework.VGPUJob(ns, name, tasks...)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rc.DeleteJob(context.Background(), ns, name) })
-	if err := rc.WaitJobRunning(ctx, ns, name, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	pods, err := rc.JobPods(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byTask := map[string]v1.Pod{}
-	for _, p := range pods {
-		byTask[p.Annotations["volcano.sh/task-spec"]] = p
-	}
-	return byTask
+	return rc.RunJob(ctx, t, framework.VGPUJob(ns, name, tasks...))
 }
 
 // logValue waits until the pod's container printed key=value in its log

@@ -6,9 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,22 +23,8 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var started atomic.Pointer[framework.RealCluster]
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	go func() {
-		s, ok := <-sig
-		if !ok {
-			return
-		}
-		fmt.Fprintf(os.Stderr, "e2e: %v: tearing down\n", s)
-		cancel()
-		if c := started.Load(); c != nil {
-			c.Stop()
-		}
-		os.Exit(1)
-	}()
+	teardown, stopWatching := framework.OnSignal(cancel)
+	defer stopWatching()
 	if err := framework.RealNodeUnavailable(); err != nil {
 		if testroot.Required() {
 			fmt.Fprintf(os.Stderr, "e2e: real node: %v (%s=1: the real-node tests must run)\n", err, testroot.EnvRequired)
@@ -54,14 +37,15 @@ func run(m *testing.M) int {
 	setupCtx, cancelSetup := context.WithTimeout(ctx, 45*time.Minute)
 	defer cancelSetup()
 	c, err := framework.StartRealCluster(setupCtx, framework.RealClusterOptions{Log: os.Stderr})
-	if c != nil {
-		started.Store(c)
-	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: real node:", err)
 		return 1
 	}
 	defer c.Stop()
+	teardown.Set(func() {
+		c.Stop()
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s\n", c.WorkDir)
+	})
 	fmt.Fprintf(os.Stderr, "e2e: real node ready in %s; work directory %s\n", time.Since(start).Round(time.Millisecond), c.WorkDir)
 	rc = c
 	code := m.Run()
