@@ -14,7 +14,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // kubeletConfig is the node's KubeletConfiguration: cgroupfs, containerd's
@@ -333,11 +332,6 @@ func removeCgroups(name string) {
 			_ = os.Remove(dirs[i])
 		}
 	}
-}
-
-// Pod returns a pod.
-func (n *RealNode) Pod(ctx context.Context, namespace, name string) (*v1.Pod, error) {
-	return n.c.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // removeKubeChains removes kube-proxy's iptables chains (KUBE-*) and the
