@@ -148,7 +148,7 @@ func (d *Device) validate() error {
 		return fmt.Errorf("SMs is %d, want > 0", d.SMs)
 	}
 	if d.Minor != nil && (*d.Minor < 0 || *d.Minor > maxMinor) {
-		return fmt.Errorf("Minor is %d, want 0..%d", *d.Minor, maxMinor)
+		return fmt.Errorf("minor number %d, want 0..%d", *d.Minor, maxMinor)
 	}
 	if d.PCIBusID != "" {
 		if _, err := parseBusID(d.PCIBusID); err != nil {

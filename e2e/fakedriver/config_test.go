@@ -31,7 +31,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no memory", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.TotalBytes = 0 })}, wantErr: "TotalBytes is 0"},
 		{name: "no SMs", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.SMs = -1 })}, wantErr: "SMs is -1"},
 		{name: "repeated UUID", cfg: Config{WaveNS: 1, Devices: []Device{good, good}}, wantErr: "repeats Devices[0]"},
-		{name: "minor 255 is nvidiactl's", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.Minor = minor(255) })}, wantErr: "Minor is 255, want 0..254"},
+		{name: "minor 255 is nvidiactl's", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.Minor = minor(255) })}, wantErr: "minor number 255, want 0..254"},
 		{name: "repeated minor", cfg: Config{WaveNS: 1, Devices: []Device{good, func() Device { d := other; d.Minor = minor(0); return d }()}},
 			wantErr: "Devices[1] has minor number 0, as Devices[0]"},
 		{name: "bus ID without function", cfg: Config{WaveNS: 1, Devices: with(func(d *Device) { d.PCIBusID = "0000:3b:00" })}, wantErr: `bus ID "0000:3b:00"`},

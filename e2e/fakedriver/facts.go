@@ -135,11 +135,11 @@ func resolve(devs []Device) ([]facts, error) {
 			f.ccMajor, f.ccMinor, _ = parseCC(d.ComputeCapability)
 		}
 		if j, dup := minors[f.minor]; dup {
-			return nil, fmt.Errorf("Devices[%d] has minor number %d, as Devices[%d]: want unique", i, f.minor, j)
+			return nil, fmt.Errorf("config: Devices[%d] has minor number %d, as Devices[%d]: want unique", i, f.minor, j)
 		}
 		minors[f.minor] = i
 		if j, dup := buses[f.busID]; dup {
-			return nil, fmt.Errorf("Devices[%d] has PCI bus ID %s, as Devices[%d]: want unique", i, f.busID, j)
+			return nil, fmt.Errorf("config: Devices[%d] has PCI bus ID %s, as Devices[%d]: want unique", i, f.busID, j)
 		}
 		buses[f.busID] = i
 		out[i] = f
@@ -153,10 +153,10 @@ func resolve(devs []Device) ([]facts, error) {
 			}
 			j, ok := byUUID[l.PeerUUID]
 			if !ok {
-				return nil, fmt.Errorf("Devices[%d].NVLinks[%d].PeerUUID %q: no such device", i, k, l.PeerUUID)
+				return nil, fmt.Errorf("config: Devices[%d].NVLinks[%d].PeerUUID %q: no such device", i, k, l.PeerUUID)
 			}
 			if there, back := peerLinks(d.NVLinks, devs[j].UUID), peerLinks(devs[j].NVLinks, d.UUID); there != back {
-				return nil, fmt.Errorf("Devices[%d] lists %d NVLinks to %s, which lists %d back: want the same count on both ends",
+				return nil, fmt.Errorf("config: Devices[%d] lists %d NVLinks to %s, which lists %d back: want the same count on both ends",
 					i, there, devs[j].UUID, back)
 			}
 			out[i].links = append(out[i].links, link{remote: out[j].busID})
