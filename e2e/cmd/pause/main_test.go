@@ -77,7 +77,10 @@ func TestReapsOrphansAsPID1(t *testing.T) {
 	pid := cmd.Process.Pid
 
 	enter := exec.Command("nsenter", "--target", strconv.Itoa(pid), "--user", "--pid", "--",
-		"/bin/sh", "-c", "sleep 1 & exit 0")
+		// The orphan lets go of nsenter's output pipe: with it, nsenter's
+		// output would end only when the orphan exits, and the orphan would
+		// be gone (reaped at once) before the test could see pause adopt it.
+		"/bin/sh", "-c", "sleep 2 >/dev/null 2>&1 & exit 0")
 	if out, err := enter.CombinedOutput(); err != nil {
 		t.Fatalf("nsenter into pause's namespaces: %v\n%s", err, out)
 	}
