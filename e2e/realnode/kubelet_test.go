@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,9 +139,11 @@ func TestFakeKubeletDoesWhatTheRealOneDoes(t *testing.T) {
 
 // compareKubelets admits the scenario's pod on both sides and compares.
 func compareKubelets(ctx context.Context, t *testing.T, ns, id string, sides []*kubeletSide, sc kubeletScenario, preferred bool) {
-	got := map[string][]framework.ProbeCall{}
-	ends := map[string]string{}
-	for _, s := range sides {
+	got := make([][]framework.ProbeCall, len(sides))
+	ends := make([]string, len(sides))
+	errs := make([]error, len(sides))
+	var wg sync.WaitGroup
+	for i, s := range sides {
 		s.probe.FailAllocate = sc.failAllocate
 		if preferred {
 			s.probe.Prefer = sc.prefer
@@ -148,23 +151,32 @@ func compareKubelets(ctx context.Context, t *testing.T, ns, id string, sides []*
 				s.probe.Prefer = highest
 			}
 		}
-		pod := scenarioPod(ns, "s"+id+"-"+s.name, s.node, sc)
-		ends[s.name] = admit(ctx, t, s, pod)
-		got[s.name] = s.probe.Calls()
+		// The two kubelets share nothing: they admit their pods at once.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ends[i], errs[i] = admit(ctx, s, scenarioPod(ns, "s"+id+"-"+s.name, s.node, sc))
+			got[i] = s.probe.Calls()
+		}()
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	const real, fake = 0, 1 // sides' order
 	exact := preferred && !sc.unordered
 	if exact {
-		if diff := cmp.Diff(got["real"], got["fake"]); diff != "" {
+		if diff := cmp.Diff(got[real], got[fake]); diff != "" {
 			t.Errorf("plugin calls differ (-real +fake):\n%s", diff)
 		}
-	} else if diff := cmp.Diff(shape(got["real"]), shape(got["fake"])); diff != "" {
+	} else if diff := cmp.Diff(shape(got[real]), shape(got[fake])); diff != "" {
 		t.Errorf("plugin calls differ in shape (-real +fake):\n%s", diff)
 	}
-	if ends["real"] != ends["fake"] {
-		t.Errorf("the pod ended %q on the real kubelet, %q on the fake one", ends["real"], ends["fake"])
+	if ends[real] != ends[fake] {
+		t.Errorf("the pod ended %q on the real kubelet, %q on the fake one", ends[real], ends[fake])
 	}
-	b, _ := json.Marshal(got["real"])
-	t.Logf("real kubelet: %s; pod %s", b, ends["real"])
+	b, _ := json.Marshal(got[real])
+	t.Logf("real kubelet: %s; pod %s", b, ends[real])
 }
 
 // shape is what of the calls does not depend on which devices a kubelet
@@ -289,12 +301,11 @@ func scenarioPod(ns, name, node string, sc kubeletScenario) *v1.Pod {
 // admit creates the pod on the side's node, waits until its kubelet has
 // admitted it or failed it, deletes it and waits until it is gone (its
 // devices free again), and returns how its admission ended.
-func admit(ctx context.Context, t *testing.T, s *kubeletSide, pod *v1.Pod) string {
-	t.Helper()
+func admit(ctx context.Context, s *kubeletSide, pod *v1.Pod) (string, error) {
 	pods := rc.Kube.CoreV1().Pods(pod.Namespace)
 	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	var end string
 	err = rc.Poll(ctx, time.Minute, s.name+" kubelet admitting "+pod.Name, func(ctx context.Context) (bool, error) {
@@ -328,18 +339,15 @@ func admit(ctx context.Context, t *testing.T, s *kubeletSide, pod *v1.Pod) strin
 		return true, nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	grace := int64(0)
 	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
+		return "", err
 	}
 	err = rc.Poll(ctx, time.Minute, pod.Name+" gone", func(ctx context.Context) (bool, error) {
 		_, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return end
+	return end, err
 }
