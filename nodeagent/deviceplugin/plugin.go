@@ -188,11 +188,26 @@ func (p *Plugin) stop(srv *grpc.Server) {
 func (p *Plugin) register(ctx context.Context, watcher *dirWatch) (fileID, bool) {
 	delay := 100 * time.Millisecond
 	for {
-		kubelet := inode(p.kubeletPath())
+		before := inode(p.kubeletPath())
 		err := p.registerOnce(ctx)
-		if err == nil {
+		after := inode(p.kubeletPath())
+		switch {
+		case err == nil && (before == after || before == fileID{}):
+			// Registered through the socket there now. When there was
+			// none as the call began (the kubelet was starting: the dial
+			// waits for it), the one there now is the one it reached;
+			// keeping the empty identity took the socket's creation,
+			// still queued, for a second kubelet restart and registered
+			// again, and kubelet 1.30 then dropped the resource
+			// (allocatable 0 until the agent restarts: the stream of the
+			// first registration ending deregistered the second,
+			// kubernetes/kubernetes#121994), found on the real node.
 			klog.InfoS("Registered with the kubelet", "resource", p.opts.ResourceName, "endpoint", p.opts.SocketName)
-			return kubelet, true
+			return after, true
+		case err == nil:
+			// The kubelet restarted during the call: the registration
+			// may have reached the one that went away.
+			err = fmt.Errorf("the kubelet socket %s was replaced while registering", p.kubeletPath())
 		}
 		klog.ErrorS(err, "Cannot register with the kubelet; retrying", "delay", delay)
 		t := p.opts.Clock.NewTimer(delay)

@@ -3,6 +3,7 @@ package deviceplugin_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -105,33 +106,31 @@ func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 		t.Errorf("Allocate = %v, %v; want it delegated", resp, err)
 	}
 
-	// The kubelet restarts: it wipes the directory and creates kubelet.sock.
+	// The kubelet restarts: it wipes the directory (the plugin's socket
+	// and its own) and, a moment later, creates kubelet.sock (kubelet
+	// 1.30's device manager: removeContents, then the registration
+	// server's Listen). The plugin sees its socket go and starts
+	// registering before the kubelet's socket is back.
 	kubelet.Stop()
+	os.Remove(filepath.Join(dir, "kubelet.sock"))
 	os.Remove(p.SocketPath())
+	time.Sleep(300 * time.Millisecond)
 	kubelet2 := fakekubelet.Start(t, dir)
 	if r := kubelet2.Wait(t); r.ResourceName != "volcano.sh/vgpu-number" {
 		t.Errorf("re-registration for %q", r.ResourceName)
 	}
-	// The removal of its socket and the new kubelet socket may be seen as
-	// two changes (always when polling), so the plugin may restart twice:
-	// wait for it to settle serving.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := os.Stat(p.SocketPath())
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("plugin socket after restart: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 
-	// Then it stays registered until the kubelet restarts again. The
-	// events of its own restart (the removal of its previous socket) are
-	// not a kubelet restart: taking them for one restarted the plugin in a
-	// loop, every few milliseconds, dropping the kubelet's connection and
-	// every Allocate in flight (found by the e2e fault campaign).
+	// Then it stays registered until the kubelet restarts again: exactly
+	// one registration per kubelet start. A second one, moments after the
+	// first, from a plugin that restarted again, makes kubelet 1.30 drop
+	// the resource: the first registration's stream ends after the second
+	// registered and takes it down with it (allocatable 0 for good,
+	// kubernetes/kubernetes#121994; found on the real node, where the
+	// plugin took the kubelet socket's creation, seen while its dial
+	// waited for it, for another restart). Nor are the events of its own
+	// restart (the removal of its previous socket) a kubelet restart:
+	// taking them for one restarted the plugin in a loop (found by the
+	// e2e fault campaign).
 	quiet := time.After(time.Second)
 	extra := 0
 	for waiting := true; waiting; {
@@ -142,8 +141,11 @@ func testRegistersServesAndReregisters(t *testing.T, poll time.Duration) {
 			waiting = false
 		}
 	}
-	if extra > 1 {
-		t.Errorf("the plugin registered %d more times within a second of re-registering, want at most 1: it keeps restarting", extra)
+	if extra > 0 {
+		t.Errorf("the plugin registered %d more times within a second of re-registering, want once per kubelet start", extra)
+	}
+	if _, err := os.Stat(p.SocketPath()); err != nil {
+		t.Errorf("plugin socket after the kubelet's restart: %v", err)
 	}
 
 	cancel()
