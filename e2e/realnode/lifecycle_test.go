@@ -27,6 +27,7 @@ func TestRestarts(t *testing.T) {
 		t.Fatalf("holder: refused=%s, want 2", got)
 	}
 	id, dev := containerID(ctx, t, holder), cardOf(t, holder)
+	capacity := allocatable(ctx, t, -1)
 	before := checkpointed(t, holder)
 
 	t.Run("the kubelet restarts", func(t *testing.T) {
@@ -34,6 +35,7 @@ func TestRestarts(t *testing.T) {
 		if err := rc.Node.StartKubelet(ctx); err != nil {
 			t.Fatal(err)
 		}
+		allocatable(ctx, t, capacity)
 		served(ctx, t, ns, "after-kubelet", card)
 		kept(ctx, t, holder, id, dev, 4000)
 		if after := checkpointed(t, holder); !slices.Equal(after, before) {
@@ -59,6 +61,29 @@ func TestRestarts(t *testing.T) {
 		served(ctx, t, ns, "after-agent", card)
 		kept(ctx, t, holder, id, dev, 4000)
 	})
+}
+
+// allocatable waits until the node's allocatable vGPU count is want (any
+// non-zero count for -1) and returns it. After a kubelet restart it is 0
+// until the agent registers again, and stays 0 when the kubelet drops the
+// registration (kubelet 1.30 does when the agent registers twice in a row,
+// kubernetes/kubernetes#121994).
+func allocatable(ctx context.Context, t *testing.T, want int64) int64 {
+	t.Helper()
+	var got int64
+	err := rc.Poll(ctx, time.Minute, "the node's allocatable "+string(framework.VGPUNumber), func(ctx context.Context) (bool, error) {
+		n, err := rc.Node.Node(ctx)
+		if err != nil {
+			return false, err
+		}
+		q := n.Status.Allocatable[framework.VGPUNumber]
+		got = q.Value()
+		return got > 0 && (want < 0 || got == want), nil
+	})
+	if err != nil {
+		t.Fatalf("allocatable %s is %d, want %d: %v", framework.VGPUNumber, got, want, err)
+	}
+	return got
 }
 
 // served runs a 3000 MiB pod on the card and checks the agent served it:
