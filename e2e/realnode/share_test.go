@@ -119,12 +119,32 @@ func smShare(ctx context.Context, t *testing.T, ns string, limit int64) {
 	logValue(ctx, t, pods["limited"], "spinning")
 	logValue(ctx, t, pods["busy"], "spinning")
 	id, dev := containerID(ctx, t, pods["limited"]), cardOf(t, pods["limited"])
+	other := containerID(ctx, t, pods["busy"])
 	time.Sleep(3 * time.Second) // the limiter settles (a measurement window, not a wait for state)
-	b0, t0 := busyOf(dev, id), time.Now()
-	time.Sleep(3 * time.Second)
-	share := 100 * float64(busyOf(dev, id)-b0) / float64(time.Since(t0))
-	t.Logf("SM limit %d%%: the driver gave the container %.1f%% of card %d beside a busy neighbour", limit, share, dev)
-	if share < float64(limit)-5 || share > float64(limit)+5 {
+	// The share is judged in a window where the two together kept the
+	// card busy: a process this machine gives no CPU launches nothing, and
+	// its share then says nothing about the limiter (seen with compilers
+	// running beside the test on 2 cores: 22.5 % for 70 with the card
+	// idle half the time). Up to three windows.
+	var share, total float64
+	for try := 0; try < 3; try++ {
+		b0, o0, t0 := busyOf(dev, id), busyOf(dev, other), time.Now()
+		time.Sleep(3 * time.Second)
+		wall := float64(time.Since(t0))
+		share = 100 * float64(busyOf(dev, id)-b0) / wall
+		total = share + 100*float64(busyOf(dev, other)-o0)/wall
+		t.Logf("SM limit %d%%: the driver gave the container %.1f%% of card %d beside a busy neighbour (card busy %.1f%%)", limit, share, dev, total)
+		if share > float64(limit)+5 {
+			t.Fatalf("SM share %.1f%%, over its limit %d + 5 (container %s, host pids %v)", share, limit, id, framework.ContainerPIDs(id))
+		}
+		if total >= 90 {
+			break
+		}
+	}
+	if total < 90 {
+		t.Fatalf("the card was busy %.1f%% of the last window, under 90%%: the two containers got too little CPU to judge the limiter's lower side", total)
+	}
+	if share < float64(limit)-5 {
 		t.Errorf("SM share %.1f%%, want %d +/- 5 (container %s, host pids %v)", share, limit, id, framework.ContainerPIDs(id))
 	}
 }
