@@ -12,11 +12,14 @@ const (
 
 // MIG strategies of the NVIDIA node agent.
 const (
-	// MIGStrategyNone ignores MIG devices (the default).
+	// MIGStrategyNone exposes no MIG devices as resources of their own: the
+	// only strategy the agent implements.
 	MIGStrategyNone = "none"
-	// MIGStrategySingle exposes MIG devices under the card's resource.
+	// MIGStrategySingle (NVIDIA's device plugin: MIG devices under the card's
+	// resource) is refused.
 	MIGStrategySingle = "single"
-	// MIGStrategyMixed exposes MIG devices under one resource per profile.
+	// MIGStrategyMixed (NVIDIA's device plugin: one resource per MIG
+	// profile) is refused.
 	MIGStrategyMixed = "mixed"
 )
 
@@ -35,7 +38,10 @@ type NodeConfig struct {
 	DeviceCoreScaling *float64 `json:"devicecorescaling,omitempty"`
 	// DeviceSplitCount overrides nvidia.deviceSplitCount.
 	DeviceSplitCount *int32 `json:"devicesplitcount,omitempty"`
-	// MIGStrategy is none, single or mixed. Empty = none.
+	// MIGStrategy is how MIG devices are exposed: only none (or empty) is
+	// accepted, as the agent exposes no MIG devices of its own (with
+	// operatingmode mig it creates the instances the scheduler places);
+	// single and mixed are refused (unsupported.go).
 	MIGStrategy string `json:"migstrategy,omitempty"`
 	// FilterDevices lists cards the node agent must not register.
 	FilterDevices *FilterDevices `json:"filterdevices,omitempty"`
@@ -45,9 +51,10 @@ type NodeConfig struct {
 	LibCudaLogLevel *LogLevel `json:"libcudaloglevel,omitempty"`
 	// EnableNUMATopology overrides nvidia.enableNumaTopology.
 	EnableNUMATopology *bool `json:"enablenumatopology,omitempty"`
-	// EnableGetPreferredAllocation turns on the device plugin's
-	// GetPreferredAllocation on this node (HAMi).
-	EnableGetPreferredAllocation bool `json:"enablegetpreferredallocation,omitempty"`
+	// EnableGetPreferredAllocation is HAMi's switch for its device plugin's
+	// GetPreferredAllocation. This agent always answers it, so only true (or
+	// leaving it out) is accepted; false is refused (unsupported.go).
+	EnableGetPreferredAllocation *bool `json:"enablegetpreferredallocation,omitempty"`
 }
 
 // FilterDevices lists cards to hide; a card listed by UUID or by index is
@@ -70,8 +77,6 @@ type NodeSettings struct {
 	DeviceMemoryScaling float64
 	// DeviceCoreScaling multiplies each card's cores.
 	DeviceCoreScaling float64
-	// MIGStrategy is none, single or mixed.
-	MIGStrategy string
 	// FilterDevices are the cards not to register.
 	FilterDevices FilterDevices
 	// PreConfiguredDeviceMemory is the per-card memory override in MiB, 0 = off.
@@ -80,8 +85,6 @@ type NodeSettings struct {
 	LibCudaLogLevel LogLevel
 	// EnableNUMATopology advertises each card's NUMA node.
 	EnableNUMATopology bool
-	// EnableGetPreferredAllocation turns on GetPreferredAllocation.
-	EnableGetPreferredAllocation bool
 }
 
 // ForNode returns the effective settings of the named node. A node without
@@ -93,7 +96,6 @@ func (c *Config) ForNode(name string) NodeSettings {
 		DeviceSplitCount:          n.DeviceSplitCount,
 		DeviceMemoryScaling:       n.DeviceMemoryScaling,
 		DeviceCoreScaling:         n.DeviceCoreScaling,
-		MIGStrategy:               MIGStrategyNone,
 		PreConfiguredDeviceMemory: n.PreConfiguredDeviceMemory,
 		LibCudaLogLevel:           n.LibCudaLogLevel,
 		EnableNUMATopology:        n.EnableNUMATopology,
@@ -105,16 +107,12 @@ func (c *Config) ForNode(name string) NodeSettings {
 		if o.OperatingMode != "" {
 			s.OperatingMode = o.OperatingMode
 		}
-		if o.MIGStrategy != "" {
-			s.MIGStrategy = o.MIGStrategy
-		}
 		s.DeviceSplitCount = valueOr(o.DeviceSplitCount, s.DeviceSplitCount)
 		s.DeviceMemoryScaling = valueOr(o.DeviceMemoryScaling, s.DeviceMemoryScaling)
 		s.DeviceCoreScaling = valueOr(o.DeviceCoreScaling, s.DeviceCoreScaling)
 		s.PreConfiguredDeviceMemory = valueOr(o.PreConfiguredDeviceMemory, s.PreConfiguredDeviceMemory)
 		s.LibCudaLogLevel = valueOr(o.LibCudaLogLevel, s.LibCudaLogLevel)
 		s.EnableNUMATopology = valueOr(o.EnableNUMATopology, s.EnableNUMATopology)
-		s.EnableGetPreferredAllocation = o.EnableGetPreferredAllocation
 		if o.FilterDevices != nil {
 			s.FilterDevices = FilterDevices{
 				UUID:  cloneSlice(o.FilterDevices.UUID),
@@ -142,6 +140,7 @@ func (o NodeConfig) deepCopy() NodeConfig {
 	out.PreConfiguredDeviceMemory = clonePtr(o.PreConfiguredDeviceMemory)
 	out.LibCudaLogLevel = clonePtr(o.LibCudaLogLevel)
 	out.EnableNUMATopology = clonePtr(o.EnableNUMATopology)
+	out.EnableGetPreferredAllocation = clonePtr(o.EnableGetPreferredAllocation)
 	if o.FilterDevices != nil {
 		out.FilterDevices = &FilterDevices{
 			UUID:  cloneSlice(o.FilterDevices.UUID),

@@ -16,7 +16,6 @@ func TestForNode(t *testing.T) {
 		DeviceSplitCount:    8,
 		DeviceMemoryScaling: 1,
 		DeviceCoreScaling:   1,
-		MIGStrategy:         MIGStrategyNone,
 	}
 	tests := []struct {
 		name string
@@ -36,7 +35,6 @@ func TestForNode(t *testing.T) {
 				DeviceSplitCount:    4,
 				DeviceMemoryScaling: 1.5,
 				DeviceCoreScaling:   1,
-				MIGStrategy:         MIGStrategyNone,
 				FilterDevices:       FilterDevices{UUID: []string{"GPU-0f6a1f0c-7d2b-4b44-9f43-6f1b7c2e9a10"}, Index: []int32{3}},
 			},
 		},
@@ -48,7 +46,6 @@ func TestForNode(t *testing.T) {
 				DeviceSplitCount:    8,
 				DeviceMemoryScaling: 1,
 				DeviceCoreScaling:   2,
-				MIGStrategy:         MIGStrategyMixed,
 			},
 		},
 		{

@@ -86,7 +86,7 @@ func TestParseGoodDocuments(t *testing.T) {
 						DeviceMemoryScaling: ptr(1.5), DeviceSplitCount: ptr[int32](4),
 						FilterDevices: &FilterDevices{UUID: []string{"GPU-0f6a1f0c-7d2b-4b44-9f43-6f1b7c2e9a10"}, Index: []int32{3}},
 					},
-					{Name: "gpu-node-2", OperatingMode: "mig", MIGStrategy: "mixed", DeviceCoreScaling: ptr(2.0)},
+					{Name: "gpu-node-2", OperatingMode: "mig", EnableGetPreferredAllocation: ptr(true), DeviceCoreScaling: ptr(2.0)},
 					{Name: "gpu-node-3"},
 				}
 			},
@@ -118,11 +118,6 @@ func TestParseGoodDocuments(t *testing.T) {
 				}}
 			},
 		},
-		{
-			name: "HAMi chart document with other vendors' sections",
-			file: "hami-chart.yaml",
-			want: wantHAMiChart,
-		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,16 +144,46 @@ func wantHAMiChart(c *Config) {
 	n.MemoryFactor = 1
 	n.GPUCorePolicy = "default"
 	n.LibCudaLogLevel = "1"
-	n.MIGProfileAllowlist = []MIGProfileAllowlist{
-		{Models: []string{"A30"}, Profiles: []string{"1g.6gb", "2g.12gb", "4g.24gb"}},
-		{Models: []string{"A100-SXM4-40GB", "A100-40GB-PCIe", "A100-PCIE-40GB"}, Profiles: []string{"1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb"}},
-		{Models: []string{"H100-PCIE-80GB", "H100-SXM5-80GB"}, Profiles: []string{"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"}},
-	}
 	chips := defaultVNPUConfigs()
 	c910C := ascendChip("Ascend910", "Ascend910C", 65536, 65536, 20, 7, cloneSlice(chips[2].Templates))
-	c910C.SuperPod = true
 	c.VNPUs = VNPUs{Configs: []VNPUConfig{chips[0], chips[5], c910C}}
 	c.IgnoredSections = []string{"amd", "awsneuron", "cambricon", "hygon", "iluvatars", "metax", "mthreads", "vastai"}
+}
+
+// HAMi's chart document carries two keys nothing here acts on
+// (migProfileAllowlist, and superPod on its 910C entry): it is refused with
+// exactly those two errors, and parses once they are taken out.
+func TestParseHAMiChartDocument(t *testing.T) {
+	doc := string(readTestdata(t, "hami-chart.yaml"))
+	_, err := Parse([]byte(doc))
+	want := "validate device config: [" +
+		`nvidia.migProfileAllowlist: Unsupported value: "models [A30] profiles [1g.6gb 2g.12gb 4g.24gb]; ` +
+		`models [A100-SXM4-40GB A100-40GB-PCIe A100-PCIE-40GB] profiles [1g.5gb 2g.10gb 3g.20gb 7g.40gb]; ` +
+		`models [H100-PCIE-80GB H100-SXM5-80GB] profiles [1g.10gb 2g.20gb 3g.40gb 7g.80gb]": ` +
+		"not supported: MIG instances are placed by the layouts of nvidia.knownMigGeometries, which no allowlist restricts; " +
+		"keep only the layouts you allow there for these models and remove the key, " +
+		"vnpus.configs[2].superPod: Unsupported value: true: not supported: requests for super-pod chips are not rounded up " +
+		"to whole modules (HAMi's webhook does that); ask for chips in pairs and remove the key, or set it to false]"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Parse(hami-chart.yaml) error:\n  %v\nwant:\n  %s", err, want)
+	}
+
+	start := strings.Index(doc, "  migProfileAllowlist:\n")
+	end := strings.Index(doc, "cambricon:\n")
+	if start < 0 || end < start || !strings.Contains(doc, "superPod: true") {
+		t.Fatal("hami-chart.yaml no longer has the keys this test takes out")
+	}
+	doc = doc[:start] + doc[end:]
+	doc = strings.Replace(doc, "superPod: true", "superPod: false", 1)
+	got, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatalf("Parse(hami-chart.yaml without the refused keys) error: %v", err)
+	}
+	want2 := Default()
+	wantHAMiChart(want2)
+	if diff := cmp.Diff(want2, got); diff != "" {
+		t.Errorf("Parse() mismatch (-want +got):\n%s", diff)
+	}
 }
 
 func TestParseEmptyDocumentIsDefault(t *testing.T) {

@@ -67,7 +67,7 @@ func (n *NVIDIAConfig) validate(p *field.Path, names resourceNames) field.ErrorL
 	errs = append(errs, validateLogLevel(p.Child("libCudaLogLevel"), n.LibCudaLogLevel)...)
 	errs = append(errs, validateRuntimeClass(p.Child("runtimeClassName"), n.RuntimeClassName)...)
 	errs = append(errs, validateMIGGeometries(p.Child("knownMigGeometries"), n.KnownMIGGeometries)...)
-	errs = append(errs, validateMIGAllowlist(p.Child("migProfileAllowlist"), n.MIGProfileAllowlist)...)
+	errs = append(errs, validateUnsupportedNVIDIA(p, n)...)
 	return errs
 }
 
@@ -140,30 +140,6 @@ func validateMIGLayout(p *field.Path, g MIGGeometry) field.ErrorList {
 	}
 	if slices > maxMIGSlices {
 		errs = append(errs, field.Invalid(ip, slices, fmt.Sprintf("the layout uses %d compute slices; a GPU has at most %d", slices, maxMIGSlices)))
-	}
-	return errs
-}
-
-func validateMIGAllowlist(p *field.Path, list []MIGProfileAllowlist) field.ErrorList {
-	var errs field.ErrorList
-	for i, entry := range list {
-		ep := p.Index(i)
-		if len(entry.Models) == 0 {
-			errs = append(errs, field.Required(ep.Child("models"), "list at least one GPU model"))
-		}
-		for j, model := range entry.Models {
-			if strings.TrimSpace(model) == "" {
-				errs = append(errs, field.Required(ep.Child("models").Index(j), "must be a GPU model name"))
-			}
-		}
-		if len(entry.Profiles) == 0 {
-			errs = append(errs, field.Required(ep.Child("profiles"), "list at least one MIG profile"))
-		}
-		for j, profile := range entry.Profiles {
-			if !migProfileName.MatchString(profile) {
-				errs = append(errs, field.Invalid(ep.Child("profiles").Index(j), profile, "must be a MIG profile name like 1g.5gb or 3g.40gb"))
-			}
-		}
 	}
 	return errs
 }

@@ -18,10 +18,10 @@ var vnpuTemplateName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-
 func (v *VNPUs) validate(p *field.Path, names resourceNames) field.ErrorList {
 	var errs field.ErrorList
 	switch v.Mode() {
-	case VNPUModeTemplate, VNPUModeHAMiCore, VNPUModeENPU:
+	case VNPUModeTemplate, VNPUModeHAMiCore, VNPUModeENPU: // enpu is refused in unsupported.go, with why
 	default:
 		errs = append(errs, field.NotSupported(p.Child("hamiVnpuMode"), v.HAMiVNPUMode,
-			[]string{VNPUModeTemplate, VNPUModeHAMiCore, "hamiCore", VNPUModeENPU}))
+			[]string{VNPUModeTemplate, VNPUModeHAMiCore, "hamiCore"}))
 	}
 	errs = append(errs, atLeast(p.Child("vnpuDeviceSplitCount"), int64(v.VNPUDeviceSplitCount), 0, "(0 means the device plugin's default)")...)
 	errs = append(errs, validateRuntimeClass(p.Child("runtimeClassName"), v.RuntimeClassName)...)
@@ -49,6 +49,7 @@ func (v *VNPUs) validate(p *field.Path, names resourceNames) field.ErrorList {
 		errs = append(errs, names.add(ep.Child("resourceCoreName"), e.ResourceCoreName)...)
 		errs = append(errs, e.validateResources(ep)...)
 	}
+	errs = append(errs, validateUnsupportedVNPUs(p, configs, v)...)
 	return errs
 }
 
@@ -126,12 +127,7 @@ func validateNodeConfigs(nodes []NodeConfig, p *field.Path) field.ErrorList {
 			errs = append(errs, field.NotSupported(np.Child("operatingmode"), o.OperatingMode,
 				[]string{OperatingModeHAMiCore, OperatingModeMIG, OperatingModeMPS}))
 		}
-		switch o.MIGStrategy {
-		case "", MIGStrategyNone, MIGStrategySingle, MIGStrategyMixed:
-		default:
-			errs = append(errs, field.NotSupported(np.Child("migstrategy"), o.MIGStrategy,
-				[]string{MIGStrategyNone, MIGStrategySingle, MIGStrategyMixed}))
-		}
+		errs = append(errs, validateUnsupportedNode(np, o)...)
 		if o.DeviceSplitCount != nil {
 			errs = append(errs, between(np.Child("devicesplitcount"), int64(*o.DeviceSplitCount), 1, MaxDeviceSplitCount, "(0 means no override)")...)
 		}
