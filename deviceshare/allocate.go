@@ -111,6 +111,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	alloc.annotated = api.ApplyReservation(task.Pod, merged)
 	alloc.queue, alloc.held = p.queueOf(task), s.held(sn, req.backends, alloc.annotated)
 	s.queues.add(alloc.queue, alloc.held, 1)
+	p.chargeQuota(task, req, alloc)
 	s.allocs[task.UID] = alloc
 	if pipelined {
 		// A pipelined task is bound in a later session, if at all; its
@@ -174,6 +175,7 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 		delete(s.allocs, task.UID)
 		p.rollback(alloc)
 		s.queues.add(alloc.queue, alloc.held, -1)
+		p.unchargeQuota(task, alloc)
 		p.st.binder.forget(task.UID)
 		if !alloc.pipelined {
 			p.st.ledger.Forget(task.Pod.UID)

@@ -62,6 +62,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	p.ssn = ssn
 	p.sess = p.st.newSessionState(p.args, backends, ssn)
 	p.sess.queues = p.openQueues(ssn)
+	p.sess.quotas = p.openQuotas(ssn)
 	p.explainInvalidRequests(ssn)
 	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
 	p.st.binder.followPods(ssn)
@@ -80,6 +81,7 @@ func (p *plugin) OnSessionClose(ssn *framework.Session) {
 		klog.V(3).InfoS("Device session closed", "plugin", PluginName, "allocations", len(p.sess.allocs),
 			"evictions", len(p.sess.evicted))
 		p.reportQueueUsage(ssn)
+		p.st.quotas.record(p.sess.quotas)
 	}
 	p.sess = nil
 	p.ssn = nil

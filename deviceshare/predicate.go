@@ -34,13 +34,32 @@ const (
 	ReasonEvictionWouldNotHelp = "evicting lower-priority or reclaimable pods would not free enough devices"
 )
 
-// predicate is the PredicateFn: does the task fit the node's cards?
+// predicate is the PredicateFn: does the task fit the node's cards, and
+// its namespace's quotas on them (quota.go)?
 func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 	s := p.sess
 	req := s.requestOf(task)
 	if req == nil {
 		return nil
 	}
+	if s.quotas != nil && req.unserved == "" && req.invalid == nil {
+		if err := p.quotaPrecheck(task, node, req); err != nil {
+			return err
+		}
+	}
+	if err := p.deviceFit(task, node, req); err != nil || s.quotas == nil {
+		return err
+	}
+	if idx, ok := s.indexOf(node); ok {
+		return p.quotaOnNode(task, node, req, &s.slab[idx])
+	}
+	return nil
+}
+
+// deviceFit is the predicate's device check: the request's problems, node
+// locks, then each backend's fit, from the result tables where they hold.
+func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest) error {
+	s := p.sess
 	if req.unserved != "" {
 		p.st.metrics.filterFailed("request", "unserved resource")
 		return fitError(task, node, api.UnschedulableAndUnresolvable, ReasonUnservedPrefix+req.unserved)

@@ -54,6 +54,9 @@ type sessionState struct {
 	// queues is the device accounting of queues with a capability or a
 	// deserved amount on a device resource (see queue.go); nil without.
 	queues *queueState
+	// quotas is the accounting of namespace quotas on device resources
+	// (see quota.go); nil without.
+	quotas *quotaState
 }
 
 type sessionNode struct {
@@ -156,6 +159,9 @@ type taskRequest struct {
 	// backend serves (the device type is off, or its vnpus entry was
 	// removed): placing such a pod would start it without cards.
 	unserved string
+	// quota is what the pod would hold of its namespace's quota resources,
+	// computed at session open (nil: not computed, see quotaState.askOf).
+	quota *quotaAsk
 }
 
 type sessionAlloc struct {

@@ -54,6 +54,9 @@ type State struct {
 	// deviceInfo serves MindCluster's device-info ConfigMaps to the
 	// MindCluster backend; it starts with the first session's client.
 	deviceInfo *deviceInfoWatch
+	// quotas serves the ResourceQuotas (quota.go); it starts with the
+	// first session's client.
+	quotas *quotaWatch
 
 	mu          sync.Mutex
 	recorder    record.EventRecorder
@@ -121,6 +124,8 @@ func NewState(opts Options) *State {
 	st.deviceInfo = deviceInfo
 	st.binder = newBinder(st)
 	st.metrics.collectCards(st.ledger)
+	st.quotas = &quotaWatch{}
+	st.metrics.collectQuotas(st.quotas)
 	st.adv = newAdvertiser()
 	st.configsCtx, st.stopConfigs = context.WithCancel(context.Background())
 	return st
