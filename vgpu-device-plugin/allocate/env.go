@@ -1,5 +1,7 @@
 package allocate
 
+import "github.com/vgpushare/vshare/protocol/vgpu"
+
 // Container environment the agent sets (read by libvgpu and the NVIDIA
 // container runtime).
 const (
@@ -13,12 +15,12 @@ const (
 	EnvOversubscribe     = "CUDA_OVERSUBSCRIBE"
 	// EnvDisableControl set to "true" in a container's spec keeps libvgpu
 	// out of it (no /etc/ld.so.preload mount).
-	EnvDisableControl = "CUDA_DISABLE_CONTROL"
+	EnvDisableControl = vgpu.EnvDisableControl
 )
 
 // Paths inside the container.
 const (
-	ContainerLibPath     = "/usr/local/vgpu/libvgpu.so"
-	ContainerCacheDir    = "/tmp/vgpu"
-	ContainerPreloadPath = "/etc/ld.so.preload"
+	ContainerLibPath     = vgpu.ContainerLibPath
+	ContainerCacheDir    = vgpu.ContainerCacheDir
+	ContainerPreloadPath = vgpu.ContainerPreloadPath
 )
