@@ -24,6 +24,7 @@ Usage:
   kubectl vshare fit --memory MiB [--cores PCT] [--number N] [--type MODEL]
                                                        where a pod of that shape fits now, and why not
   kubectl vshare why POD [-n NAMESPACE]                 why a pod waits and what would have to free up
+  kubectl vshare quota [-n NAMESPACE | -A]              namespace quotas on shares: used/hard per resource
 
 Flags of every command:
   -o, --output table|wide|json|yaml   output format (default table)
@@ -136,7 +137,7 @@ func parseCommand(args []string) (*globalOptions, *pflag.FlagSet, command, error
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return nil, nil, command{}, usagef("no command given: want cards, pods, fit or why")
+		return nil, nil, command{}, usagef("no command given: want cards, pods, fit, why or quota")
 	}
 	name, rest := rest[0], rest[1:]
 	if name == "help" {
@@ -144,7 +145,7 @@ func parseCommand(args []string) (*globalOptions, *pflag.FlagSet, command, error
 	}
 	newCommand, ok := commands[name]
 	if !ok {
-		return nil, nil, command{}, usagef("unknown command %q: want cards, pods, fit or why", name)
+		return nil, nil, command{}, usagef("unknown command %q: want cards, pods, fit, why or quota", name)
 	}
 	fs := pflag.NewFlagSet("kubectl-vshare "+name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -208,6 +209,7 @@ var commands = map[string]func(fs *pflag.FlagSet) command{
 	"pods":  podsCommand,
 	"fit":   fitCommand,
 	"why":   whyCommand,
+	"quota": quotaCommand,
 }
 
 func noArgs(name string) func([]string) error {
@@ -245,6 +247,21 @@ func podsCommand(fs *pflag.FlagSet) command {
 				ns = ""
 			}
 			return p.Pods(ctx, PodsOptions{Namespace: ns})
+		},
+	}
+}
+
+func quotaCommand(fs *pflag.FlagSet) command {
+	var all bool
+	fs.BoolVarP(&all, "all-namespaces", "A", false, "quotas of every namespace")
+	return command{
+		check: noArgs("quota"),
+		run: func(ctx context.Context, p *Plugin, inv invocation) (tabler, error) {
+			ns := inv.namespace
+			if all {
+				ns = ""
+			}
+			return p.Quota(ctx, QuotaOptions{Namespace: ns})
 		},
 	}
 }

@@ -152,6 +152,9 @@ func whySummary(rep *WhyReport) string {
 	case rep.InvalidRequest != "":
 		return who + " waits because its device request is invalid: " + rep.InvalidRequest
 	}
+	if q := quotaWait(rep); q != "" {
+		return q
+	}
 	var fits []string
 	for _, n := range rep.Nodes {
 		if n.Fits {
