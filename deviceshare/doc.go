@@ -40,6 +40,15 @@
 //     the cards fit.
 //   - JobEnqueueableFn and AllocatableFn: queue capability on device
 //     resources, counted from allocation annotations (queue.go).
+//   - Namespace quotas on shares (quota.go, quota_watch.go): a
+//     ResourceQuota's limits.<vGPU resource> caps what a namespace's pods
+//     hold (memory and cores times cards), counted from the ledger's pods
+//     at session open and every allocation of the session; the predicate
+//     refuses nodes that would pass it (per node when a memory percentage
+//     resolves on the card), the allocation handler refuses the bind of
+//     anything that still would, and the usage is exported as metrics.
+//     The ResourceQuotas come from an informer started with the first
+//     session's client; until it has listed them, vGPU pods wait.
 //
 // The Binder replaces Volcano's default binder: it puts the noted
 // allocation annotations on the v1.Binding (the API server copies them onto
@@ -55,5 +64,10 @@
 // TEST ONLY: VSHARE_TEST_CRASH_AT_BIND (crashhook.go), read once when the
 // State is created and inert when unset, makes the process exit at a chosen
 // Bind call or right before a chosen bind request: the e2e fault campaign's
-// scheduler-crash-mid-session and TestSchedulerCrashMidSession.
+// scheduler-crash-mid-session and TestSchedulerCrashMidSession. It exists
+// only in binaries built with the vsharetest build tag, as the e2e framework
+// builds the scheduler it runs; release builds (images/, make build) compile
+// the inert twin crashhook_release.go instead, and
+// TestReleaseSchedulerHasNoCrashHook checks the built binary. Its own unit
+// tests run with go test -tags vsharetest ./deviceshare/.
 package deviceshare
