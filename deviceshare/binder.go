@@ -45,10 +45,12 @@ const sweepEvery = time.Minute
 //
 // It is Volcano's cache.Binder (Register checks it at compile time).
 //
-// TEST-ONLY: with EnvTestCrashAtBind (VSHARE_TEST_CRASH_AT_BIND, read once
-// at start, crashhook.go) set, the process exits at a chosen Bind call or
-// right before a chosen bind request, as the e2e fault campaign's
-// scheduler-crash-mid-session fault; unset, the hook does nothing.
+// TEST-ONLY, in binaries built with the vsharetest tag (the e2e
+// framework's): with VSHARE_TEST_CRASH_AT_BIND (read once at start,
+// crashhook.go) set, the process exits at a chosen Bind call or right before
+// a chosen bind request, as the e2e fault campaign's
+// scheduler-crash-mid-session fault; unset, the hook does nothing. Release
+// builds have only the inert twin (crashhook_release.go).
 //
 // Locking: mu guards notes; Bind runs on the cache's bind goroutine while
 // sessions add notes.
@@ -61,8 +63,8 @@ type Binder struct {
 	// turns serialise binds per node for device types whose node agent
 	// serves pending pods in order (api.OrderedAgent).
 	turns *agentTurns
-	// crash is the TEST-ONLY EnvTestCrashAtBind hook (crashhook.go); nil,
-	// and inert, unless that variable is set.
+	// crash is the TEST-ONLY crash hook (crashhook.go with the vsharetest
+	// tag, crashhook_release.go without); nil, and inert, unless armed.
 	crash *crashHook
 	// podsOnce hands turns the scheduler's pod informer (followPods).
 	podsOnce sync.Once

@@ -1,3 +1,5 @@
+//go:build vsharetest
+
 package deviceshare
 
 import (
@@ -15,7 +17,11 @@ import (
 // (os.Exit(2), no deferred functions, no cleanup: a crash as far as the
 // cluster can tell) inside the window between a session's decisions and
 // their bindings. It is read once, when the plugin's State is created, and
-// is inert unless set; production deployments never set it. The e2e fault
+// is inert unless set. This file is compiled only with the vsharetest build
+// tag, which the e2e framework sets when it builds the scheduler it runs
+// (e2e/framework/build.go); release builds (images/, make build) get the
+// inert twin in crashhook_release.go, which neither reads the variable nor
+// can exit, so no environment makes a release scheduler crash. The e2e fault
 // campaign (scheduler-crash-mid-session) and TestSchedulerCrashMidSession
 // use it, as a kill from outside cannot land reliably in that window (a
 // session binds everything within milliseconds).

@@ -1,3 +1,5 @@
+//go:build vsharetest
+
 package deviceshare
 
 import (

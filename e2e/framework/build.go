@@ -184,10 +184,19 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (Binaries, error) {
 	return bins, nil
 }
 
-// goBuild builds pkg into out atomically (a temporary name, then rename).
+// TestTags are the build tags of every binary the harness builds: e2e, and
+// vsharetest, which compiles in the test-only hooks of this project's
+// binaries (the scheduler's VSHARE_TEST_CRASH_AT_BIND, deviceshare/
+// crashhook.go) that the crash tests and the fault campaign arm. Release
+// builds (images/, make build) never set vsharetest, so the hooks are absent
+// from what ships.
+const TestTags = "e2e,vsharetest"
+
+// goBuild builds pkg into out atomically (a temporary name, then rename),
+// with TestTags.
 func goBuild(ctx context.Context, root, out, pkg string, log io.Writer) error {
 	tmp := out + ".tmp"
-	args := []string{"build", "-tags", "e2e", "-o", tmp}
+	args := []string{"build", "-tags", TestTags, "-o", tmp}
 	if strings.HasPrefix(pkg, "k8s.io/kubernetes/") {
 		args = append(args, "-ldflags", KubeVersionLDFlags)
 	}

@@ -8,20 +8,26 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/vgpushare/vshare/deviceshare"
 )
 
-// crashHookMessage starts the line deviceshare's test-only crash hook writes
-// before the scheduler exits (deviceshare/crashhook.go).
-const crashHookMessage = "VSHARE_TEST_CRASH_AT_BIND: exiting"
+// The test-only crash hook exists only in schedulers built with the
+// vsharetest tag (deviceshare/crashhook.go; the harness builds with
+// TestTags), so its names are spelt here rather than imported: this package
+// is built without that tag.
+const (
+	// envCrashAtBind is deviceshare.EnvTestCrashAtBind.
+	envCrashAtBind = "VSHARE_TEST_CRASH_AT_BIND"
+	// crashHookMessage starts the line the hook writes before the
+	// scheduler exits.
+	crashHookMessage = envCrashAtBind + ": exiting"
+)
 
 // CrashAtBind is the scheduler environment that arms deviceshare's
 // test-only crash hook (deviceshare.EnvTestCrashAtBind): value "N" exits
 // right before the process's N-th bind request, "call:N" when the binder's
 // N-th Bind call arrives (Volcano makes one per task), before it binds.
 func CrashAtBind(value string) []string {
-	return []string{deviceshare.EnvTestCrashAtBind + "=" + value}
+	return []string{envCrashAtBind + "=" + value}
 }
 
 // WaitSchedulerCrash waits up to timeout for the running scheduler, started
@@ -81,7 +87,7 @@ func (inj *injector) crashMidSession(ctx context.Context) error {
 	case err == nil:
 		inj.count(FaultSchedulerCrash)
 		inj.note("scheduler-crash " + crashWindow(line))
-		fmt.Fprintf(inj.opts.Log, "faults: scheduler-crash-mid-session %s=%s: %s\n", deviceshare.EnvTestCrashAtBind, value, line)
+		fmt.Fprintf(inj.opts.Log, "faults: scheduler-crash-mid-session %s=%s: %s\n", envCrashAtBind, value, line)
 	}
 	snap := inj.a.SnapshotBound()
 	inj.c.KillScheduler()
