@@ -17,9 +17,15 @@
 // (pkg/device/nvidia NvidiaConfig, pkg/device/ascend VNPUs/VNPUConfig). Where
 // upstream has two forms, both parse: vnpus as a list or as
 // {hamiVnpuCore, configs}, MIG layouts as {group, geometries} or as bare
-// lists. HAMi keys this project does not act on are accepted and carried
-// (marked "HAMi compatibility"), and HAMi's sections for other vendors are
-// ignored (Config.IgnoredSections).
+// lists. HAMi's keys are accepted where something acts on them (marked "HAMi
+// compatibility"; the admission webhook acts on overwriteEnv,
+// runtimeClassName and the defaults). The few HAMi keys nothing here
+// implements (migProfileAllowlist, migstrategy single and mixed,
+// enablegetpreferredallocation false, the ENPU mode and policy, superPod)
+// are parsed and then refused by validation (unsupported.go) unless they
+// hold the value that matches what the product does: a key is never
+// accepted only to be ignored. HAMi's sections for other vendors are ignored
+// (Config.IgnoredSections), as they configure devices not scheduled here.
 //
 // Unlike upstream, which decodes with gopkg.in/yaml.v2 and silently drops
 // unknown keys, Parse is strict: a misspelt key is an error naming its path

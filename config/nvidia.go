@@ -76,9 +76,9 @@ type NVIDIAConfig struct {
 	// RuntimeClassName is set on pods that ask for vGPUs when they name none
 	// (HAMi compatibility). Empty = leave pods alone.
 	RuntimeClassName string `json:"runtimeClassName,omitempty"`
-	// MIGProfileAllowlist is HAMi's newer, coarser MIG catalogue: the profile
-	// names allowed per model (HAMi compatibility). Not used for placement;
-	// KnownMIGGeometries is.
+	// MIGProfileAllowlist is HAMi's dynamic-MIG policy: the profile names
+	// allowed per model. Not implemented (placement uses KnownMIGGeometries),
+	// so a non-empty list is refused (unsupported.go).
 	MIGProfileAllowlist []MIGProfileAllowlist `json:"migProfileAllowlist,omitempty"`
 }
 

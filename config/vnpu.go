@@ -35,10 +35,12 @@ type VNPUs struct {
 	// HAMiVNPUCore selects HAMi-core sharing instead of templates (the
 	// deprecated boolean form of HAMiVNPUMode). Default false.
 	HAMiVNPUCore bool `json:"hamiVnpuCore,omitempty"`
-	// HAMiVNPUMode is template, hami-core (or hamiCore) or enpu; empty means
-	// hami-core when HAMiVNPUCore is set, else template. Use Mode().
+	// HAMiVNPUMode is template or hami-core (or hamiCore); empty means
+	// hami-core when HAMiVNPUCore is set, else template. Use Mode(). HAMi's
+	// enpu parses but is refused (unsupported.go): it is not implemented.
 	HAMiVNPUMode string `json:"hamiVnpuMode,omitempty"`
-	// ENPUPolicy is HAMi's ENPU policy, passed through uninterpreted.
+	// ENPUPolicy is HAMi's ENPU policy. The ENPU mode is not implemented, so
+	// a non-empty policy is refused (unsupported.go).
 	ENPUPolicy string `json:"enpuPolicy,omitempty"`
 	// OverwriteEnv hides the chips from containers that ask for none (HAMi).
 	OverwriteEnv bool `json:"overwriteEnv,omitempty"`
@@ -86,7 +88,9 @@ type VNPUConfig struct {
 	AICPU int32 `json:"aiCPU"`
 	// Templates are the virtual NPU shapes the chip can be sliced into.
 	Templates []VNPUTemplate `json:"templates"`
-	// SuperPod marks Atlas super-pod chips (HAMi's 910C entry).
+	// SuperPod marks Atlas super-pod chips (HAMi's 910C entry), whose
+	// requests HAMi's webhook rounds up to whole modules. Nothing here does,
+	// so true is refused (unsupported.go).
 	SuperPod bool `json:"superPod,omitempty"`
 	// OverwriteEnv is the per-entry form of VNPUs.OverwriteEnv found in older
 	// HAMi charts (HAMi compatibility).
@@ -140,8 +144,8 @@ func (v *VNPUs) UnmarshalJSON(data []byte) error {
 
 // Mode resolves the vNPU mode: HAMiVNPUMode when set (hamiCore is read as
 // hami-core), else hami-core when HAMiVNPUCore is set, else template.
-// Validate rejects any other mode, so a validated Config returns one of the
-// VNPUMode constants.
+// Validate rejects any other mode, and enpu (not implemented), so a
+// validated Config returns VNPUModeTemplate or VNPUModeHAMiCore.
 func (v VNPUs) Mode() string {
 	switch mode := strings.ToLower(strings.TrimSpace(v.HAMiVNPUMode)); mode {
 	case "":

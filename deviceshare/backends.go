@@ -87,7 +87,8 @@ func WithDeviceInfo(src mindcluster.DeviceInfoSource) BackendOption {
 
 // ascendBackends builds one HAMi Ascend backend per vnpus entry, in the
 // configuration's order. The vnpus mode decides how nodes without the
-// hami-vnpu-core annotation slice; enpu is served as template mode.
+// hami-vnpu-core annotation slice (template or hami-core: the configuration
+// refuses HAMi's enpu, which is not implemented).
 func ascendBackends(cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
 	if cfg == nil {
 		cfg = config.Default()
