@@ -1,6 +1,8 @@
 package nodeagent_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,5 +70,21 @@ func TestOptionsUsageComesFromTheProfile(t *testing.T) {
 	o.AddFlags(fs)
 	if f := fs.Lookup("socket-name"); f == nil || f.Usage != "the socket" || f.DefValue != "a.sock" {
 		t.Errorf("--socket-name = %+v, want the profile's default and help", f)
+	}
+}
+
+// A node agent started with --config-file refuses a document with a key
+// nothing acts on, as the scheduler's Loader does: both read it with
+// config.Parse, so the refusal names the same key with the same message.
+func TestReadConfigFileRefusesUnsupportedKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "device-config.yaml")
+	if err := os.WriteFile(path, []byte("nodeconfig:\n- name: n1\n  migstrategy: mixed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := &nodeagent.Options{ConfigFile: path}
+	cfg, err := o.ReadConfigFile()
+	want := `nodeconfig[0].migstrategy: Unsupported value: "mixed": not supported`
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--config-file=") {
+		t.Fatalf("ReadConfigFile() = %v, %v; want an error naming --config-file and containing %q", cfg, err, want)
 	}
 }
