@@ -89,8 +89,9 @@ func deployVariants() []deployVariant {
 			name: "defaults",
 			check: func(t *testing.T, r rendered) {
 				if diff := cmp.Diff(map[string]int{
-					"ServiceAccount": 2, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
-					"ConfigMap": 2, "Deployment": 1, "DaemonSet": 1, "Service": 2, "Secret": 1,
+					"ServiceAccount": 3, "ClusterRole": 4, "ClusterRoleBinding": 4, "Role": 4, "RoleBinding": 4,
+					"ConfigMap": 2, "Deployment": 2, "DaemonSet": 1, "Service": 3, "Secret": 1,
+					"MutatingWebhookConfiguration": 1, "ValidatingWebhookConfiguration": 1,
 				}, r.kinds()); diff != "" {
 					t.Errorf("object kinds (-want +got):\n%s", diff)
 				}
@@ -143,8 +144,8 @@ func deployVariants() []deployVariant {
 				if got := *r.deployment.Spec.Replicas; got != 2 {
 					t.Errorf("scheduler replicas = %d, want 2", got)
 				}
-				if n := r.kinds()["Service"]; n != 1 {
-					t.Errorf("Services = %d, want only the scheduler's with the agent's exporter off", n)
+				if n := r.kinds()["Service"]; n != 2 || !r.has("Service", "deploy-gpushare-ascend", "vshare-webhook") {
+					t.Errorf("Services = %d, want only the scheduler's and the webhook's with the agent's exporter off", n)
 				}
 			},
 		},
@@ -498,6 +499,9 @@ func dryRunAll(t *testing.T, ctx context.Context, dry *framework.DryRunner, mani
 		case "ConfigMap":
 			readConfigMap(t, got, &r)
 		case "Deployment":
+			if got.GetLabels()["app.kubernetes.io/component"] == "webhook" {
+				continue
+			}
 			r.deployment = new(appsv1.Deployment)
 			fromUnstructured(t, got, r.deployment)
 		case "DaemonSet":

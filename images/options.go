@@ -19,6 +19,8 @@ const (
 	// DevicePlugin is vgpu-device-plugin: the NVIDIA node agent and
 	// libvgpu.so on bullseye's glibc.
 	DevicePlugin = "vgpu-device-plugin"
+	// Webhook is vshare-webhook: the admission webhook, static, non-root.
+	Webhook = "vshare-webhook"
 	// Pause is the test-only pod sandbox image (e2e/cmd/pause).
 	Pause = "pause"
 	// CUDAWorkload is the test-only workload image (e2e/testdata/gpuworkload.c).
@@ -28,6 +30,7 @@ const (
 // Paths inside the images.
 const (
 	SchedulerBinary = "/vc-scheduler"
+	WebhookBinary   = "/vshare-webhook"
 	AgentBinary     = "/usr/local/bin/vgpu-device-plugin"
 	// LibvgpuPath is where the agent image carries libvgpu.so; the chart's
 	// install-libvgpu init container copies it to the host.
@@ -40,7 +43,7 @@ const (
 const DefaultRegistry = "ghcr.io/vgpushare"
 
 // Shipped are the images a release publishes.
-func Shipped() []string { return []string{Scheduler, DevicePlugin} }
+func Shipped() []string { return []string{Scheduler, DevicePlugin, Webhook} }
 
 // ForTests are the images only the end-to-end tests use.
 func ForTests() []string { return []string{Pause, CUDAWorkload} }

@@ -21,6 +21,8 @@ func recipeFor(name string) recipe {
 		return schedulerImage
 	case DevicePlugin:
 		return devicePluginImage
+	case Webhook:
+		return webhookImage
 	case Pause:
 		return pauseImage
 	default:
@@ -48,6 +50,28 @@ func schedulerImage(ctx context.Context, b *builder, work string) (imageSpec, er
 		},
 		Config: v1.Config{
 			Entrypoint: []string{SchedulerBinary},
+			User:       "65532:65532",
+			WorkingDir: "/home/nonroot",
+			Env:        []string{defaultPath},
+		},
+	}, nil
+}
+
+// webhookImage: the static admission webhook on the static base, non-root,
+// as the scheduler (it reads only the API server, its flags and the
+// scheduler's configuration file).
+func webhookImage(ctx context.Context, b *builder, work string) (imageSpec, error) {
+	bin := filepath.Join(work, "vshare-webhook")
+	if err := goBuild(ctx, b.opts, goProgram{Pkg: "./cmd/vshare-webhook", Out: bin, LDFlags: "-s -w"}); err != nil {
+		return imageSpec{}, err
+	}
+	return imageSpec{
+		Layers: []layerSpec{
+			staticBase(),
+			{Comment: "vshare-webhook (./cmd/vshare-webhook, CGO_ENABLED=0)", Entries: []entry{file(WebhookBinary, bin, 0o755)}},
+		},
+		Config: v1.Config{
+			Entrypoint: []string{WebhookBinary},
 			User:       "65532:65532",
 			WorkingDir: "/home/nonroot",
 			Env:        []string{defaultPath},

@@ -19,18 +19,16 @@ import (
 	"syscall"
 	"time"
 
-	"gopkg.in/yaml.v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"volcano.sh/volcano/pkg/scheduler/conf"
-	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/admission"
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/config/deploy/schedconf"
 	"github.com/vgpushare/vshare/deviceshare"
 )
 
@@ -186,28 +184,18 @@ func run(o options) error {
 }
 
 // schedulerArgs reads the deviceshare plugin's arguments from the
-// scheduler's configuration file, with the scheduler's own parser.
+// scheduler's configuration file, with Volcano's and the plugin's own
+// parsers (schedconf, as the deployment checks read it).
 func schedulerArgs(file string) (deviceshare.Args, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return deviceshare.Args{}, fmt.Errorf("read the scheduler configuration: %w", err)
 	}
-	var sc conf.SchedulerConfiguration
-	if err := yaml.Unmarshal(data, &sc); err != nil {
-		return deviceshare.Args{}, fmt.Errorf("scheduler configuration %s: %w", file, err)
+	a, err := schedconf.SchedulerArgs(string(data))
+	if err != nil {
+		return deviceshare.Args{}, fmt.Errorf("%s: %w", file, err)
 	}
-	for _, tier := range sc.Tiers {
-		for _, p := range tier.Plugins {
-			if p.Name == "deviceshare" {
-				a, err := deviceshare.ParseArgs(framework.Arguments(p.Arguments))
-				if err != nil {
-					return deviceshare.Args{}, fmt.Errorf("scheduler configuration %s: deviceshare arguments: %w", file, err)
-				}
-				return a, nil
-			}
-		}
-	}
-	return deviceshare.Args{}, fmt.Errorf("scheduler configuration %s: no deviceshare plugin in its tiers", file)
+	return a, nil
 }
 
 func enabled(a deviceshare.Args) []string {

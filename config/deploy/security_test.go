@@ -14,7 +14,7 @@ import (
 // TestPlainManifestsLeastPrivilege: the chart's defaults give each pod no
 // more than docs/security.md says it needs. The scheduler: no root, no
 // capability, read-only root filesystem, the runtime's seccomp profile.
-// The agent: root with the CHOWN capability only, not privileged, no host
+// The webhook: as the scheduler, and no host path. The agent: root with the CHOWN capability only, not privileged, no host
 // namespaces, exactly its three host directories (libvgpu's read-only), and
 // an init container with no capability.
 func TestPlainManifestsLeastPrivilege(t *testing.T) {
@@ -22,10 +22,29 @@ func TestPlainManifestsLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps, err := deploy.OfKind[appsv1.Deployment](ms, "Deployment")
-	if err != nil || len(deps) != 1 {
-		t.Fatalf("Deployments: %d, %v; want the scheduler's", len(deps), err)
+	all, err := deploy.OfKind[appsv1.Deployment](ms, "Deployment")
+	if err != nil || len(all) != 2 {
+		t.Fatalf("Deployments: %d, %v; want the scheduler's and the webhook's", len(all), err)
 	}
+	var deps, hooks []appsv1.Deployment
+	for _, d := range all {
+		if d.Name == "vshare-webhook" {
+			hooks = append(hooks, d)
+		} else {
+			deps = append(deps, d)
+		}
+	}
+	if len(hooks) != 1 {
+		t.Fatalf("no vshare-webhook Deployment among %d", len(all))
+	}
+	hook := hooks[0].Spec.Template.Spec
+	if hook.HostNetwork || hook.HostPID || hook.HostIPC || len(hook.Volumes) != len(nonHostPath(hook.Volumes)) {
+		t.Error("the webhook's pod shares a host namespace or mounts a host path")
+	}
+	if hc := hook.Containers[0].SecurityContext; hc == nil || hc.RunAsNonRoot == nil || !*hc.RunAsNonRoot || hc.RunAsUser == nil || *hc.RunAsUser == 0 {
+		t.Error("webhook may run as root")
+	}
+	checkRestricted(t, "webhook", hook.Containers[0].SecurityContext, nil)
 	dss, err := deploy.OfKind[appsv1.DaemonSet](ms, "DaemonSet")
 	if err != nil || len(dss) != 1 {
 		t.Fatalf("DaemonSets: %d, %v; want the agent's", len(dss), err)

@@ -73,3 +73,16 @@ tiers:
 {{- define "vshare.allocationKey.dir" -}}
 /etc/vshare/allocation-key
 {{- end -}}
+
+{{/* The webhooks' namespaceSelector: every namespace but .skip and those
+     labelled vshare.io/admission=disabled. */}}
+{{- define "vshare.webhook.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ toJson .skip }}
+    - key: vshare.io/admission
+      operator: NotIn
+      values: ["disabled"]
+{{- end -}}
