@@ -200,8 +200,8 @@ func (p *Policy) Mutate(pod *v1.Pod) ([]Change, error) {
 		switch {
 		case nvidia && cfg != nil && cfg.NVIDIA.RuntimeClassName != "":
 			rc = cfg.NVIDIA.RuntimeClassName
-		case ascend && cfg != nil && cfg.VNPUs.RuntimeClassName != "":
-			rc = cfg.VNPUs.RuntimeClassName
+		case ascend && cfg != nil:
+			rc = ascendRuntimeClass(cfg, pod)
 		}
 		if rc != "" {
 			out = append(out, Change{Op: "add", Path: "/spec/runtimeClassName", Value: rc,
@@ -210,6 +210,13 @@ func (p *Policy) Mutate(pod *v1.Pod) ([]Change, error) {
 	}
 	hideNVIDIA := cfg != nil && cfg.NVIDIA.OverwriteEnv
 	hideAscend := cfg != nil && cfg.VNPUs.OverwriteEnv
+	if cfg != nil {
+		for _, e := range cfg.VNPUs.Configs {
+			// The per-entry form of older HAMi documents: the variable
+			// hides every chip type alike.
+			hideAscend = hideAscend || e.OverwriteEnv
+		}
+	}
 	if !hideNVIDIA && !hideAscend {
 		return out, nil
 	}
@@ -237,6 +244,28 @@ func (p *Policy) Mutate(pod *v1.Pod) ([]Change, error) {
 		}
 	}
 	return out, nil
+}
+
+// ascendRuntimeClass is vnpus.runtimeClassName, or else that of the first
+// vnpus entry (the per-entry form of older HAMi documents) whose count
+// resource the pod asks for.
+func ascendRuntimeClass(cfg *config.Config, pod *v1.Pod) string {
+	if cfg.VNPUs.RuntimeClassName != "" {
+		return cfg.VNPUs.RuntimeClassName
+	}
+	for _, e := range cfg.VNPUs.Configs {
+		if e.RuntimeClassName == "" || e.ResourceName == "" {
+			continue
+		}
+		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for _, c := range cs {
+				if _, ok := c.Resources.Limits[v1.ResourceName(e.ResourceName)]; ok {
+					return e.RuntimeClassName
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // setEnv sets name=value in a copy of env, replacing every entry of that

@@ -189,3 +189,35 @@ func TestHandlerPatchesAndRefuses(t *testing.T) {
 		t.Errorf("validate Deployment: allowed %t, result %+v", resp.Allowed, resp.Result)
 	}
 }
+
+// TestMutateAscendPerEntry: the per-entry overwriteEnv and runtimeClassName
+// of older HAMi vnpus documents are acted on, not only the section's.
+func TestMutateAscendPerEntry(t *testing.T) {
+	cfg := config.Default()
+	if len(cfg.VNPUs.Configs) == 0 {
+		t.Fatal("no built-in vnpus entry")
+	}
+	e := &cfg.VNPUs.Configs[0]
+	e.OverwriteEnv, e.RuntimeClassName = true, "ascend"
+	p, err := NewPolicy(Options{Args: deviceshare.Args{AscendHAMiVNPUEnable: true},
+		Config: func() (*config.Config, uint64) { return cfg, 1 }, SchedulerName: DefaultSchedulerName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	npu := v1.Container{Name: "npu", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{
+		v1.ResourceName(e.ResourceName): resource.MustParse("1")}}}
+	got, err := p.Mutate(pod(npu, plain("sidecar")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"add /spec/schedulerName", "add /spec/runtimeClassName", "add /spec/containers/1/env"}
+	if !slices.Equal(paths(got), want) {
+		t.Fatalf("changes %q, want %q", paths(got), want)
+	}
+	if env := got[2].Value.([]v1.EnvVar); len(env) != 1 || env[0] != (v1.EnvVar{Name: EnvAscendVisible, Value: "none"}) {
+		t.Errorf("sidecar env %v, want ASCEND_VISIBLE_DEVICES=none", env)
+	}
+	if got[1].Value != "ascend" {
+		t.Errorf("runtime class %v, want the entry's", got[1].Value)
+	}
+}
