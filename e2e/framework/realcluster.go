@@ -205,6 +205,9 @@ func (rc *RealCluster) installChart(ctx context.Context, helmPath string, extra 
 		// A card an Xid took away comes back within a test's time (the
 		// default is 5 minutes).
 		"--set", "devicePlugin.flags.health-recovery=" + HealthRecovery.String(),
+		// The admission webhook hides the cards from containers that ask
+		// for none (docs/security.md recommends it).
+		"--set", "deviceConfig.config.nvidia.overwriteEnv=true",
 	}, extra...)
 	start := time.Now()
 	if out, err := h.Install(ctx, rc.Kubeconfig, filepath.Join(root, "config", "deploy", "helm", "vshare"),

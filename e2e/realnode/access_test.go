@@ -18,19 +18,22 @@ import (
 )
 
 // TestWhatAContainerReaches: which cards a container reaches on the real
-// node when it asks for no share, when it opts out of libvgpu, and when it
-// holds whole cards; each as the fake driver and the container's own CUDA
-// and NVML see it.
+// node, without the admission webhook, when it asks for no share, when it
+// opts out of libvgpu, and when it holds whole cards; each as the fake
+// driver and the container's own CUDA and NVML see it.
 func TestWhatAContainerReaches(t *testing.T) {
+	// A namespace the admission webhook skips (vshare.io/admission=
+	// disabled): what the node alone gives. TestAdmission shows the same
+	// pods in a namespace the webhook covers.
 	const ns = "access"
+	withoutAdmission(t, ns)
 	ctx := setup(t, ns, 6*time.Minute)
 
 	// The CUDA workload image sets NVIDIA_VISIBLE_DEVICES=all, as NVIDIA's
 	// CUDA base images do. The toolkit gives such a container every card,
-	// with no limit: nothing on the node asks the scheduler. The tenancy
-	// issue (#33: an admission webhook's overwriteEnv) closes it; until
-	// then this test shows the gap, and fails once it is closed.
-	t.Run("a pod asking for no GPU, in a CUDA image, reaches every card (gap, issue 33)", func(t *testing.T) {
+	// with no limit: nothing on the node asks the scheduler. The webhook's
+	// overwriteEnv closes it (TestAdmission); without it, this is the gap.
+	t.Run("without the webhook, a pod asking for no GPU, in a CUDA image, reaches every card", func(t *testing.T) {
 		pod := plainPod(ctx, t, ns, "cuda-image", nil)
 		if got := logValue(ctx, t, pod, "cuda_devices"); got != "2" {
 			t.Errorf("CUDA devices %s, want both cards (the toolkit honours the image's NVIDIA_VISIBLE_DEVICES=all)", got)
@@ -51,7 +54,7 @@ func TestWhatAContainerReaches(t *testing.T) {
 			t.Errorf("CUDA devices %s, want 0", got)
 		}
 	})
-	t.Run("CUDA_DISABLE_CONTROL=true gets its card without libvgpu's limit", func(t *testing.T) {
+	t.Run("without the webhook, CUDA_DISABLE_CONTROL=true gets its card without libvgpu's limit", func(t *testing.T) {
 		card := rc.Driver.Stats().Devices[0].UUID
 		tk := onCard(task("free", 1, 2000, 0, "fill", "1024"), card)
 		tk.Env = []v1.EnvVar{{Name: "CUDA_DISABLE_CONTROL", Value: "true"}}

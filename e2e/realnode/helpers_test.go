@@ -122,3 +122,15 @@ func cardOf(t *testing.T, pod v1.Pod) int {
 	t.Fatalf("pod %s: card %s is not the driver's", pod.Name, alloc[0][0].UUID)
 	return -1
 }
+
+// withoutAdmission creates the namespace labelled
+// vshare.io/admission=disabled, which the chart's webhooks skip; setup then
+// finds it.
+func withoutAdmission(t *testing.T, ns string) {
+	t.Helper()
+	_, err := rc.Kube.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ns, Labels: map[string]string{"vshare.io/admission": "disabled"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
