@@ -139,7 +139,7 @@ func (s *SelfSigned) Sync(ctx context.Context) (time.Time, error) {
 		}
 		klog.InfoS("Issued a new webhook serving certificate", "secret", s.Namespace+"/"+s.Secret, "dnsNames", s.DNSNames, "validity", s.validity())
 	}
-	return time.Time{}, fmt.Errorf("Secret %s/%s: too many concurrent writers", s.Namespace, s.Secret)
+	return time.Time{}, fmt.Errorf("secret %s/%s: too many concurrent writers", s.Namespace, s.Secret)
 }
 
 // usable parses the Secret's certificate and says whether it can serve: it

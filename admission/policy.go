@@ -331,9 +331,7 @@ func (p *Policy) Validate(meta *v1.Pod, field string) []Refusal {
 			out = append(out, Refusal{Field: field, Reason: b.Name() + ": " + err.Error()})
 		}
 	}
-	for _, r := range p.hostPaths(pod, field) {
-		out = append(out, r)
-	}
+	out = append(out, p.hostPaths(pod, field)...)
 	if !nvidia && !ascend {
 		return out
 	}
