@@ -246,19 +246,25 @@ static uint32_t parse_count(const char *name, uint32_t lo, uint32_t hi, uint32_t
 	return (uint32_t)n;
 }
 
+#ifdef VGPU_TEST_HOOKS
 /*
+ * Test build only (make build/libvgpu-hooks.so, and the ASan and TSan
+ * builds; never libvgpu.so, which images/ ships):
  * LIBVGPU_TEST_DIE_IN_LOCK=N makes the process SIGKILL itself inside its N-th
  * successful charge, holding the region lock with the update half done;
  * LIBVGPU_TEST_STOP_IN_LOCK=N makes it SIGSTOP itself there instead, as a
  * debugger or a frozen cgroup would stop it. They exist so that the tests
- * can stop a process exactly there; a process can always kill or stop
- * itself, so they give nobody anything new.
+ * can stop a process exactly there. The release library does not contain
+ * them at all (test/run.sh, case no_test_hooks, and images/
+ * TestReleaseLibvgpuHasNoTestHooks check it), so no environment can make a
+ * shipped library behave as a test needs.
  */
 static void parse_test_hooks(struct vgpu_config *cfg)
 {
 	cfg->test_die_in_lock = parse_count("LIBVGPU_TEST_DIE_IN_LOCK", 1, UINT32_MAX, 0);
 	cfg->test_stop_in_lock = parse_count("LIBVGPU_TEST_STOP_IN_LOCK", 1, UINT32_MAX, 0);
 }
+#endif
 
 void vgpu_env_parse(struct vgpu_config *cfg)
 {
@@ -268,7 +274,9 @@ void vgpu_env_parse(struct vgpu_config *cfg)
 	parse_oversubscribe(cfg);
 	parse_priority(cfg);
 	parse_visible(cfg);
+#ifdef VGPU_TEST_HOOKS
 	parse_test_hooks(cfg);
+#endif
 	cfg->lock_timeout_ms = parse_count("LIBVGPU_LOCK_TIMEOUT_MS", 100, 600000, 5000);
 
 	const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");

@@ -48,8 +48,10 @@ struct vgpu_config {
 	bool any_mem_limit;
 	bool any_sm_limit;
 	bool accounting;                        /* count allocations at all */
-	uint32_t test_die_in_lock;              /* LIBVGPU_TEST_DIE_IN_LOCK (tests only) */
-	uint32_t test_stop_in_lock;             /* LIBVGPU_TEST_STOP_IN_LOCK (tests only) */
+#ifdef VGPU_TEST_HOOKS
+	uint32_t test_die_in_lock;              /* LIBVGPU_TEST_DIE_IN_LOCK (test build only) */
+	uint32_t test_stop_in_lock;             /* LIBVGPU_TEST_STOP_IN_LOCK (test build only) */
+#endif
 	uint32_t lock_timeout_ms;               /* LIBVGPU_LOCK_TIMEOUT_MS, default 5000 */
 	bool oversubscribe;                     /* CUDA_OVERSUBSCRIBE=true */
 	char region_path[4096];                 /* "" = process-private region */

@@ -620,7 +620,9 @@ void vgpu_region_after_fork(void)
 	pthread_mutex_init(&vgpu_rs.mu, NULL);
 	__atomic_store_n(&vgpu_rs.slot, -1, __ATOMIC_RELEASE);
 	vgpu_rs.epoch = 0;
+#ifdef VGPU_TEST_HOOKS
 	vgpu_rs.charges = 0;
+#endif
 	vgpu_rs.last_sweep_ns = 0;
 	memset(vgpu_rs.mine, 0, sizeof(vgpu_rs.mine));
 	memset(vgpu_rs.host, 0, sizeof(vgpu_rs.host));

@@ -39,7 +39,9 @@ struct region_state {
 	uint64_t mine[VGPU_MAX_DEVICES];/* bytes this process has charged: what it re-registers */
 	uint64_t host[VGPU_MAX_DEVICES];/* of those, bytes served from host memory (host.c) */
 	uint64_t last_sweep_ns;
+#ifdef VGPU_TEST_HOOKS
 	uint32_t charges;               /* for LIBVGPU_TEST_DIE_IN_LOCK / _STOP_IN_LOCK */
+#endif
 	bool claim_retry;               /* the claim gave up on a stuck lock: try again */
 	int32_t hostpid;
 	uint32_t hostpid_source;

@@ -21,6 +21,7 @@ static void set_mine_locked(int idx, uint64_t now, bool charge)
 	struct vgpu_proc_slot *s = &vgpu_rs.r->slots[vgpu_rs.slot];
 	uint64_t old = vgpu_rs.mine[idx];
 	rg_put_used(&s->mem_used[idx], &s->mem_used_check[idx], now);
+#ifdef VGPU_TEST_HOOKS
 	if (charge && (vgpu_cfg.test_die_in_lock != 0 || vgpu_cfg.test_stop_in_lock != 0)) {
 		++vgpu_rs.charges;
 		if (vgpu_rs.charges == vgpu_cfg.test_die_in_lock)
@@ -28,6 +29,9 @@ static void set_mine_locked(int idx, uint64_t now, bool charge)
 		if (vgpu_rs.charges == vgpu_cfg.test_stop_in_lock)
 			kill(getpid(), SIGSTOP);    /* test hook: stop holding the lock, until SIGCONT */
 	}
+#else
+	(void)charge;
+#endif
 	vgpu_rs.mine[idx] = now;
 	/* Re-checked here: the file may have been damaged since still_mine(). */
 	uint64_t total;

@@ -2,7 +2,7 @@
 # run.sh BUILD_DIR MODE... - runs the libvgpu suite in each mode and prints
 # one line per case and a final "N passed, N failed" line (read by CI).
 #
-# Modes: normal (libvgpu.so), asan (ASan+UBSan build of library and tests),
+# Modes: normal (libvgpu.so, the release library), asan (ASan+UBSan build of library and tests),
 # tsan (ThreadSanitizer build; only the cases flagged tsan: the concurrent
 # ones; the sm_* cases assert no races there, not utilisation), valgrind (memcheck, children traced). Timing-based cases (sm_*) and
 # the 256-process case are skipped under valgrind: its 20-50x slowdown makes
@@ -15,6 +15,14 @@
 # valgrind). RUN_ONLY=stress runs only them, with STRESS_PROCS processes for
 # STRESS_SECS seconds (STRESS_PROCS_VALGRIND under valgrind): `make stress`.
 # ONLY=<regex> runs only the cases whose label matches.
+#
+# Test hooks (LIBVGPU_TEST_DIE_IN_LOCK, LIBVGPU_TEST_STOP_IN_LOCK) exist only
+# in the test builds (-DVGPU_TEST_HOOKS: build/libvgpu-hooks.so and the ASan
+# and TSan builds), never in libvgpu.so. The cases flagged hooks run against
+# libvgpu-hooks.so in the normal and valgrind modes; every other case runs
+# against libvgpu.so itself. The case no_test_hooks proves the release
+# library free of them (and the hooks build not: the check can fail), and
+# release_no_hooks sets a hook for libvgpu.so and sees nothing happen.
 set -u
 B=$(cd "$1" && pwd); shift
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +35,9 @@ failed=""
 # observer: the stub records device bytes across processes (stub.h);
 # shared: the stub's devices are one state for all processes, as a real GPU is;
 # minstub: use the stub without optional entry points; novg: skip under
-# valgrind; tsan: also run under ThreadSanitizer; stress: a stress campaign)
+# valgrind; tsan: also run under ThreadSanitizer; stress: a stress campaign;
+# hooks: needs the test hooks, so the hooks build of the library;
+# release: needs the release library, so only the normal and valgrind modes)
 CASES='
 passthrough|passthrough||
 limit_basic|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|
@@ -61,14 +71,15 @@ minimal_driver|minimal_driver|CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_SM_LIMIT=3
 multiproc|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region tsan
 multiproc_one_card|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_CTX_DELAY_US=30000|region shared
 reclaim_sigkill|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
-lock_owner_death|lock_owner_death|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan
-lock_stopped_holder|lock_stopped_holder|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 LIBVGPU_LOCK_TIMEOUT_MS=300|region
+lock_owner_death|lock_owner_death|CUDA_DEVICE_MEMORY_LIMIT=1g|region tsan hooks
+lock_stopped_holder|lock_stopped_holder|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 LIBVGPU_LOCK_TIMEOUT_MS=300|region hooks
+release_no_hooks|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g LIBVGPU_TEST_DIE_IN_LOCK=1 LIBVGPU_TEST_STOP_IN_LOCK=1|region release
 region_corrupt|region_corrupt|CUDA_DEVICE_MEMORY_LIMIT=1g|region
 corrupt_live|corrupt_live|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer tsan
 region_ro_dir|region_ro_dir|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region
 stress_mp|stress_mp|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress
-stress_kill|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress
-stress_corrupt|stress_corrupt|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress
+stress_kill|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress hooks
+stress_corrupt|stress_corrupt|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer tsan stress hooks
 layout|layout|CUDA_DEVICE_MEMORY_LIMIT_0=1g CUDA_DEVICE_MEMORY_LIMIT_1=512m CUDA_TASK_PRIORITY=1|region
 fork_child|fork_child|CUDA_DEVICE_MEMORY_LIMIT=1g|region
 init_256|init_256|CUDA_DEVICE_MEMORY_LIMIT=1g|region novg tsan
@@ -90,7 +101,7 @@ limit_basic_pidns|limit_basic|CUDA_DEVICE_MEMORY_LIMIT=1g|pidns
 clamped_queries_pidns|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region pidns
 multiproc_pidns|multiproc|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region pidns tsan
 reclaim_sigkill_pidns|reclaim_sigkill|CUDA_DEVICE_MEMORY_LIMIT=1g|region pidns
-stress_kill_pidns|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer pidns stress
+stress_kill_pidns|stress_kill|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=268435456|region observer pidns stress hooks
 sm_policy_disable|sm_unlimited|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=disable|novg
 sm_switch_free|sm_switch_free|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
 sm_switch_back|sm_switch_back|CUDA_DEVICE_SM_LIMIT=30|region novg tsan
@@ -117,6 +128,21 @@ shell_exports() {
 	extra=$(nm -D --defined-only "$ROOT/libvgpu.so" | awk '{print $3}' |
 		grep -v -E '^(cu[A-Za-z0-9_]+|nvml[A-Za-z0-9_]+|dlsym)$' | grep -v '^$')
 	[ -z "$extra" ] || { echo "unexpected exports: $extra"; return 1; }
+}
+
+# The release library holds no test hook: neither variable's name is in it
+# (the library cannot read what it does not name). The hooks build has both,
+# so a check that can find nothing would fail here.
+HOOK_VARS="LIBVGPU_TEST_DIE_IN_LOCK LIBVGPU_TEST_STOP_IN_LOCK"
+shell_no_test_hooks() {
+	for v in $HOOK_VARS; do
+		grep -q -a "$v" "$B/libvgpu-hooks.so" ||
+			{ echo "$B/libvgpu-hooks.so lacks $v: the check below proves nothing"; return 1; }
+		if grep -q -a "$v" "$ROOT/libvgpu.so"; then
+			echo "$ROOT/libvgpu.so, the release library, names $v: build it without -DVGPU_TEST_HOOKS"
+			return 1
+		fi
+	done
 }
 
 # make gpu-check against the stub driver, so that it cannot rot where no GPU
@@ -153,15 +179,16 @@ run_shell() { # mode label function args...
 run_mode() {
 	mode=$1
 	sprocs=8; ssecs=3; timing=1; slow=1
+	hookpre=""     # what the cases flagged hooks preload instead of $pre
 	case $mode in
-	normal) pre="$ROOT/libvgpu.so"; bin="$B/vgpu_test"; wrap=""; procs=256 ;;
+	normal) pre="$ROOT/libvgpu.so"; hookpre="$B/libvgpu-hooks.so"; bin="$B/vgpu_test"; wrap=""; procs=256 ;;
 	asan) pre="$(${CC:-gcc} -print-file-name=libasan.so) $B/libvgpu-asan.so"
 	      bin="$B/vgpu_test-asan"; wrap=""; procs=64 ;;
 	# The TSan runtime must be the first library initialised: preload it
 	# ahead of the TSan build of libvgpu (the test binary links it too).
 	tsan) pre="$(${CC:-gcc} -print-file-name=libtsan.so) $B/libvgpu-tsan.so"
 	      bin="$B/vgpu_test-tsan"; wrap=""; procs=32; sprocs=6; timing=0 ;;
-	valgrind) pre="$ROOT/libvgpu.so"; bin="$B/vgpu_test"; procs=256; sprocs=4; slow=10
+	valgrind) pre="$ROOT/libvgpu.so"; hookpre="$B/libvgpu-hooks.so"; bin="$B/vgpu_test"; procs=256; sprocs=4; slow=10
 	      wrap="valgrind -q --vgdb=no --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --trace-children=yes" ;;
 	esac
 	if [ "${RUN_ONLY:-}" = stress ]; then
@@ -169,6 +196,7 @@ run_mode() {
 		[ "$mode" = valgrind ] && sprocs=${STRESS_PROCS_VALGRIND:-8}
 	else
 		[ "$mode" = normal ] && run_shell "$mode" exports shell_exports
+		[ "$mode" = normal ] && run_shell "$mode" no_test_hooks shell_no_test_hooks
 		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && run_shell "$mode" gpu_check_stub shell_gpu_check
 		[ "$mode" != valgrind ] && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
 	fi
@@ -179,6 +207,10 @@ run_mode() {
 		case " $flags " in *" novg "*) [ "$mode" = valgrind ] && continue ;; esac
 		case " $flags " in *" tsan "*) ;; *) [ "$mode" = tsan ] && continue ;; esac
 		case " $flags " in *" stress "*) ;; *) [ "${RUN_ONLY:-}" = stress ] && continue ;; esac
+		# The sanitizer builds have the hooks: release cases need libvgpu.so.
+		case " $flags " in *" release "*) [ -n "$hookpre" ] || continue ;; esac
+		lib=$pre
+		case " $flags " in *" hooks "*) [ -n "$hookpre" ] && lib=$hookpre ;; esac
 		dir=$(mktemp -d)
 		stub="$B/stub"
 		case " $flags " in *" minstub "*) stub="$B/stub-min" ;; esac
@@ -195,7 +227,7 @@ run_mode() {
 		start=$(date +%s)
 		# shellcheck disable=SC2086
 		(cd "$dir" && env -i PATH="$PATH" HOME="${HOME:-/}" LD_LIBRARY_PATH="$stub" \
-			LD_PRELOAD="$pre" VGPU_TEST_DIR="$dir" VGPU_TEST_PROCS="$procs" \
+			LD_PRELOAD="$lib" VGPU_TEST_DIR="$dir" VGPU_TEST_PROCS="$procs" \
 			VGPU_TEST_STRESS_PROCS="$sprocs" VGPU_TEST_STRESS_SECS="$ssecs" VGPU_TEST_TIMING="$timing" \
 			VGPU_TEST_SLOW="$slow" \
 			ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
