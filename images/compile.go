@@ -60,31 +60,45 @@ func goBuild(ctx context.Context, o Options, p goProgram) error {
 // libvgpu/build holds objects of the host's glibc that make would reuse,
 // and -ffile-prefix-map turns the directory's random name into
 // /usr/src/vshare/libvgpu, so the library does not depend on where it was
-// built.
+// built. It is the release library, without libvgpu's test hooks
+// (CheckNoTestHooks refuses one that has them).
 func buildLibvgpu(ctx context.Context, o Options, s Sysroot, out string) error {
 	src := filepath.Join(o.Root, "libvgpu")
-	inputs := []string{"Makefile", "src", "include"}
-	build := func() error {
-		tmp, err := os.MkdirTemp("", "vshare-libvgpu-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		for _, p := range inputs {
-			if err := run(ctx, io.Discard, "", nil, "cp", "-R", filepath.Join(src, p), tmp); err != nil {
-				return fmt.Errorf("copy %s: %w", p, err)
-			}
-		}
-		cflags := strings.Join(append([]string{"-O2", "-g"}, reproducibleCFlags(s, tmp, "/usr/src/vshare/libvgpu")...), " ")
-		if err := run(ctx, o.Log, "", nil, "make", "-s", "-C", tmp, "libvgpu.so", "CC="+s.CC(o.CC), "CFLAGS="+cflags); err != nil {
-			return err
-		}
-		return copyFile(filepath.Join(tmp, "libvgpu.so"), out)
-	}
-	if err := cCache(ctx, o, s, src, inputs, out, build); err != nil {
+	build := func() error { return makeLibvgpu(ctx, o, s, "libvgpu.so", out) }
+	if err := cCache(ctx, o, s, src, libvgpuInputs, out, build); err != nil {
 		return fmt.Errorf("libvgpu: %w", err)
 	}
+	if err := CheckNoTestHooks(out); err != nil {
+		return err
+	}
 	return CheckGLIBC(out, GLIBCFloor)
+}
+
+// libvgpuInputs are what libvgpu's Makefile needs to build the library.
+var libvgpuInputs = []string{"Makefile", "src", "include"}
+
+// makeLibvgpu runs `make target` of libvgpu's Makefile in a fresh copy of
+// its sources, against the sysroot, with buildLibvgpu's flags, and copies
+// the target to out. buildLibvgpu makes libvgpu.so; the test of
+// CheckNoTestHooks makes build/libvgpu-hooks.so, the same library with the
+// test hooks, to show that the check finds them.
+func makeLibvgpu(ctx context.Context, o Options, s Sysroot, target, out string) error {
+	src := filepath.Join(o.Root, "libvgpu")
+	tmp, err := os.MkdirTemp("", "vshare-libvgpu-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	for _, p := range libvgpuInputs {
+		if err := run(ctx, io.Discard, "", nil, "cp", "-R", filepath.Join(src, p), tmp); err != nil {
+			return fmt.Errorf("copy %s: %w", p, err)
+		}
+	}
+	cflags := strings.Join(append([]string{"-O2", "-g"}, reproducibleCFlags(s, tmp, "/usr/src/vshare/libvgpu")...), " ")
+	if err := run(ctx, o.Log, "", nil, "make", "-s", "-C", tmp, target, "CC="+s.CC(o.CC), "CFLAGS="+cflags); err != nil {
+		return err
+	}
+	return copyFile(filepath.Join(tmp, target), out)
 }
 
 // buildWorkload compiles e2e/testdata/gpuworkload.c against the sysroot
