@@ -160,7 +160,8 @@ func StartRealCluster(ctx context.Context, opts RealClusterOptions) (_ *RealClus
 			return nil, err
 		}
 		values = append([]string{"--set", "allocationKey.create=false",
-			"--set", "scheduler.nodeSelector.kubernetes\\.io/hostname=" + rc.Node.Name}, values...)
+			"--set", "scheduler.nodeSelector.kubernetes\\.io/hostname=" + rc.Node.Name,
+			"--set", "webhook.nodeSelector.kubernetes\\.io/hostname=" + rc.Node.Name}, values...)
 	}
 	if err := rc.installChart(ctx, helm, values); err != nil {
 		return nil, err
