@@ -126,19 +126,7 @@ func kindOf(b api.Backend) kind {
 // share reports which device families one container asks for, judged by
 // the backends' own HasDeviceRequest on a pod holding that container alone.
 func share(bs []api.Backend, pod *v1.Pod, c *v1.Container) (nvidia, ascend bool) {
-	one := &v1.Pod{ObjectMeta: pod.ObjectMeta, Spec: v1.PodSpec{Containers: []v1.Container{*c}}}
-	for _, b := range bs {
-		if !b.HasDeviceRequest(one) {
-			continue
-		}
-		switch kindOf(b) {
-		case kindNVIDIA:
-			nvidia = true
-		case kindAscend:
-			ascend = true
-		}
-	}
-	return nvidia, ascend
+	return podShare(bs, &v1.Pod{ObjectMeta: pod.ObjectMeta, Spec: v1.PodSpec{Containers: []v1.Container{*c}}})
 }
 
 // podShare reports which families the pod asks for.

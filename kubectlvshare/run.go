@@ -237,32 +237,35 @@ func cardsCommand(fs *pflag.FlagSet) command {
 }
 
 func podsCommand(fs *pflag.FlagSet) command {
-	var all bool
-	fs.BoolVarP(&all, "all-namespaces", "A", false, "pods of every namespace")
+	ns := allNamespaces(fs, "pods")
 	return command{
 		check: noArgs("pods"),
 		run: func(ctx context.Context, p *Plugin, inv invocation) (tabler, error) {
-			ns := inv.namespace
-			if all {
-				ns = ""
-			}
-			return p.Pods(ctx, PodsOptions{Namespace: ns})
+			return p.Pods(ctx, PodsOptions{Namespace: ns(inv)})
 		},
 	}
 }
 
 func quotaCommand(fs *pflag.FlagSet) command {
-	var all bool
-	fs.BoolVarP(&all, "all-namespaces", "A", false, "quotas of every namespace")
+	ns := allNamespaces(fs, "quotas")
 	return command{
 		check: noArgs("quota"),
 		run: func(ctx context.Context, p *Plugin, inv invocation) (tabler, error) {
-			ns := inv.namespace
-			if all {
-				ns = ""
-			}
-			return p.Quota(ctx, QuotaOptions{Namespace: ns})
+			return p.Quota(ctx, QuotaOptions{Namespace: ns(inv)})
 		},
+	}
+}
+
+// allNamespaces adds -A/--all-namespaces and returns the namespace a
+// command reads: the invocation's, or every one ("") with -A.
+func allNamespaces(fs *pflag.FlagSet, what string) func(invocation) string {
+	var all bool
+	fs.BoolVarP(&all, "all-namespaces", "A", false, what+" of every namespace")
+	return func(inv invocation) string {
+		if all {
+			return ""
+		}
+		return inv.namespace
 	}
 }
 
