@@ -221,3 +221,25 @@ func TestMutateAscendPerEntry(t *testing.T) {
 		t.Errorf("runtime class %v, want the entry's", got[1].Value)
 	}
 }
+
+// TestValidateVolcanoJobTasks: each task's template of a Volcano Job is
+// checked, and the refusal names the task.
+func TestValidateVolcanoJobTasks(t *testing.T) {
+	h := &Handler{Policy: newPolicy(t, nil)}
+	priv := vgpuContainer("a", 1, 1000)
+	priv.SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
+	job := map[string]any{
+		"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": map[string]any{"name": "j"},
+		"spec": map[string]any{"tasks": []any{
+			map[string]any{"name": "ok", "template": v1.PodTemplateSpec{Spec: v1.PodSpec{Containers: []v1.Container{vgpuContainer("a", 1, 1000)}}}},
+			map[string]any{"name": "bad", "template": v1.PodTemplateSpec{Spec: v1.PodSpec{Containers: []v1.Container{priv}}}},
+		}},
+	}
+	raw, _ := json.Marshal(job)
+	resp := review(t, h, "/validate", &admissionv1.AdmissionRequest{UID: "3", Operation: admissionv1.Create,
+		Kind: metav1.GroupVersionKind{Group: "batch.volcano.sh", Version: "v1alpha1", Kind: "Job"}, Object: runtime.RawExtension{Raw: raw}})
+	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "spec.tasks[1].template.spec.containers[0].securityContext.privileged") ||
+		strings.Contains(resp.Result.Message, "spec.tasks[0]") {
+		t.Errorf("validate Volcano Job: allowed %t, result %+v", resp.Allowed, resp.Result)
+	}
+}
