@@ -235,9 +235,9 @@ func firstPEM(b []byte) []byte {
 // patchBundles writes bundle into every webhook of the two configurations
 // that does not have it yet.
 func (s *SelfSigned) patchBundles(ctx context.Context, bundle []byte) error {
-	ar := s.Client.AdmissionregistrationV1()
 	if s.Mutating != "" {
-		c, err := ar.MutatingWebhookConfigurations().Get(ctx, s.Mutating, metav1.GetOptions{})
+		mutating := s.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+		c, err := mutating.Get(ctx, s.Mutating, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("read MutatingWebhookConfiguration %s: %w", s.Mutating, err)
 		}
@@ -248,13 +248,14 @@ func (s *SelfSigned) patchBundles(ctx context.Context, bundle []byte) error {
 			}
 		}
 		if changed {
-			if _, err := ar.MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			if _, err := mutating.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("write the CA bundle into MutatingWebhookConfiguration %s: %w", s.Mutating, err)
 			}
 		}
 	}
 	if s.Validating != "" {
-		c, err := ar.ValidatingWebhookConfigurations().Get(ctx, s.Validating, metav1.GetOptions{})
+		validating := s.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+		c, err := validating.Get(ctx, s.Validating, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("read ValidatingWebhookConfiguration %s: %w", s.Validating, err)
 		}
@@ -265,7 +266,7 @@ func (s *SelfSigned) patchBundles(ctx context.Context, bundle []byte) error {
 			}
 		}
 		if changed {
-			if _, err := ar.ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			if _, err := validating.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("write the CA bundle into ValidatingWebhookConfiguration %s: %w", s.Validating, err)
 			}
 		}

@@ -70,7 +70,7 @@ func APICallSites(dirs ...string) (map[APICall][]string, error) {
 var groupAccessors = map[string]string{
 	"CoreV1": "", "CoordinationV1": "coordination.k8s.io", "AppsV1": "apps",
 	"EventsV1": "events.k8s.io", "RbacV1": "rbac.authorization.k8s.io",
-	"SchedulingV1beta1": "scheduling.volcano.sh",
+	"SchedulingV1beta1": "scheduling.volcano.sh", "AdmissionregistrationV1": "admissionregistration.k8s.io",
 }
 
 // unsupportedClients are calls whose requests this scanner cannot tell.
