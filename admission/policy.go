@@ -208,29 +208,23 @@ func (p *Policy) Mutate(pod *v1.Pod) ([]Change, error) {
 	if !hideNVIDIA && !hideAscend {
 		return out, nil
 	}
-	for _, set := range []struct {
-		field string
-		cs    []v1.Container
-	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
-		for i := range set.cs {
-			c := &set.cs[i]
-			nv, as := share(bs, pod, c)
-			env := c.Env
-			changed := false
-			if hideNVIDIA && !nv && !asksOther(c, "nvidia.com/") {
-				env, changed = setEnv(env, EnvNVIDIAVisible, hidden)
-			}
-			if hideAscend && !as && !asksOther(c, "huawei.com/") {
-				var ch bool
-				env, ch = setEnv(env, EnvAscendVisible, hidden)
-				changed = changed || ch
-			}
-			if changed {
-				out = append(out, Change{Op: "add", Path: fmt.Sprintf("/spec/%s/%d/env", set.field, i), Value: env,
-					Why: fmt.Sprintf("container %q asks for no share: overwriteEnv hides the node's devices from it", c.Name)})
-			}
+	eachContainer(pod, func(list string, i int, c *v1.Container) {
+		nv, as := share(bs, pod, c)
+		env := c.Env
+		changed := false
+		if hideNVIDIA && !nv && !asksOther(c, "nvidia.com/") {
+			env, changed = setEnv(env, EnvNVIDIAVisible, hidden)
 		}
-	}
+		if hideAscend && !as && !asksOther(c, "huawei.com/") {
+			var ch bool
+			env, ch = setEnv(env, EnvAscendVisible, hidden)
+			changed = changed || ch
+		}
+		if changed {
+			out = append(out, Change{Op: "add", Path: fmt.Sprintf("/spec/%s/%d/env", list, i), Value: env,
+				Why: fmt.Sprintf("container %q asks for no share: overwriteEnv hides the node's devices from it", c.Name)})
+		}
+	})
 	return out, nil
 }
 
@@ -327,40 +321,34 @@ func (p *Policy) Validate(meta *v1.Pod, field string) []Refusal {
 		out = append(out, Refusal{Field: field + ".hostPID", Reason: "a pod with a device share cannot share the host's PID namespace: " +
 			"it would see and signal every container's processes, those holding other shares included (docs/security.md)"})
 	}
-	for _, set := range []struct {
-		field string
-		cs    []v1.Container
-	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
-		for i := range set.cs {
-			c := &set.cs[i]
-			nv, as := share(bs, pod, c)
-			if !nv && !as {
-				continue
+	eachContainer(pod, func(list string, i int, c *v1.Container) {
+		nv, as := share(bs, pod, c)
+		if !nv && !as {
+			return
+		}
+		cf := fmt.Sprintf("%s.%s[%d]", field, list, i)
+		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			out = append(out, Refusal{Field: cf + ".securityContext.privileged", Reason: fmt.Sprintf(
+				"container %q asks for a device share and is privileged: a privileged container gets every device node of the host, every card whole; ask for whole cards without privileges, or drop the share", c.Name)})
+		}
+		if !nv {
+			return
+		}
+		for j, e := range c.Env {
+			if e.Name == vgpuproto.EnvDisableControl && (e.ValueFrom != nil || !strings.EqualFold(e.Value, "false") && e.Value != "") {
+				out = append(out, Refusal{Field: fmt.Sprintf("%s.env[%d]", cf, j), Reason: fmt.Sprintf(
+					"container %q asks for a vGPU share and sets %s: that turns the share's limits off (the container would use the whole card); remove it", c.Name, vgpuproto.EnvDisableControl)})
 			}
-			cf := fmt.Sprintf("%s.%s[%d]", field, set.field, i)
-			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-				out = append(out, Refusal{Field: cf + ".securityContext.privileged", Reason: fmt.Sprintf(
-					"container %q asks for a device share and is privileged: a privileged container gets every device node of the host, every card whole; ask for whole cards without privileges, or drop the share", c.Name)})
-			}
-			if !nv {
-				continue
-			}
-			for j, e := range c.Env {
-				if e.Name == vgpuproto.EnvDisableControl && (e.ValueFrom != nil || !strings.EqualFold(e.Value, "false") && e.Value != "") {
-					out = append(out, Refusal{Field: fmt.Sprintf("%s.env[%d]", cf, j), Reason: fmt.Sprintf(
-						"container %q asks for a vGPU share and sets %s: that turns the share's limits off (the container would use the whole card); remove it", c.Name, vgpuproto.EnvDisableControl)})
-				}
-			}
-			for j, m := range c.VolumeMounts {
-				for _, ap := range agentContainerPaths {
-					if m.MountPath == ap || within(m.MountPath, ap) {
-						out = append(out, Refusal{Field: fmt.Sprintf("%s.volumeMounts[%d].mountPath", cf, j), Reason: fmt.Sprintf(
-							"container %q mounts %q over %s, which the node agent mounts to enforce the share; use another path", c.Name, m.MountPath, ap)})
-					}
+		}
+		for j, m := range c.VolumeMounts {
+			for _, ap := range agentContainerPaths {
+				if m.MountPath == ap || within(m.MountPath, ap) {
+					out = append(out, Refusal{Field: fmt.Sprintf("%s.volumeMounts[%d].mountPath", cf, j), Reason: fmt.Sprintf(
+						"container %q mounts %q over %s, which the node agent mounts to enforce the share; use another path", c.Name, m.MountPath, ap)})
 				}
 			}
 		}
-	}
+	})
 	return out
 }
 
@@ -384,6 +372,17 @@ func (p *Policy) hostPaths(pod *v1.Pod, field string) []Refusal {
 		}
 	}
 	return out
+}
+
+// eachContainer calls f with each init container and container of the pod,
+// with the name of its list in the spec and its index there.
+func eachContainer(pod *v1.Pod, f func(list string, i int, c *v1.Container)) {
+	for i := range pod.Spec.InitContainers {
+		f("initContainers", i, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		f("containers", i, &pod.Spec.Containers[i])
+	}
 }
 
 // within reports whether p lies strictly under dir.
