@@ -112,10 +112,10 @@ func run(o options) error {
 	case err != nil:
 		return fmt.Errorf("read the device ConfigMap %s/%s: %w", args.ConfigMapNamespace, args.ConfigMapName, err)
 	default:
-		if _, err := config.FromConfigMap(cm); err != nil {
+		loader.Apply(cm)
+		if err := loader.LastError(); err != nil {
 			return fmt.Errorf("device ConfigMap %s/%s: %w", args.ConfigMapNamespace, args.ConfigMapName, err)
 		}
-		loader.Apply(cm)
 	}
 	if err := loader.Start(ctx, args.ConfigMapNamespace, args.ConfigMapName); err != nil {
 		return err
