@@ -15,9 +15,9 @@ import (
 	"github.com/vgpushare/vshare/backends/mindcluster"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Environment variables the webhook sets on containers that ask for no
@@ -64,7 +64,7 @@ type Policy struct {
 	mu       sync.Mutex
 	gen      uint64
 	built    bool
-	backends []api.Backend
+	backends []device.Backend
 	cfg      *config.Config
 }
 
@@ -88,7 +88,7 @@ func NewPolicy(opts Options) (*Policy, error) {
 
 // current returns the backends and configuration of the configuration now
 // served, rebuilding them when its generation changed.
-func (p *Policy) current() ([]api.Backend, *config.Config, error) {
+func (p *Policy) current() ([]device.Backend, *config.Config, error) {
 	cfg, gen := p.opts.Config()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -113,7 +113,7 @@ const (
 	kindAscend
 )
 
-func kindOf(b api.Backend) kind {
+func kindOf(b device.Backend) kind {
 	switch b.(type) {
 	case *vgpu.Backend, *gpushare.Backend:
 		return kindNVIDIA
@@ -125,12 +125,12 @@ func kindOf(b api.Backend) kind {
 
 // share reports which device families one container asks for, judged by
 // the backends' own HasDeviceRequest on a pod holding that container alone.
-func share(bs []api.Backend, pod *v1.Pod, c *v1.Container) (nvidia, ascend bool) {
+func share(bs []device.Backend, pod *v1.Pod, c *v1.Container) (nvidia, ascend bool) {
 	return podShare(bs, &v1.Pod{ObjectMeta: pod.ObjectMeta, Spec: v1.PodSpec{Containers: []v1.Container{*c}}})
 }
 
 // podShare reports which families the pod asks for.
-func podShare(bs []api.Backend, pod *v1.Pod) (nvidia, ascend bool) {
+func podShare(bs []device.Backend, pod *v1.Pod) (nvidia, ascend bool) {
 	for _, b := range bs {
 		if !b.HasDeviceRequest(pod) {
 			continue

@@ -3,23 +3,23 @@ package config
 import (
 	"fmt"
 
-	"github.com/vgpushare/vshare/protocol/ascend"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Default resource names of the nvidia: section.
 const (
 	// DefaultResourceCountName is the default nvidia.resourceCountName.
-	DefaultResourceCountName = vgpu.ResourceNumber
+	DefaultResourceCountName = vgpuproto.ResourceNumber
 	// DefaultResourceMemoryName is the default nvidia.resourceMemoryName.
-	DefaultResourceMemoryName = vgpu.ResourceMemory
+	DefaultResourceMemoryName = vgpuproto.ResourceMemory
 	// DefaultResourceMemoryPercentageName is the default
 	// nvidia.resourceMemoryPercentageName.
-	DefaultResourceMemoryPercentageName = vgpu.ResourceMemoryPercentage
+	DefaultResourceMemoryPercentageName = vgpuproto.ResourceMemoryPercentage
 	// DefaultResourceCoreName is the default nvidia.resourceCoreName.
-	DefaultResourceCoreName = vgpu.ResourceCores
+	DefaultResourceCoreName = vgpuproto.ResourceCores
 	// DefaultResourcePriorityName is the default nvidia.resourcePriorityName.
-	DefaultResourcePriorityName = vgpu.ResourcePriority
+	DefaultResourcePriorityName = vgpuproto.ResourcePriority
 )
 
 // Default numeric settings of the nvidia: section.
@@ -103,7 +103,7 @@ func (v *VNPUs) applyDefaults() {
 		// Derive names only from a present commonWord, so a missing one is
 		// reported as missing rather than as a malformed derived name.
 		if e.CommonWord != "" {
-			setIfEmpty(&e.ResourceName, ascend.ResourceDomain+e.CommonWord)
+			setIfEmpty(&e.ResourceName, ascendproto.ResourceDomain+e.CommonWord)
 		}
 		if e.ResourceName != "" {
 			setIfEmpty(&e.ResourceMemoryName, e.ResourceName+"-memory")
@@ -212,7 +212,7 @@ func defaultVNPUConfigs() []VNPUConfig {
 }
 
 func ascendChip(chip, commonWord string, allocatable, capacity int64, aiCore, aiCPU int32, templates []VNPUTemplate) VNPUConfig {
-	resource := ascend.ResourceDomain + commonWord
+	resource := ascendproto.ResourceDomain + commonWord
 	return VNPUConfig{
 		ChipName:           chip,
 		CommonWord:         commonWord,

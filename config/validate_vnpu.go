@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // vnpuTemplateName matches template names such as vir02 or vir05_1c_16g;
@@ -39,9 +39,9 @@ func (v *VNPUs) validate(p *field.Path, names resourceNames) field.ErrorList {
 		errs = append(errs, uniqueName(ep.Child("commonWord"), e.CommonWord, words, "name the device type, like Ascend910B3")...)
 		if e.CommonWord != "" {
 			// The commonWord is appended to annotation keys, which it must keep valid.
-			for _, msg := range validation.IsQualifiedName(ascend.KeysFor(e.CommonWord).Register) {
+			for _, msg := range validation.IsQualifiedName(ascendproto.KeysFor(e.CommonWord).Register) {
 				errs = append(errs, field.Invalid(ep.Child("commonWord"), e.CommonWord,
-					fmt.Sprintf("must fit the annotation key %s<commonWord>: %s", ascend.RegisterPrefix, msg)))
+					fmt.Sprintf("must fit the annotation key %s<commonWord>: %s", ascendproto.RegisterPrefix, msg)))
 			}
 		}
 		errs = append(errs, names.add(ep.Child("resourceName"), e.ResourceName)...)

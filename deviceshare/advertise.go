@@ -15,11 +15,11 @@ import (
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // advertiser writes the totals of resources nodes do not advertise into
-// their status (see api.Advertiser), from one background worker, only when
+// their status (see device.Advertiser), from one background worker, only when
 // they differ from what the node shows: the number of node writes follows
 // inventory changes, not sessions.
 //
@@ -81,7 +81,7 @@ func advertisedTotals(sn *sessionNode) v1.ResourceList {
 		if d == nil || d.base == nil {
 			continue
 		}
-		adv, ok := d.base.(api.Advertiser)
+		adv, ok := d.base.(device.Advertiser)
 		if !ok {
 			continue
 		}

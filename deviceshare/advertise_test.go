@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // The widget backend is a minimal device type whose memory resource no
@@ -33,9 +33,9 @@ type widgetDevices struct {
 }
 
 var (
-	_ api.Backend    = widgetBackend{}
-	_ api.Devices    = (*widgetDevices)(nil)
-	_ api.Advertiser = (*widgetDevices)(nil)
+	_ device.Backend    = widgetBackend{}
+	_ device.Devices    = (*widgetDevices)(nil)
+	_ device.Advertiser = (*widgetDevices)(nil)
 )
 
 func widgetRequest(pod *v1.Pod) int64 {
@@ -52,7 +52,7 @@ func (widgetBackend) Name() string                      { return "widget" }
 func (widgetBackend) HasDeviceRequest(pod *v1.Pod) bool { return widgetRequest(pod) > 0 }
 func (widgetBackend) ValidateRequest(*v1.Pod) error     { return nil }
 func (widgetBackend) InventoryKey(node *v1.Node) string { return node.Annotations[widgetInventory] }
-func (widgetBackend) NewDevices(node *v1.Node) (api.Devices, error) {
+func (widgetBackend) NewDevices(node *v1.Node) (device.Devices, error) {
 	v, ok := node.Annotations[widgetInventory]
 	if !ok {
 		return nil, nil
@@ -109,31 +109,31 @@ func (d *widgetDevices) fit(pod *v1.Pod) int {
 	return -1
 }
 
-func (d *widgetDevices) FilterNode(pod *v1.Pod, _ string) *api.Status {
+func (d *widgetDevices) FilterNode(pod *v1.Pod, _ string) *device.Status {
 	if d.fit(pod) < 0 {
-		return api.NewStatus(api.Unschedulable, "insufficient widget memory on card")
+		return device.NewStatus(device.Unschedulable, "insufficient widget memory on card")
 	}
 	return nil
 }
 
 func (d *widgetDevices) ScoreNode(*v1.Pod, string) float64 { return 0 }
 
-func (d *widgetDevices) Allocate(pod *v1.Pod, _ string) (*api.Reservation, error) {
+func (d *widgetDevices) Allocate(pod *v1.Pod, _ string) (*device.Reservation, error) {
 	i := d.fit(pod)
 	if i < 0 {
 		return nil, fmt.Errorf("no widget card fits")
 	}
 	d.used[i] += widgetRequest(pod)
-	return &api.Reservation{Annotations: map[string]string{widgetIndex: strconv.Itoa(i)}}, nil
+	return &device.Reservation{Annotations: map[string]string{widgetIndex: strconv.Itoa(i)}}, nil
 }
 
-func (d *widgetDevices) Release(pod *v1.Pod, r *api.Reservation) error {
-	return d.SubResource(api.ApplyReservation(pod, r))
+func (d *widgetDevices) Release(pod *v1.Pod, r *device.Reservation) error {
+	return d.SubResource(device.ApplyReservation(pod, r))
 }
 
 func (d *widgetDevices) GetIgnoredDevices() []string { return []string{string(widgetMemory)} }
 func (d *widgetDevices) GetStatus() string           { return fmt.Sprint(d.used, "/", d.total) }
-func (d *widgetDevices) DeepCopy() api.Devices {
+func (d *widgetDevices) DeepCopy() device.Devices {
 	return &widgetDevices{total: append([]int64(nil), d.total...), used: append([]int64(nil), d.used...)}
 }
 
@@ -151,8 +151,8 @@ func (d *widgetDevices) Advertised() v1.ResourceList {
 // device totals in the node's status; then the pod binds with its card.
 func TestUnadvertisedResourceIsAdvertisedAndPodBinds(t *testing.T) {
 	c := newCluster(t, schedulerConf(`      deviceshare.GPUSharingEnable: true`), nil, nil)
-	c.st.factory = func(Args, *config.Config, clock.PassiveClock) ([]api.Backend, error) {
-		return []api.Backend{widgetBackend{}}, nil
+	c.st.factory = func(Args, *config.Config, clock.PassiveClock) ([]device.Backend, error) {
+		return []device.Backend{widgetBackend{}}, nil
 	}
 	t.Cleanup(c.st.Close)
 

@@ -9,7 +9,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
 	"github.com/vgpushare/vshare/protocol/nodelock"
@@ -57,7 +57,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		return
 	}
 	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod, pipelined: pipelined}
-	merged := &api.Reservation{Annotations: map[string]string{}}
+	merged := &device.Reservation{Annotations: map[string]string{}}
 	var lockKeys, agentLocks []string
 	for _, i := range req.backends {
 		d := sn.devices[i]
@@ -66,7 +66,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			p.refuse(task, pipelined, fmt.Errorf("node %s has no usable %s devices", task.NodeName, s.backends[i].Name()))
 			return
 		}
-		if s.args.SchedulePolicy == api.PolicyFragment && p.ssn != nil {
+		if s.args.SchedulePolicy == device.PolicyFragment && p.ssn != nil {
 			if idle := volcano.NodeIdle(p.ssn, task.NodeName); idle != nil {
 				tellHost(d.write(), idle, task.Resreq)
 			}
@@ -90,7 +90,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	var signed []string
 	for _, i := range req.backends {
-		if sb, ok := s.backends[i].(api.Signed); ok {
+		if sb, ok := s.backends[i].(device.Signed); ok {
 			signed = append(signed, sb.SignedAnnotations()...)
 		}
 	}
@@ -108,7 +108,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	if sig := p.st.signature(task.Pod, task.NodeName, merged.Annotations, signed); sig != "" {
 		merged.Annotations[allocsig.Annotation] = sig
 	}
-	alloc.annotated = api.ApplyReservation(task.Pod, merged)
+	alloc.annotated = device.ApplyReservation(task.Pod, merged)
 	alloc.queue, alloc.held = p.queueOf(task), s.held(sn, req.backends, alloc.annotated)
 	s.queues.add(alloc.queue, alloc.held, 1)
 	p.chargeQuota(task, req, alloc)
@@ -143,7 +143,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 // be bound now must not get cards terminating pods still hold: when some
 // are terminating on the node, the cards are chosen on now() and the
 // choice is then accounted in the view.
-func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, pipelined bool) (*api.Reservation, error) {
+func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, pipelined bool) (*device.Reservation, error) {
 	if pipelined || len(d.releasing) == 0 {
 		return d.write().Allocate(pod, policy)
 	}
@@ -151,7 +151,7 @@ func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, pipelined bool) (
 	if err != nil || r == nil {
 		return r, err
 	}
-	if err := d.write().AddResource(api.ApplyReservation(pod, r)); err != nil {
+	if err := d.write().AddResource(device.ApplyReservation(pod, r)); err != nil {
 		return nil, fmt.Errorf("account the allocation in the session view: %w", err)
 	}
 	return r, nil
@@ -231,10 +231,10 @@ func (p *plugin) rollback(alloc *sessionAlloc) {
 // an allocation: those the reservation names (its node's agent expects
 // them whatever deviceshare.NodeLockEnable says, and releases only those),
 // else the backend's lock when NodeLockEnable is set; each key once.
-func appendLocks(keys []string, enabled bool, b api.Backend, r *api.Reservation) []string {
+func appendLocks(keys []string, enabled bool, b device.Backend, r *device.Reservation) []string {
 	add := r.NodeLocks
 	if add == nil && enabled {
-		if l, ok := b.(api.NodeLocker); ok && l.LockName() != "" {
+		if l, ok := b.(device.NodeLocker); ok && l.LockName() != "" {
 			add = []string{l.LockName()}
 		}
 	}

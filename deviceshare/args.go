@@ -13,7 +13,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Argument keys, identical to upstream Volcano's deviceshare plugin.
@@ -33,7 +33,7 @@ const (
 
 // Defaults for arguments that are absent.
 const (
-	DefaultSchedulePolicy = api.PolicyBinpack
+	DefaultSchedulePolicy = device.PolicyBinpack
 	DefaultScheduleWeight = 1
 	MaxScheduleWeight     = 100
 	// MinNodeLockExpiry and MaxNodeLockExpiry bound deviceshare.NodeLockExpiry:
@@ -63,7 +63,7 @@ type Args struct {
 	ConfigMapName      string
 	ConfigMapNamespace string
 	// ExclusiveRules is deviceshare.GPUExclusiveRules (see exclusive.go).
-	ExclusiveRules []api.ExclusiveRule
+	ExclusiveRules []device.ExclusiveRule
 }
 
 // AnyEnabled reports whether any device type is enabled.
@@ -114,10 +114,10 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 			errs = append(errs, field.Invalid(field.NewPath(ArgSchedulePolicy), raw, "must be a string"))
 		case s == "":
 			// Empty keeps the default, as upstream treats an empty policy as unset.
-		case s == api.PolicyBinpack || s == api.PolicySpread || s == api.PolicyFragment:
+		case s == device.PolicyBinpack || s == device.PolicySpread || s == device.PolicyFragment:
 			a.SchedulePolicy = s
 		default:
-			errs = append(errs, field.NotSupported(field.NewPath(ArgSchedulePolicy), raw, []string{api.PolicyBinpack, api.PolicySpread, api.PolicyFragment}))
+			errs = append(errs, field.NotSupported(field.NewPath(ArgSchedulePolicy), raw, []string{device.PolicyBinpack, device.PolicySpread, device.PolicyFragment}))
 		}
 	}
 	if raw, ok := in[ArgScheduleWeight]; ok {

@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // withChips returns the default configuration restricted to the vnpus
@@ -29,7 +29,7 @@ func withChips(t *testing.T, words ...string) *config.Config {
 	return cfg
 }
 
-func backendNames(bs []api.Backend) []string {
+func backendNames(bs []device.Backend) []string {
 	out := make([]string, 0, len(bs))
 	for _, b := range bs {
 		out = append(out, b.Name())
@@ -60,7 +60,7 @@ func TestDefaultBackendsFollowsTheVNPUEntries(t *testing.T) {
 				t.Errorf("backends (-want +got):\n%s", diff)
 			}
 			for _, b := range bs {
-				if l, ok := b.(api.NodeLocker); !ok || l.LockName() != ascendproto.NodeLockName {
+				if l, ok := b.(device.NodeLocker); !ok || l.LockName() != ascendproto.NodeLockName {
 					t.Errorf("%s: node lock %v, want %s", b.Name(), b, ascendproto.NodeLockName)
 				}
 			}
@@ -71,7 +71,7 @@ func TestDefaultBackendsFollowsTheVNPUEntries(t *testing.T) {
 	}
 }
 
-func mustBackends(t *testing.T, args Args, cfg *config.Config) []api.Backend {
+func mustBackends(t *testing.T, args Args, cfg *config.Config) []device.Backend {
 	t.Helper()
 	bs, err := DefaultBackends(args, cfg, nil)
 	if err != nil {

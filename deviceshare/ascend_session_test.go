@@ -14,7 +14,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/backends/ascend"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 const ascendArgs = `      deviceshare.AscendHAMiVNPUEnable: true

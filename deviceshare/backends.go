@@ -10,7 +10,7 @@ import (
 	"github.com/vgpushare/vshare/backends/mindcluster"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // DefaultBackends builds the backends the arguments enable. GPU share and
@@ -29,12 +29,12 @@ import (
 // The MindCluster 310P backend reads the device-info ConfigMaps through the
 // source WithDeviceInfo gives (the State's informer); without one, nodes'
 // annotations alone describe their chips.
-func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock, opts ...BackendOption) ([]api.Backend, error) {
+func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock, opts ...BackendOption) ([]device.Backend, error) {
 	var o backendOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var out []api.Backend
+	var out []device.Backend
 	if args.GPUSharingEnable {
 		b, err := gpushare.New(gpushare.Options{Mode: gpushare.ModeShare, Clock: clk})
 		if err != nil {
@@ -89,12 +89,12 @@ func WithDeviceInfo(src mindcluster.DeviceInfoSource) BackendOption {
 // configuration's order. The vnpus mode decides how nodes without the
 // hami-vnpu-core annotation slice (template or hami-core: the configuration
 // refuses HAMi's enpu, which is not implemented).
-func ascendBackends(cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
+func ascendBackends(cfg *config.Config, clk clock.PassiveClock) ([]device.Backend, error) {
 	if cfg == nil {
 		cfg = config.Default()
 	}
 	hamiCore := cfg.VNPUs.Mode() == config.VNPUModeHAMiCore
-	out := make([]api.Backend, 0, len(cfg.VNPUs.Configs))
+	out := make([]device.Backend, 0, len(cfg.VNPUs.Configs))
 	for _, chip := range cfg.VNPUs.Configs {
 		b, err := ascend.New(ascend.Options{Chip: chip, HAMiCore: hamiCore, Clock: clk})
 		if err != nil {

@@ -24,7 +24,7 @@ import (
 	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
 
 	"github.com/vgpushare/vshare/deviceshare/volcano"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // vgpuBenchPods returns vGPU pods in gangs of four with a repeating mix of

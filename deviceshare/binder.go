@@ -61,7 +61,7 @@ type Binder struct {
 	// swept is when take last dropped expired notes.
 	swept time.Time
 	// turns serialise binds per node for device types whose node agent
-	// serves pending pods in order (api.OrderedAgent).
+	// serves pending pods in order (device.OrderedAgent).
 	turns *agentTurns
 	// crash is the TEST-ONLY crash hook (crashhook.go with the vsharetest
 	// tag, crashhook_release.go without); nil, and inert, unless armed.
@@ -96,7 +96,7 @@ type inventoryStamp struct {
 // found on the node holds (deviceshare.NodeLockExpiry).
 type nodeLocks struct {
 	keys []string
-	// agent are the keys reservations asked for (api.Reservation.NodeLocks):
+	// agent are the keys reservations asked for (device.Reservation.NodeLocks):
 	// a live one whose holder pod is gone or terminated is taken over, as
 	// HAMi's scheduler does, since that agent would never release it.
 	agent []string

@@ -12,8 +12,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // Notes nobody claims (a pipelined task is never bound) are dropped once
@@ -50,7 +50,7 @@ func TestBinderRefusesAllocationOnAStaleInventory(t *testing.T) {
 	st := NewState(Options{Registerer: reg})
 	defer st.Close()
 	node := gpuNode("n1", 2, 8000)
-	st.ledger.Sync(nodeInfo(t, node), []api.Backend{b})
+	st.ledger.Sync(nodeInfo(t, node), []device.Backend{b})
 	gen, ok := st.ledger.inventoryGen("n1", b.Name())
 	if !ok {
 		t.Fatal("the ledger has no inventory for n1 after a sync")
@@ -69,7 +69,7 @@ func TestBinderRefusesAllocationOnAStaleInventory(t *testing.T) {
 	}
 	unhealthy := node.DeepCopy()
 	unhealthy.Annotations[gpushareproto.AnnotationUnhealthyIDs] = "0"
-	st.ledger.Sync(nodeInfo(t, unhealthy), []api.Backend{b})
+	st.ledger.Sync(nodeInfo(t, unhealthy), []device.Backend{b})
 	before := len(client.Actions())
 	errs := bind(c)
 	if msg := errs[vcapi.TaskID(c.UID)]; !strings.Contains(msg, "node n1 reported a new "+b.Name()+" inventory") {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/mindcluster"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // deviceInfoSyncTimeout bounds how long the first session waits for the

@@ -1,6 +1,6 @@
 // Package deviceshare is the Volcano scheduler plugin "deviceshare": it lets
 // many pods share a GPU or NPU and hands out whole cards, over device
-// backends that implement deviceshare/api.
+// backends that implement device.
 //
 // # Life cycle
 //
@@ -18,7 +18,7 @@
 // node's devices on its first allocation there.
 //
 // Within a session, the predicate outcome and the node score of a pod
-// whose backends key their results (api.ResultKeyer) are kept per request
+// whose backends key their results (device.ResultKeyer) are kept per request
 // key and node in dense result tables (results.go), valid while the node's
 // stamp (moved by every allocation event on the node and every write to
 // its devices) and the backends' epochs hold: most pods of a session share
@@ -29,7 +29,7 @@
 //   - PredicateFn: per-card fit with stable, countable reasons; a node
 //     locked by an in-flight allocation is skipped (NodeLockEnable).
 //   - NodeOrderFn: the weighted device score under SchedulePolicy.
-//   - BatchNodeOrderFn: backends scoring across nodes (api.BatchScorer).
+//   - BatchNodeOrderFn: backends scoring across nodes (device.BatchScorer).
 //   - Event handlers: allocation picks the cards, records an assumption and
 //     notes the allocation annotations with the Binder (the session's pod is
 //     left alone); deallocation (discarded gang, eviction) gives back exactly
@@ -55,7 +55,7 @@
 // the pod), takes node locks where the bind happens and refuses binds whose
 // allocation failed, or was made on a node inventory a later session has
 // seen replaced (ledger generations, inventoryChanged). For device types
-// whose node agent serves the oldest pending pod (api.OrderedAgent) it binds
+// whose node agent serves the oldest pending pod (device.OrderedAgent) it binds
 // one pod per node at a time (serial.go, agentTurns): a bind waits until the
 // pods its turn waits for are served — the pod bound last, a pod whose bind
 // request ended without an answer, and, once per process, the pods a

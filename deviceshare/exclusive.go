@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // ArgGPUExclusiveRules is upstream Volcano's argument (volcano-sh/volcano
@@ -28,7 +28,7 @@ const MaxExclusiveRules = 64
 // rule) without a word; here each is an error naming the rule's index, the
 // label and what is allowed, because a silently dropped rule lets pods
 // share cards their operator meant to keep apart.
-func parseExclusiveRules(raw interface{}) ([]api.ExclusiveRule, field.ErrorList) {
+func parseExclusiveRules(raw interface{}) ([]device.ExclusiveRule, field.ErrorList) {
 	path := field.NewPath(ArgGPUExclusiveRules)
 	if raw == nil {
 		return nil, nil
@@ -42,12 +42,12 @@ func parseExclusiveRules(raw interface{}) ([]api.ExclusiveRule, field.ErrorList)
 		return nil, field.ErrorList{field.TooMany(path, len(list), MaxExclusiveRules)}
 	}
 	var errs field.ErrorList
-	rules := make([]api.ExclusiveRule, 0, len(list))
+	rules := make([]device.ExclusiveRule, 0, len(list))
 	for i, item := range list {
 		labels, ruleErrs := parseExclusiveRule(path.Index(i), item)
 		errs = append(errs, ruleErrs...)
 		if len(ruleErrs) == 0 {
-			rules = append(rules, api.ExclusiveRule{Labels: labels})
+			rules = append(rules, device.ExclusiveRule{Labels: labels})
 		}
 	}
 	if len(errs) > 0 || len(rules) == 0 {
@@ -106,7 +106,7 @@ func parseExclusiveRule(path *field.Path, item interface{}) (map[string]string, 
 
 // exclusiveKey identifies the rules for the backend cache: backends are
 // built again when the rules change.
-func exclusiveKey(rules []api.ExclusiveRule) string {
+func exclusiveKey(rules []device.ExclusiveRule) string {
 	parts := make([]string, len(rules))
 	for i, r := range rules {
 		parts[i] = r.String()

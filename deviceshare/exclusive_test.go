@@ -8,7 +8,7 @@ import (
 	"gopkg.in/yaml.v2"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 func TestParseExclusiveRules(t *testing.T) {
@@ -16,7 +16,7 @@ func TestParseExclusiveRules(t *testing.T) {
 		name string
 		// conf is the plugin's arguments as volcano-scheduler.conf writes them.
 		conf    string
-		want    []api.ExclusiveRule
+		want    []device.ExclusiveRule
 		wantErr []string // substrings the error must contain
 	}{
 		{name: "absent", conf: "deviceshare.VGPUEnable: true"},
@@ -24,10 +24,10 @@ func TestParseExclusiveRules(t *testing.T) {
 deviceshare.GPUExclusiveRules:
 - {app: training, team: ml}
 - {example.com/workload: inference}`,
-			want: []api.ExclusiveRule{{Labels: map[string]string{"app": "training", "team": "ml"}},
+			want: []device.ExclusiveRule{{Labels: map[string]string{"app": "training", "team": "ml"}},
 				{Labels: map[string]string{"example.com/workload": "inference"}}}},
 		{name: "quoted boolean value", conf: `deviceshare.GPUExclusiveRules: [{gpu-exclusive: "true"}]`,
-			want: []api.ExclusiveRule{{Labels: map[string]string{"gpu-exclusive": "true"}}}},
+			want: []device.ExclusiveRule{{Labels: map[string]string{"gpu-exclusive": "true"}}}},
 		{name: "not a list", conf: `deviceshare.GPUExclusiveRules: {app: training}`,
 			wantErr: []string{ArgGPUExclusiveRules, "must be a list of rules"}},
 		{name: "rule not a map", conf: `deviceshare.GPUExclusiveRules: [app=training]`,

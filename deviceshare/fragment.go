@@ -4,7 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // The fragment policy (api.PolicyFragment) scores a node by how much GPU
@@ -38,7 +38,7 @@ type hostAware interface {
 }
 
 // observeRequest shows a pending pod's request to the backends it asks.
-func observeRequest(backends []api.Backend, idx []int, pod *v1.Pod) {
+func observeRequest(backends []device.Backend, idx []int, pod *v1.Pod) {
 	for _, i := range idx {
 		if o, ok := backends[i].(requestObserver); ok {
 			o.ObserveRequest(pod)
@@ -49,7 +49,7 @@ func observeRequest(backends []api.Backend, idx []int, pod *v1.Pod) {
 // tellHost gives the devices the node's idle CPU and memory, plus what
 // the task being placed already took from them (Volcano updates the
 // node before raising the allocation event).
-func tellHost(d api.Devices, idle *vcapi.Resource, taken *vcapi.Resource) {
+func tellHost(d device.Devices, idle *vcapi.Resource, taken *vcapi.Resource) {
 	h, ok := d.(hostAware)
 	if !ok || idle == nil {
 		return
@@ -85,7 +85,7 @@ func (s *sessionState) hostOnlyScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo)
 			continue
 		}
 		tellHost(d.read(), node.Idle, nil)
-		score += d.read().ScoreNode(task.Pod, api.PolicyFragment)
+		score += d.read().ScoreNode(task.Pod, device.PolicyFragment)
 	}
 	return score
 }

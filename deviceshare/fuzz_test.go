@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // FuzzParseArgs decodes a fuzzed `arguments:` block the way Volcano loads
@@ -109,7 +109,7 @@ func checkArgErrors(t *testing.T, err error, keys []string) {
 func checkArgs(t *testing.T, in framework.Arguments, a Args) {
 	t.Helper()
 	switch a.SchedulePolicy {
-	case api.PolicyBinpack, api.PolicySpread, api.PolicyFragment:
+	case device.PolicyBinpack, device.PolicySpread, device.PolicyFragment:
 	default:
 		t.Errorf("accepted SchedulePolicy %q", a.SchedulePolicy)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/protocol/nodelock"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // hamiNode turns a vGPU test node into one HAMi's NVIDIA device plugin
@@ -79,7 +79,7 @@ func TestHAMiNodeBindsWithHAMiAllocationAndLock(t *testing.T) {
 // The binder takes HAMi's lock with the pod's name; a live lock another pod
 // holds refuses the bind, unless that pod is gone, which HAMi's scheduler
 // treats as a dangling lock and so does the binder (the lock is an agent
-// lock, api.Reservation.NodeLocks). A lock the backend's NodeLocker names is
+// lock, device.Reservation.NodeLocks). A lock the backend's NodeLocker names is
 // never taken over that way.
 func TestBinderTakesOverDanglingHAMiLock(t *testing.T) {
 	holder := types.NamespacedName{Namespace: "ns", Name: "holder"}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Ledger is the long-lived device state of every node, kept across
@@ -48,11 +48,11 @@ type nodeLedger struct {
 }
 
 type deviceLedger struct {
-	backend api.Backend
+	backend device.Backend
 	invKey  string
 	// devices is nil when the node has none of this type or its inventory is
 	// invalid (invErr set).
-	devices api.Devices
+	devices device.Devices
 	invErr  error
 	// gen identifies the decoded inventory, unique within the ledger: it
 	// changes whenever the node's inventory does (a card's health, size,
@@ -122,7 +122,7 @@ type Problem struct {
 	Pod    *v1.Pod
 	Err    error
 	// Usable says the node's devices stay in service without the part Err
-	// names (api.InventoryWarner: link scores that cannot be read, a card
+	// names (device.InventoryWarner: link scores that cannot be read, a card
 	// cordon naming no card); otherwise a node problem makes them
 	// unavailable.
 	Usable bool
@@ -132,7 +132,7 @@ type Problem struct {
 // backends and returns, per node and backend name, the accounted devices the
 // session may read (nil entries mean the node has none of that type) and the
 // inventory errors.
-func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []api.Backend) SyncResult {
+func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backend) SyncResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var res SyncResult
@@ -200,7 +200,7 @@ func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res
 		res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: err})
 		klog.ErrorS(err, "Node's device inventory is invalid; its devices are unavailable until it is fixed",
 			"node", name, "device", dl.backend.Name())
-	} else if w, ok := devs.(api.InventoryWarner); ok {
+	} else if w, ok := devs.(device.InventoryWarner); ok {
 		for _, werr := range w.InventoryWarnings() {
 			res.Problems = append(res.Problems, Problem{Node: name, Device: dl.backend.Name(), Err: werr, Usable: true})
 		}
@@ -274,14 +274,14 @@ func (l *Ledger) unaccount(name string, dl *deviceLedger, uid types.UID, ap *acc
 func (a *assumption) effectivePod(pod *v1.Pod) *v1.Pod {
 	if a.source != pod || a.effective == nil {
 		a.source = pod
-		a.effective = api.ApplyReservation(pod, &api.Reservation{Annotations: a.annotations})
+		a.effective = device.ApplyReservation(pod, &device.Reservation{Annotations: a.annotations})
 	}
 	return a.effective
 }
 
 // deviceView is what a session may read of one node's devices of one type.
 type deviceView struct {
-	devices api.Devices
+	devices device.Devices
 	invErr  error
 	gen     uint64
 }

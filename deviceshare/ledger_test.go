@@ -10,17 +10,17 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/backends/gpushare"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // countingBackend counts inventory decodes.
 type countingBackend struct {
-	api.Backend
+	device.Backend
 	decodes int
 }
 
-func (c *countingBackend) NewDevices(node *v1.Node) (api.Devices, error) {
+func (c *countingBackend) NewDevices(node *v1.Node) (device.Devices, error) {
 	c.decodes++
 	return c.Backend.NewDevices(node)
 }
@@ -56,7 +56,7 @@ func nodeInfo(t *testing.T, node *v1.Node, pods ...*v1.Pod) map[string]*vcapi.No
 	return map[string]*vcapi.NodeInfo{node.Name: ni}
 }
 
-func ledgerCards(t *testing.T, l *Ledger, node string, b api.Backend) []int64 {
+func ledgerCards(t *testing.T, l *Ledger, node string, b device.Backend) []int64 {
 	t.Helper()
 	view, _, _ := l.view()
 	d, ok := view[node][b.Name()].devices.(*gpushare.Devices)
@@ -76,14 +76,14 @@ func TestLedgerDecodesInventoryOnlyWhenItChanges(t *testing.T) {
 	node := gpuNode("n1", 2, 8000)
 	a := runningPod("a", "n1", "1", 3000)
 	for i := 0; i < 3; i++ {
-		l.Sync(nodeInfo(t, node, a), []api.Backend{b})
+		l.Sync(nodeInfo(t, node, a), []device.Backend{b})
 	}
 	if b.decodes != 1 {
 		t.Errorf("decodes after 3 unchanged syncs = %d, want 1", b.decodes)
 	}
 	changed := node.DeepCopy()
 	changed.Annotations[gpushareproto.AnnotationUnhealthyIDs] = "0"
-	res := l.Sync(nodeInfo(t, changed, a), []api.Backend{b})
+	res := l.Sync(nodeInfo(t, changed, a), []device.Backend{b})
 	if b.decodes != 2 || res.Decoded != 1 {
 		t.Errorf("decodes after a change = %d (sync says %d), want 2 (1)", b.decodes, res.Decoded)
 	}
@@ -99,31 +99,31 @@ func TestLedgerAccountsAddedChangedAndVanishedPods(t *testing.T) {
 	node := gpuNode("n1", 2, 8000)
 	a, c := runningPod("a", "n1", "0", 3000), runningPod("c", "n1", "1", 2000)
 
-	l.Sync(nodeInfo(t, node, a, c), []api.Backend{b})
+	l.Sync(nodeInfo(t, node, a, c), []device.Backend{b})
 	if diff := cmp.Diff([]int64{3000, 2000}, ledgerCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("after both pods (-want +got):\n%s", diff)
 	}
 	// A status-only update (new object, same allocation) changes nothing.
 	a2 := a.DeepCopy()
 	a2.Status.Message = "ok"
-	res := l.Sync(nodeInfo(t, node, a2, c), []api.Backend{b})
+	res := l.Sync(nodeInfo(t, node, a2, c), []device.Backend{b})
 	if res.Added != 0 || res.Removed != 0 {
 		t.Errorf("status-only update re-accounted: %+v", res)
 	}
 	// The pod finishes: it holds nothing any more.
 	done := a2.DeepCopy()
 	done.Status.Phase = v1.PodSucceeded
-	l.Sync(nodeInfo(t, node, done, c), []api.Backend{b})
+	l.Sync(nodeInfo(t, node, done, c), []device.Backend{b})
 	if diff := cmp.Diff([]int64{0, 2000}, ledgerCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("after a finished (-want +got):\n%s", diff)
 	}
 	// c is deleted.
-	l.Sync(nodeInfo(t, node), []api.Backend{b})
+	l.Sync(nodeInfo(t, node), []device.Backend{b})
 	if diff := cmp.Diff([]int64{0, 0}, ledgerCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("after c deleted (-want +got):\n%s", diff)
 	}
 	// The node leaves the cluster.
-	l.Sync(map[string]*vcapi.NodeInfo{}, []api.Backend{b})
+	l.Sync(map[string]*vcapi.NodeInfo{}, []device.Backend{b})
 	if got := l.Stats().Nodes; got != 0 {
 		t.Errorf("nodes after removal = %d, want 0", got)
 	}
@@ -135,11 +135,11 @@ func TestLedgerRejectsMalformedAllocationOnce(t *testing.T) {
 	node := gpuNode("n1", 2, 8000)
 	bad := runningPod("bad", "n1", "seven", 3000)
 	good := runningPod("good", "n1", "0", 1000)
-	res := l.Sync(nodeInfo(t, node, bad, good), []api.Backend{b})
+	res := l.Sync(nodeInfo(t, node, bad, good), []device.Backend{b})
 	if res.Rejected != 1 || res.Added != 1 {
 		t.Errorf("first sync = %+v, want 1 rejected and 1 added", res)
 	}
-	res = l.Sync(nodeInfo(t, node, bad, good), []api.Backend{b})
+	res = l.Sync(nodeInfo(t, node, bad, good), []device.Backend{b})
 	if res.Rejected != 0 {
 		t.Errorf("an unchanged malformed pod was tried again: %+v", res)
 	}
@@ -156,7 +156,7 @@ func TestLedgerInvalidInventoryIsReported(t *testing.T) {
 	l := NewLedger(testingclock.NewFakeClock(testTime))
 	node := gpuNode("n1", 2, 8000)
 	node.Annotations[gpushareproto.AnnotationUnhealthyIDs] = "zero"
-	l.Sync(nodeInfo(t, node), []api.Backend{b})
+	l.Sync(nodeInfo(t, node), []device.Backend{b})
 	view, _, _ := l.view()
 	v := view["n1"][b.Name()]
 	if v.devices != nil || v.invErr == nil || !strings.Contains(v.invErr.Error(), gpushareproto.AnnotationUnhealthyIDs) {
@@ -172,10 +172,10 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	l := NewLedger(testingclock.NewFakeClock(testTime))
 	node := gpuNode("n1", 2, 8000)
 	inFlight := runningPod("p", "n1", "", 5000) // bound, annotations not seen yet
-	l.Sync(nodeInfo(t, node), []api.Backend{b})
+	l.Sync(nodeInfo(t, node), []device.Backend{b})
 	l.Assume(inFlight.UID, "n1", map[string]string{gpushareproto.AnnotationGPUIndex: "1", gpushareproto.AnnotationPredicateTime: "1"})
 
-	res := l.Sync(nodeInfo(t, node, inFlight), []api.Backend{b})
+	res := l.Sync(nodeInfo(t, node, inFlight), []device.Backend{b})
 	if res.Assumed != 1 {
 		t.Errorf("assumed = %d, want 1", res.Assumed)
 	}
@@ -185,7 +185,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	// The informer brings the annotations: same usage, assumption gone.
 	confirmed := runningPod("p", "n1", "1", 5000)
 	confirmed.Annotations[gpushareproto.AnnotationPredicateTime] = "1"
-	res = l.Sync(nodeInfo(t, node, confirmed), []api.Backend{b})
+	res = l.Sync(nodeInfo(t, node, confirmed), []device.Backend{b})
 	if res.Confirmed != 1 || res.Assumed != 0 {
 		t.Errorf("after confirmation = %+v, want 1 confirmed, 0 assumed", res)
 	}
@@ -195,7 +195,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 
 	// A bind that fails: the pod is not on the node in the next snapshot.
 	l.Assume("uid-q", "n1", map[string]string{gpushareproto.AnnotationGPUIndex: "0"})
-	res = l.Sync(nodeInfo(t, node, confirmed), []api.Backend{b})
+	res = l.Sync(nodeInfo(t, node, confirmed), []device.Backend{b})
 	if res.Dropped != 1 || l.Stats().Assumed != 0 {
 		t.Errorf("after a failed bind = %+v, want the assumption dropped", res)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 const metricsPrefix = "volcano_deviceshare_"
@@ -172,7 +172,7 @@ func (m *metrics) observeSync(r SyncResult, d time.Duration) {
 }
 
 // cardCollector exports, at scrape time, the per-card usage of the
-// ledger's devices that implement api.CardReporter (allocated and total
+// ledger's devices that implement device.CardReporter (allocated and total
 // memory and cores, sharing pods and the share limit, per card) and the
 // number of pods holding such devices per node. Reading at scrape time keeps
 // sessions free of metric updates; it takes the ledger's lock once.
@@ -224,15 +224,15 @@ func (c *cardCollector) Collect(ch chan<- prometheus.Metric) {
 	c.ledger.mu.Lock()
 	defer c.ledger.mu.Unlock()
 	for node, nl := range c.ledger.nodes {
-		for device, dl := range nl.devices {
-			r, ok := dl.devices.(api.CardReporter)
+		for devName, dl := range nl.devices {
+			r, ok := dl.devices.(device.CardReporter)
 			if !ok {
 				continue
 			}
 			cards, pods := r.CardUsage()
-			ch <- prometheus.MustNewConstMetric(c.nodePods, prometheus.GaugeValue, float64(pods), node, device)
+			ch <- prometheus.MustNewConstMetric(c.nodePods, prometheus.GaugeValue, float64(pods), node, devName)
 			for _, card := range cards {
-				l := []string{node, device, card.ID, strconv.Itoa(card.Index)}
+				l := []string{node, devName, card.ID, strconv.Itoa(card.Index)}
 				ch <- prometheus.MustNewConstMetric(c.memUsed, prometheus.GaugeValue, float64(card.MemoryUsedMiB), l...)
 				ch <- prometheus.MustNewConstMetric(c.memTotal, prometheus.GaugeValue, float64(card.MemoryTotalMiB), l...)
 				ch <- prometheus.MustNewConstMetric(c.coresUsed, prometheus.GaugeValue, float64(card.CoresUsed), l...)

@@ -16,7 +16,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/backends/mindcluster"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 const mindClusterArgs = `      deviceshare.AscendMindClusterVNPUEnable: true

@@ -8,7 +8,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/nodelock"
 )
@@ -120,7 +120,7 @@ func (p *plugin) registerMisconfigured(ssn *framework.Session) {
 
 // newSessionState builds the session's read-mostly view: per node the
 // ledger's devices, node locks, and per pending task its device request.
-func (st *State) newSessionState(args Args, backends []api.Backend, ssn *framework.Session) *sessionState {
+func (st *State) newSessionState(args Args, backends []device.Backend, ssn *framework.Session) *sessionState {
 	view, assumedPods, inflight := st.ledger.view()
 	s := &sessionState{
 		args:        args,
@@ -197,9 +197,9 @@ func (s *sessionState) releaseTerminating(sn *sessionNode, ni *vcapi.NodeInfo) {
 	})
 }
 
-func lockedByAnnotation(node *v1.Node, backends []api.Backend, now time.Time, ttl time.Duration) bool {
+func lockedByAnnotation(node *v1.Node, backends []device.Backend, now time.Time, ttl time.Duration) bool {
 	for _, b := range backends {
-		if l, ok := b.(api.NodeLocker); ok && l.LockName() != "" && nodelock.Held(node, l.LockName(), now, ttl) {
+		if l, ok := b.(device.NodeLocker); ok && l.LockName() != "" && nodelock.Held(node, l.LockName(), now, ttl) {
 			return true
 		}
 	}

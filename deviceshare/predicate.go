@@ -10,12 +10,12 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Failure reasons the plugin itself reports (backends add per-card ones).
@@ -62,19 +62,19 @@ func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *task
 	s := p.sess
 	if req.unserved != "" {
 		p.st.metrics.filterFailed("request", "unserved resource")
-		return fitError(task, node, api.UnschedulableAndUnresolvable, ReasonUnservedPrefix+req.unserved)
+		return fitError(task, node, device.UnschedulableAndUnresolvable, ReasonUnservedPrefix+req.unserved)
 	}
 	if req.invalid != nil {
 		p.st.metrics.filterFailed("request", "invalid request")
-		return fitError(task, node, api.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
+		return fitError(task, node, device.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
 	}
 	idx, ok := s.indexOf(node)
 	if !ok {
-		return fitError(task, node, api.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
+		return fitError(task, node, device.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
 	}
 	if s.args.NodeLockEnable && s.slab[idx].locked() {
 		p.st.metrics.filterFailed("node", ReasonNodeLocked)
-		return fitError(task, node, api.Unschedulable, ReasonNodeLocked)
+		return fitError(task, node, device.Unschedulable, ReasonNodeLocked)
 	}
 	t := req.results
 	if t == nil {
@@ -121,15 +121,15 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		d := sn.devices[i]
 		switch {
 		case d == nil:
-			fail(name, "no devices", status(api.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
+			fail(name, "no devices", status(device.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
 			unresolvable = true
 			continue
 		case d.invErr != nil:
-			fail(name, "invalid registration", status(api.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
+			fail(name, "invalid registration", status(device.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
 			unresolvable = true
 			continue
 		}
-		if s.args.SchedulePolicy == api.PolicyFragment {
+		if s.args.SchedulePolicy == device.PolicyFragment {
 			// The fragment policy's card choice weighs the node's idle CPU
 			// and memory: the predicate sees the node as the score and
 			// the allocation do.
@@ -138,11 +138,11 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		st := d.read().FilterNode(pod, s.args.SchedulePolicy)
 		if st.IsSuccess() {
 			if len(d.releasing) > 0 && volcano.WillBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
-				fail(name, ReasonTerminating, status(api.Unschedulable, ReasonTerminating))
+				fail(name, ReasonTerminating, status(device.Unschedulable, ReasonTerminating))
 			}
 			continue
 		}
-		if st.Code == api.Unschedulable {
+		if st.Code == device.Unschedulable {
 			resolvable = true
 		} else {
 			unresolvable = true
@@ -162,9 +162,9 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		keep = false
 		if pl := s.newPlanner(pod, req, sn); pl != nil && !p.evictionCouldHelp(task, node, pl) {
 			for i, st := range statuses {
-				statuses[i] = status(api.UnschedulableAndUnresolvable, st.Reason)
+				statuses[i] = status(device.UnschedulableAndUnresolvable, st.Reason)
 			}
-			statuses = append(statuses, status(api.UnschedulableAndUnresolvable, ReasonEvictionWouldNotHelp))
+			statuses = append(statuses, status(device.UnschedulableAndUnresolvable, ReasonEvictionWouldNotHelp))
 		}
 	}
 	if len(statuses) == 0 {

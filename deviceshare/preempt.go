@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Device-aware preemption and reclaim on Volcano v1.10.
@@ -214,7 +214,7 @@ func (p *plugin) preemptionUndone() { p.sess.preempting = nil }
 type planner struct {
 	pod    *v1.Pod
 	policy string
-	views  []api.Devices
+	views  []device.Devices
 }
 
 // newPlanner returns a planner over the node's session view, nil when the
@@ -223,7 +223,7 @@ func (s *sessionState) newPlanner(pod *v1.Pod, req *taskRequest, sn *sessionNode
 	if sn == nil || pod == nil {
 		return nil
 	}
-	pl := &planner{pod: pod, policy: s.args.SchedulePolicy, views: make([]api.Devices, 0, len(req.backends))}
+	pl := &planner{pod: pod, policy: s.args.SchedulePolicy, views: make([]device.Devices, 0, len(req.backends))}
 	for _, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {

@@ -15,8 +15,8 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 const numberArgs = `      deviceshare.GPUNumberEnable: true

@@ -19,7 +19,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/bench/quality"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // The placement-quality table (docs/quality.md) comes from bench/quality's

@@ -12,7 +12,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/plugins/util"
 
 	"github.com/vgpushare/vshare/backends/podres"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
@@ -241,7 +241,7 @@ func (p *plugin) queueOf(task *vcapi.TaskInfo) vcapi.QueueID {
 }
 
 // taskRequest estimates what the task will hold, by queue resource name,
-// before any card is chosen: backends that know (api.QueueRequester) say
+// before any card is chosen: backends that know (device.QueueRequester) say
 // so; otherwise the containers' quantities of the capability's resources.
 func (p *plugin) taskRequest(q *queueState, queue vcapi.QueueID, task *vcapi.TaskInfo) map[string]float64 {
 	s := p.sess
@@ -251,7 +251,7 @@ func (p *plugin) taskRequest(q *queueState, queue vcapi.QueueID, task *vcapi.Tas
 	}
 	out := map[string]float64{}
 	for _, i := range req.backends {
-		if qr, ok := s.backends[i].(api.QueueRequester); ok {
+		if qr, ok := s.backends[i].(device.QueueRequester); ok {
 			for k, v := range qr.QueueRequest(task.Pod) {
 				out[k] += v
 			}

@@ -9,13 +9,13 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
 // Namespace quotas on shares (docs/quotas.md).
 //
-// A ResourceQuota hard limit "limits.<device resource>" (api.QuotaLimits)
+// A ResourceQuota hard limit "limits.<device resource>" (device.QuotaLimits)
 // caps what the namespace's pods hold of the resource: cards, memory times
 // cards, cores times cards. The count comes from what is allocated, never
 // from pod specs: at session open the ledger's accounted pods (bound pods
@@ -26,7 +26,7 @@ import (
 //
 // The predicate refuses a node when the pod would take its namespace over
 // a limit. What the pod would hold is known before a card is chosen when
-// the backend can say (api.QueueRequester: cards, memory in MiB, cores,
+// the backend can say (device.QueueRequester: cards, memory in MiB, cores,
 // each times the cards): the check is then the same on every node and runs
 // before the device fit. Memory given as a percentage of a card (or left to
 // the card's whole memory) depends on the card: the check then runs per
@@ -44,10 +44,10 @@ const ReasonQuotasUnknown = "namespace quotas are not known yet: the scheduler h
 // session, it is written only by the allocation event handlers, which never
 // run concurrently with the predicates that read it.
 type quotaState struct {
-	// resources are the device resources quotas may limit (api.QuotaResources).
+	// resources are the device resources quotas may limit (device.QuotaResources).
 	resources []v1.ResourceName
 	// limits are the enforced limits, by namespace.
-	limits map[string][]api.QuotaLimit
+	limits map[string][]device.QuotaLimit
 	// used is what the namespace's pods hold, by namespace and resource.
 	used map[string]map[string]int64
 	// unknown is set while the ResourceQuotas are not listed: every pod
@@ -59,7 +59,7 @@ type quotaState struct {
 // ResourceQuota limits a device resource of the enabled backends.
 func (p *plugin) openQuotas(ssn *framework.Session) *quotaState {
 	s := p.sess
-	resources := api.QuotaResources(s.backends)
+	resources := device.QuotaResources(s.backends)
 	if len(resources) == 0 {
 		return nil
 	}
@@ -71,10 +71,10 @@ func (p *plugin) openQuotas(ssn *framework.Session) *quotaState {
 	if !synced {
 		return &quotaState{resources: resources, unknown: ReasonQuotasUnknown}
 	}
-	q := &quotaState{resources: resources, limits: map[string][]api.QuotaLimit{}}
+	q := &quotaState{resources: resources, limits: map[string][]device.QuotaLimit{}}
 	for _, rq := range list {
-		limits, err := api.QuotaLimits(rq, resources)
-		if errors.Is(err, api.ErrScopedQuota) {
+		limits, err := device.QuotaLimits(rq, resources)
+		if errors.Is(err, device.ErrScopedQuota) {
 			klog.V(4).InfoS("Namespace quota not enforced on devices", "plugin", PluginName, "quota", klog.KObj(rq), "reason", err)
 			continue
 		}
@@ -96,7 +96,7 @@ func (p *plugin) openQuotas(ssn *framework.Session) *quotaState {
 
 // quotaUsage sums, per namespace with limits, what the accounted pods hold
 // by resource name (Devices.AddQueueResource).
-func (l *Ledger) quotaUsage(limits map[string][]api.QuotaLimit) map[string]map[string]int64 {
+func (l *Ledger) quotaUsage(limits map[string][]device.QuotaLimit) map[string]map[string]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	used := make(map[string]map[string]int64, len(limits))
@@ -147,11 +147,11 @@ func (q *quotaState) ask(s *sessionState, pod *v1.Pod, req *taskRequest) *quotaA
 	a := &quotaAsk{amounts: map[string]float64{}}
 	limited := false
 	for _, i := range req.backends {
-		if _, ok := s.backends[i].(api.QuotaNamer); !ok {
+		if _, ok := s.backends[i].(device.QuotaNamer); !ok {
 			continue
 		}
 		limited = true
-		if qr, ok := s.backends[i].(api.QueueRequester); ok {
+		if qr, ok := s.backends[i].(device.QueueRequester); ok {
 			for k, v := range qr.QueueRequest(pod) {
 				a.amounts[k] += v
 			}
@@ -186,7 +186,7 @@ func (q *quotaState) askOf(s *sessionState, task *vcapi.TaskInfo, req *taskReque
 
 // over returns the first limit of the namespace that holding amounts more
 // would pass, with the namespace's use and the amount asked.
-func (q *quotaState) over(ns string, amounts map[string]float64) (api.QuotaLimit, int64, int64, bool) {
+func (q *quotaState) over(ns string, amounts map[string]float64) (device.QuotaLimit, int64, int64, bool) {
 	for _, l := range q.limits[ns] {
 		asked := int64(math.Round(amounts[string(l.Resource)]))
 		used := q.used[ns][string(l.Resource)]
@@ -194,7 +194,7 @@ func (q *quotaState) over(ns string, amounts map[string]float64) (api.QuotaLimit
 			return l, used, asked, true
 		}
 	}
-	return api.QuotaLimit{}, 0, 0, false
+	return device.QuotaLimit{}, 0, 0, false
 }
 
 // quotaPrecheck is the predicate's quota check that does not depend on the
@@ -210,7 +210,7 @@ func (p *plugin) quotaPrecheck(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *
 	if q.unknown != "" {
 		if asksQuotaNamer(p.sess, req) {
 			p.st.metrics.filterFailed("quota", "quotas unknown")
-			return fitError(task, node, api.UnschedulableAndUnresolvable, q.unknown)
+			return fitError(task, node, device.UnschedulableAndUnresolvable, q.unknown)
 		}
 		return nil
 	}
@@ -229,7 +229,7 @@ func (p *plugin) quotaPrecheck(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *
 // quotas may limit.
 func asksQuotaNamer(s *sessionState, req *taskRequest) bool {
 	for _, i := range req.backends {
-		if _, ok := s.backends[i].(api.QuotaNamer); ok {
+		if _, ok := s.backends[i].(device.QuotaNamer); ok {
 			return true
 		}
 	}
@@ -261,7 +261,7 @@ func (p *plugin) quotaOnNode(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *ta
 			// cards it picks.
 			continue
 		}
-		for k, v := range c.AddQueueResource(api.ApplyReservation(task.Pod, r)) {
+		for k, v := range c.AddQueueResource(device.ApplyReservation(task.Pod, r)) {
 			held[k] += v
 		}
 	}
@@ -275,7 +275,7 @@ func (p *plugin) quotaOnNode(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *ta
 // quotaFitError builds the fit error of a quota refusal. Its status is
 // not shared through statusCache: the reason carries amounts that change.
 func quotaFitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, reason string) error {
-	return vcapi.NewFitErrWithStatus(task, node, &vcapi.Status{Code: api.UnschedulableAndUnresolvable, Reason: reason, Plugin: PluginName})
+	return vcapi.NewFitErrWithStatus(task, node, &vcapi.Status{Code: device.UnschedulableAndUnresolvable, Reason: reason, Plugin: PluginName})
 }
 
 // chargeQuota counts an allocation against its namespace's quotas. An

@@ -13,8 +13,8 @@ import (
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 	"volcano.sh/volcano/pkg/scheduler/util"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // staticQuotas is a QuotaSource serving fixed ResourceQuotas.
@@ -264,11 +264,11 @@ func TestQuotaLimitsNames(t *testing.T) {
 			want: []string{"limits.volcano.sh/vgpu-cores=150", "limits.volcano.sh/vgpu-memory=8192"}},
 		{name: "API server names and others ignored", rq: resourceQuota("ns", "q", "requests.volcano.sh/vgpu-memory", "1",
 			"volcano.sh/vgpu-memory", "1", "limits.volcano.sh/vgpu-memory-percentage", "1", "limits.nvidia.com/gpumem", "1", "limits.cpu", "1")},
-		{name: "scoped", rq: scoped, want: []string{"limits.volcano.sh/vgpu-memory=1"}, wantErr: api.ErrScopedQuota},
+		{name: "scoped", rq: scoped, want: []string{"limits.volcano.sh/vgpu-memory=1"}, wantErr: device.ErrScopedQuota},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			limits, err := api.QuotaLimits(tc.rq, resources)
+			limits, err := device.QuotaLimits(tc.rq, resources)
 			if err != tc.wantErr {
 				t.Errorf("error %v, want %v", err, tc.wantErr)
 			}

@@ -6,7 +6,7 @@ import (
 
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Session result tables.
@@ -19,7 +19,7 @@ import (
 // backend's Devices and the memo entry: five scattered objects per node,
 // each a cache miss at a thousand nodes, and measured to be most of the
 // plugin's time per pod (docs/benchmarks.md). A result table keeps, per
-// request key (api.ResultKeyer) and per node, the predicate's outcome and
+// request key (device.ResultKeyer) and per node, the predicate's outcome and
 // the node score in one dense slice indexed by the node's session index,
 // so a pod whose key was seen answers from one entry.
 //
@@ -52,7 +52,7 @@ type nodeStamp struct {
 
 // resultTable is one request key's results, indexed by session node index.
 type resultTable struct {
-	keyers []api.ResultKeyer // the request's backends, in request order
+	keyers []device.ResultKeyer // the request's backends, in request order
 	ents   []resultEntry
 }
 
@@ -84,9 +84,9 @@ func (s *sessionState) resultTableFor(task *vcapi.TaskInfo, r *taskRequest) *res
 		return nil
 	}
 	var key []byte
-	keyers := make([]api.ResultKeyer, 0, len(r.backends))
+	keyers := make([]device.ResultKeyer, 0, len(r.backends))
 	for _, i := range r.backends {
-		rk, ok := s.backends[i].(api.ResultKeyer)
+		rk, ok := s.backends[i].(device.ResultKeyer)
 		if !ok {
 			return nil
 		}

@@ -8,7 +8,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // A pod of the same request key as one placed earlier in the session must
@@ -51,12 +51,12 @@ func (k *fakeKeyer) ResultEpoch() uint64                      { return k.epoch }
 func TestResultTableEntryValidity(t *testing.T) {
 	s := &sessionState{stamps: make([]nodeStamp, 2), nodes: map[string]*sessionNode{"n0": {idx: 0}, "n1": {idx: 1}}}
 	k := &fakeKeyer{epoch: 7}
-	tab := &resultTable{keyers: []api.ResultKeyer{k}, ents: make([]resultEntry, 2)}
+	tab := &resultTable{keyers: []device.ResultKeyer{k}, ents: make([]resultEntry, 2)}
 	hit, ent := s.lookup(tab, 0, tab.epoch())
 	if hit != nil || ent == nil {
 		t.Fatalf("empty table: hit %v, entry %v; want a miss with an entry to fill", hit, ent)
 	}
-	fail := &keptFailure{statuses: []*vcapi.Status{status(api.Unschedulable, "full")}, counted: [][2]string{{"hamivgpu", "full"}}}
+	fail := &keptFailure{statuses: []*vcapi.Status{status(device.Unschedulable, "full")}, counted: [][2]string{{"hamivgpu", "full"}}}
 	s.fill(ent, 0, tab.epoch(), fail)
 	if hit, _ := s.lookup(tab, 0, tab.epoch()); hit == nil || hit.fail != fail {
 		t.Fatalf("after fill: hit %v, want the failure kept", hit)
@@ -66,7 +66,7 @@ func TestResultTableEntryValidity(t *testing.T) {
 	}
 	// An equal failure computed for another node is the same object.
 	ent1 := &tab.ents[1]
-	s.fill(ent1, 1, tab.epoch(), &keptFailure{statuses: []*vcapi.Status{status(api.Unschedulable, "full")}, counted: [][2]string{{"hamivgpu", "full"}}})
+	s.fill(ent1, 1, tab.epoch(), &keptFailure{statuses: []*vcapi.Status{status(device.Unschedulable, "full")}, counted: [][2]string{{"hamivgpu", "full"}}})
 	if ent1.fail != fail {
 		t.Errorf("equal failures were not interned")
 	}

@@ -6,7 +6,7 @@ import (
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // nodeOrder is the NodeOrderFn: the weighted device score of a node the
@@ -15,7 +15,7 @@ import (
 func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64, error) {
 	s := p.sess
 	req := s.requestOf(task)
-	if req == nil && s.args.SchedulePolicy == api.PolicyFragment && s.args.ScheduleWeight != 0 {
+	if req == nil && s.args.SchedulePolicy == device.PolicyFragment && s.args.ScheduleWeight != 0 {
 		return s.hostOnlyScore(task, node) * float64(s.args.ScheduleWeight), nil
 	}
 	if req == nil || req.invalid != nil || s.args.ScheduleWeight == 0 {
@@ -52,11 +52,11 @@ func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64,
 func (s *sessionState) deviceScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) float64 {
 	var score float64
 	for _, i := range req.backends {
-		if _, batch := s.backends[i].(api.BatchScorer); batch {
+		if _, batch := s.backends[i].(device.BatchScorer); batch {
 			continue
 		}
 		if d := sn.devices[i]; d != nil && d.invErr == nil {
-			if s.args.SchedulePolicy == api.PolicyFragment {
+			if s.args.SchedulePolicy == device.PolicyFragment {
 				tellHost(d.read(), node.Idle, nil)
 			}
 			score += d.read().ScoreNode(task.Pod, s.args.SchedulePolicy)
@@ -75,11 +75,11 @@ func (p *plugin) batchNodeOrder(task *vcapi.TaskInfo, nodes []*vcapi.NodeInfo) (
 	}
 	var out map[string]float64
 	for _, i := range req.backends {
-		bs, ok := s.backends[i].(api.BatchScorer)
+		bs, ok := s.backends[i].(device.BatchScorer)
 		if !ok {
 			continue
 		}
-		candidates := make(map[string]api.Devices, len(nodes))
+		candidates := make(map[string]device.Devices, len(nodes))
 		for _, n := range nodes {
 			if sn := s.nodes[n.Name]; sn != nil {
 				if d := sn.devices[i]; d != nil && d.invErr == nil {

@@ -18,7 +18,7 @@ import (
 
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // agentWait bounds how long a bind waits for the node agent to serve the
@@ -27,14 +27,14 @@ import (
 const agentWait = 10 * time.Second
 
 // orderedKey names one device type, whose node agent serves pods in order
-// (api.OrderedAgent), for the binder.
+// (device.OrderedAgent), for the binder.
 type orderedKey struct {
 	backend string
 	pending func(*v1.Pod) bool
 }
 
 // allOrderedKeys returns the ordered device types among backends.
-func allOrderedKeys(backends []api.Backend) []orderedKey {
+func allOrderedKeys(backends []device.Backend) []orderedKey {
 	idx := make([]int, len(backends))
 	for i := range idx {
 		idx[i] = i
@@ -42,10 +42,10 @@ func allOrderedKeys(backends []api.Backend) []orderedKey {
 	return orderedKeys(backends, idx)
 }
 
-func orderedKeys(backends []api.Backend, idx []int) []orderedKey {
+func orderedKeys(backends []device.Backend, idx []int) []orderedKey {
 	var out []orderedKey
 	for _, i := range idx {
-		if a, ok := backends[i].(api.OrderedAgent); ok {
+		if a, ok := backends[i].(device.OrderedAgent); ok {
 			out = append(out, orderedKey{backend: backends[i].Name(), pending: a.AgentPending})
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // sessionState is one scheduling session's view of the devices. It reads
@@ -22,7 +22,7 @@ import (
 // in newSessionState and only its fields' contents change afterwards.
 type sessionState struct {
 	args     Args
-	backends []api.Backend
+	backends []device.Backend
 	nodes    map[string]*sessionNode
 	// slab holds the session's nodes; a node's index in it is its index
 	// in stamps and in the result tables.
@@ -83,8 +83,8 @@ func (n *sessionNode) locked() bool { return n.lockedOutside || n.inSession > 0 
 // session does not evict again for capacity already on its way. now()
 // adds them back for pods that would be bound at once.
 type sessionDevices struct {
-	base   api.Devices
-	own    api.Devices
+	base   device.Devices
+	own    device.Devices
 	invErr error
 	// gen is the ledger's generation of base's inventory.
 	gen uint64
@@ -96,14 +96,14 @@ type sessionDevices struct {
 	stamp *nodeStamp
 }
 
-func (d *sessionDevices) read() api.Devices {
+func (d *sessionDevices) read() device.Devices {
 	if d.own != nil {
 		return d.own
 	}
 	return d.base
 }
 
-func (d *sessionDevices) write() api.Devices {
+func (d *sessionDevices) write() device.Devices {
 	d.stamp.ver++
 	if d.own == nil {
 		d.own = d.base.DeepCopy()
@@ -115,7 +115,7 @@ func (d *sessionDevices) write() api.Devices {
 // the terminating pods' allocations added back. It is the view itself when
 // nothing is terminating, and a fresh copy otherwise (it only reads d, so
 // concurrent predicates may call it).
-func (d *sessionDevices) now() api.Devices {
+func (d *sessionDevices) now() device.Devices {
 	if len(d.releasing) == 0 {
 		return d.read()
 	}
@@ -179,7 +179,7 @@ type sessionAlloc struct {
 
 type allocPart struct {
 	devices     *sessionDevices
-	reservation *api.Reservation
+	reservation *device.Reservation
 }
 
 type evictedPod struct {
@@ -222,7 +222,7 @@ func (s *sessionState) requestOf(task *vcapi.TaskInfo) *taskRequest {
 
 func (s *sessionState) computeRequest(pod *v1.Pod) *taskRequest {
 	r := s.claimedRequest(pod)
-	if r != nil && s.args.SchedulePolicy == api.PolicyFragment {
+	if r != nil && s.args.SchedulePolicy == device.PolicyFragment {
 		observeRequest(s.backends, r.backends, pod)
 	}
 	if r == nil {

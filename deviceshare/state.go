@@ -19,14 +19,14 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
 )
 
 // BackendFactory builds the enabled backends for validated arguments and
 // the device configuration in force.
-type BackendFactory func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error)
+type BackendFactory func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]device.Backend, error)
 
 // Options configure a State.
 type Options struct {
@@ -64,7 +64,7 @@ type State struct {
 	configsCtx  context.Context
 	stopConfigs context.CancelFunc
 	backendsKey string
-	backends    []api.Backend
+	backends    []device.Backend
 	lastArgErr  string
 
 	// keys signs allocations (internal/allocsig); nil signs nothing.
@@ -72,7 +72,7 @@ type State struct {
 }
 
 // SetAllocationKeyFile makes the plugin sign every allocation of a backend
-// implementing api.Signed with the first key of the file, which is read
+// implementing device.Signed with the first key of the file, which is read
 // again when it changes. The file must be valid now. Call it before the
 // first session.
 func (st *State) SetAllocationKeyFile(path string) error {
@@ -111,7 +111,7 @@ func NewState(opts Options) *State {
 	}
 	deviceInfo := &deviceInfoWatch{}
 	if opts.Backends == nil {
-		opts.Backends = func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]api.Backend, error) {
+		opts.Backends = func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]device.Backend, error) {
 			return DefaultBackends(args, cfg, clk, WithDeviceInfo(deviceInfo))
 		}
 	}
@@ -195,7 +195,7 @@ const (
 	// registration cannot be decoded; its devices are unavailable.
 	EventInvalidRegistration = "InvalidDeviceRegistration"
 	// EventDegradedRegistration is recorded on a node whose device
-	// registration was read with a part left out (api.InventoryWarner);
+	// registration was read with a part left out (device.InventoryWarner);
 	// its devices stay available.
 	EventDegradedRegistration = "DegradedDeviceRegistration"
 	// EventInvalidAllocation is recorded on a pod whose allocation
@@ -227,7 +227,7 @@ func (st *State) reportProblems(client kubernetes.Interface, problems []Problem)
 		}
 		ref := &v1.ObjectReference{Kind: "Node", Name: p.Node, UID: types.UID(p.Node)}
 		if p.Usable {
-			var setting api.IgnoredSetting
+			var setting device.IgnoredSetting
 			if errors.As(p.Err, &setting) {
 				rec.Eventf(ref, v1.EventTypeWarning, EventInvalidDeviceSetting, "%s: %v", p.Device, p.Err)
 			} else {
@@ -260,7 +260,7 @@ func Register() *State {
 // backendsFor returns the backends for the arguments and configuration,
 // rebuilding them only when the arguments that shape them or the
 // configuration's generation change.
-func (st *State) backendsFor(args Args, cfg *config.Config, generation uint64) ([]api.Backend, error) {
+func (st *State) backendsFor(args Args, cfg *config.Config, generation uint64) ([]device.Backend, error) {
 	key := fmt.Sprintf("%t/%t/%t/%t/%t/%d/%s", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
 		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation, exclusiveKey(args.ExclusiveRules))
 	st.mu.Lock()

@@ -11,7 +11,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/backends/vgpu"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // vgpuExclusiveArgs keep pods labelled exclusive-test=yes off each

@@ -10,7 +10,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func TestVGPUCardMetrics(t *testing.T) {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/nodelock"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 const vgpuArgs = `      deviceshare.VGPUEnable: true
@@ -355,13 +355,13 @@ func TestDefaultBackendsBuildsVGPU(t *testing.T) {
 	if _, mem, _, _ := backends[0].(*vgpu.Backend).Resources(); mem != "example.com/gpumem" {
 		t.Errorf("memory resource = %s, want the configured name", mem)
 	}
-	if diff := cmp.Diff([]string{"hamivgpu"}, appendLocks(nil, true, backends[0], &api.Reservation{})); diff != "" {
+	if diff := cmp.Diff([]string{"hamivgpu"}, appendLocks(nil, true, backends[0], &device.Reservation{})); diff != "" {
 		t.Errorf("node lock names (-want +got):\n%s", diff)
 	}
 	if _, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil); err != nil {
 		t.Errorf("DefaultBackends without a configuration: %v", err)
 	}
-	var _ api.NodeLocker = backends[0].(*vgpu.Backend)
+	var _ device.NodeLocker = backends[0].(*vgpu.Backend)
 }
 
 // Under the fragment policy the plugin shows the backend the pending pods

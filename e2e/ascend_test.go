@@ -16,7 +16,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/e2e/framework"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // ascendConf enables the HAMi Ascend backends next to vGPU.

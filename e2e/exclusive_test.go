@@ -17,7 +17,7 @@ import (
 	"github.com/vgpushare/vshare/deviceshare"
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/kubectlvshare"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // exclusiveLabel is the pod label of the only exclusive rule the test's

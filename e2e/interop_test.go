@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/e2e/framework"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // TestInteropStockSchedulerWithOurAgent: Volcano v1.10.0's own scheduler,

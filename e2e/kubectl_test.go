@@ -23,7 +23,7 @@ import (
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/kubectlvshare"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // kubectlNS is the namespace of TestKubectlVshare's objects.

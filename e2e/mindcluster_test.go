@@ -15,7 +15,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/mindcluster"
 	"github.com/vgpushare/vshare/e2e/framework"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // TestMindCluster310PVNPU: Ascend 310P vNPUs the MindCluster way. The test

@@ -20,7 +20,7 @@ import (
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/e2e/runc"
 	"github.com/vgpushare/vshare/internal/testroot"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // nodeSide is one node's fake driver and runc, started for the node-side

@@ -15,7 +15,7 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // TestVGPUJobRuns: a two-task gang asking for one vGPU of 2000 MiB and 30 %

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // nodeState is one node's devices as the scheduler's ledger sees them:
@@ -22,13 +22,13 @@ type deviceState struct {
 	kind *kind
 	// devices has every accounted pod; nil when the registration is
 	// invalid (err).
-	devices api.Devices
+	devices device.Devices
 	err     error
 	// empty is the node's cards with no pod accounted.
-	empty api.Devices
+	empty device.Devices
 	// cards and layouts describe the cards by position, with every
 	// accounted pod.
-	cards   []api.CardUsage
+	cards   []device.CardUsage
 	layouts []string
 	// holdings are what each accounted pod holds, in accounting order.
 	holdings []podHolding
@@ -81,7 +81,7 @@ func accountNode(kinds []*kind, node *v1.Node, pods []*v1.Pod) *nodeState {
 			continue
 		}
 		ds := &deviceState{kind: k, devices: d, empty: d.DeepCopy()}
-		if w, ok := d.(api.InventoryWarner); ok {
+		if w, ok := d.(device.InventoryWarner); ok {
 			ds.warnings = w.InventoryWarnings()
 		}
 		for _, pod := range sorted {
@@ -142,8 +142,8 @@ type podShare struct {
 }
 
 // usage returns the Devices' per-card usage; every backend reports it.
-func usage(d api.Devices) []api.CardUsage {
-	r, ok := d.(api.CardReporter)
+func usage(d device.Devices) []device.CardUsage {
+	r, ok := d.(device.CardReporter)
 	if !ok {
 		return nil
 	}
@@ -152,8 +152,8 @@ func usage(d api.Devices) []api.CardUsage {
 }
 
 // layouts returns the Devices' card layouts, or n empty strings.
-func layouts(d api.Devices, n int) []string {
-	if r, ok := d.(api.CardDescriber); ok {
+func layouts(d device.Devices, n int) []string {
+	if r, ok := d.(device.CardDescriber); ok {
 		if l := r.CardLayouts(); len(l) == n {
 			return l
 		}

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // CardsOptions select the nodes of `kubectl vshare cards`.
@@ -57,7 +57,7 @@ func nodeCards(ns *nodeState) NodeCards {
 			// A part left out: unreadable link scores (the cards are
 			// listed, the part is an error) or an operator's setting
 			// partly ignored (a cordon entry naming no card).
-			var setting api.IgnoredSetting
+			var setting device.IgnoredSetting
 			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: w.Error(), Setting: errors.As(w, &setting)})
 		}
 		for _, pp := range ds.problems {

@@ -15,7 +15,7 @@ func TestNoVolcanoDependency(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		if strings.HasPrefix(pkg, "volcano.sh/volcano/") || strings.HasPrefix(pkg, "github.com/vgpushare/vshare/deviceshare") && pkg != "github.com/vgpushare/vshare/deviceshare/api" {
+		if strings.HasPrefix(pkg, "volcano.sh/volcano/") || strings.HasPrefix(pkg, "github.com/vgpushare/vshare/deviceshare") && pkg != "github.com/vgpushare/vshare/device" {
 			t.Errorf("cmd/kubectl-vshare links %s", pkg)
 		}
 	}

@@ -5,11 +5,11 @@
 // It reads only the API server (nodes, pods, PodGroups, events) and
 // interprets what it reads with the code the scheduler runs: node
 // registrations are decoded and pods accounted by the backends' own
-// api.Devices (backends/vgpu, backends/ascend, backends/gpushare,
+// device.Devices (backends/vgpu, backends/ascend, backends/gpushare,
 // backends/mindcluster), exactly as the deviceshare plugin's ledger does,
 // and `fit` and `why` ask the same Devices whether a pod fits
 // (FilterNode, ScoreNode, Allocate on a copy) and, card by card, why not
-// (api.CardExplainer). It imports no Volcano scheduler package, so it
+// (device.CardExplainer). It imports no Volcano scheduler package, so it
 // stays a small client.
 //
 // Every command renders one report type (schema.go) as a table, a wide

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Node-level reasons the plugin reports besides the backends' per-card
@@ -103,7 +103,7 @@ func nodeFit(ns *nodeState, k *kind, pod *v1.Pod, policy string) NodeFit {
 		if len(nf.Reasons) == 0 {
 			nf.Reasons = []string{k.name() + " devices do not fit"}
 		}
-		nf.Resolvable = st.Code == api.Unschedulable
+		nf.Resolvable = st.Code == device.Unschedulable
 		nf.Cards = verdicts(ds, pod, policy)
 	}
 	// What keeps the pod off the node whatever its cards hold.
@@ -151,7 +151,7 @@ func chosen(ds *deviceState, pod *v1.Pod, policy string) []CardRef {
 // verdicts returns every card's verdict with what it has free, or nil when
 // the device type cannot explain card by card.
 func verdicts(ds *deviceState, pod *v1.Pod, policy string) []CardVerdict {
-	e, ok := ds.devices.(api.CardExplainer)
+	e, ok := ds.devices.(device.CardExplainer)
 	if !ok {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // freeUp finds a small set of pods on the node whose cards, freed, would
@@ -71,7 +71,7 @@ func freeUp(ds *deviceState, pod *v1.Pod, policy string) (FreeUp, bool) {
 // freeing removes candidates in order from a copy of d until the pod fits,
 // then puts back each one the fit does not need. ok is false when the pod
 // does not fit with every candidate removed.
-func freeing(d api.Devices, pod *v1.Pod, policy string, candidates []podHolding) ([]podHolding, bool) {
+func freeing(d device.Devices, pod *v1.Pod, policy string, candidates []podHolding) ([]podHolding, bool) {
 	c := d.DeepCopy()
 	n := 0
 	for !c.FilterNode(pod, policy).IsSuccess() {

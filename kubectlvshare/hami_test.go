@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/vgpushare/vshare/config"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // A pod bound on a node HAMi's plugin serves carries hami.io/bind-phase

@@ -21,9 +21,9 @@ import (
 
 	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // update rewrites the golden files under testdata/.
@@ -149,11 +149,11 @@ func ascendFixture(t *testing.T) (*v1.Node, []runtime.Object) {
 				Limits: v1.ResourceList{"huawei.com/Ascend910B3": resource.MustParse("1"), "huawei.com/Ascend910B3-memory": resource.MustParse("12000")}}}}},
 			Status: v1.PodStatus{Phase: v1.PodRunning},
 		}
-		r, err := d.Allocate(p, api.PolicyBinpack)
+		r, err := d.Allocate(p, device.PolicyBinpack)
 		if err != nil {
 			t.Fatalf("Allocate %s: %v", name, err)
 		}
-		p = api.ApplyReservation(p, r)
+		p = device.ApplyReservation(p, r)
 		p.Annotations[ascendproto.AnnotationBindPhase] = "success"
 		out = append(out, p)
 	}

@@ -14,15 +14,15 @@ import (
 	"github.com/vgpushare/vshare/backends/mindcluster"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // kind is one device type the plugin reads: its backend, the scheduler's
 // own, and what only the plugin needs to know of it.
 type kind struct {
-	backend api.Backend
+	backend device.Backend
 	// bindPhases are the pod annotations the device type's node agents move
 	// from "allocating" to "success" or "failed", the first present read
 	// (vGPU: volcano.sh/bind-phase, or hami.io/bind-phase on nodes HAMi's

@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // KindQuota is the kind of `kubectl vshare quota`'s report.
@@ -78,22 +78,22 @@ func (p *Plugin) Quota(ctx context.Context, o QuotaOptions) (*QuotaReport, error
 
 // quotaLimit is a limit and, for one the scheduler does not enforce, why.
 type quotaLimit struct {
-	api.QuotaLimit
+	device.QuotaLimit
 	err error
 }
 
 // quotaLimits reads the quotas' limits on device resources as the
-// scheduler does (api.QuotaLimits), sorted by namespace, quota, resource.
+// scheduler does (device.QuotaLimits), sorted by namespace, quota, resource.
 func (p *Plugin) quotaLimits(quotas []v1.ResourceQuota) []quotaLimit {
-	backends := make([]api.Backend, len(p.kinds))
+	backends := make([]device.Backend, len(p.kinds))
 	for i, k := range p.kinds {
 		backends[i] = k.backend
 	}
-	resources := api.QuotaResources(backends)
+	resources := device.QuotaResources(backends)
 	var out []quotaLimit
 	for i := range quotas {
-		ls, err := api.QuotaLimits(&quotas[i], resources)
-		if err != nil && !errors.Is(err, api.ErrScopedQuota) {
+		ls, err := device.QuotaLimits(&quotas[i], resources)
+		if err != nil && !errors.Is(err, device.ErrScopedQuota) {
 			continue
 		}
 		for _, l := range ls {
@@ -166,9 +166,9 @@ func (r *QuotaReport) table(w io.Writer, _ bool) error {
 // and where to see its use; "" otherwise.
 func quotaWait(rep *WhyReport) string {
 	for _, r := range rep.Recorded {
-		if strings.HasPrefix(r.Reason, api.ReasonQuotaExceeded) {
+		if strings.HasPrefix(r.Reason, device.ReasonQuotaExceeded) {
 			return "pod " + rep.Namespace + "/" + rep.Name + " waits for its namespace's quota (" +
-				strings.TrimPrefix(r.Reason, api.ReasonQuotaExceeded) + "): see kubectl vshare quota -n " + rep.Namespace
+				strings.TrimPrefix(r.Reason, device.ReasonQuotaExceeded) + "): see kubectl vshare quota -n " + rep.Namespace
 		}
 	}
 	return ""

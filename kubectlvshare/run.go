@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // helpText is the help text.
@@ -62,7 +62,7 @@ func (g *globalOptions) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&g.conn.Namespace, "namespace", "n", "", "namespace")
 	fs.DurationVar(&g.conn.Timeout, "request-timeout", 30*time.Second, "timeout of each API request")
 	fs.StringVarP(&g.output, "output", "o", FormatTable, "output format: table, wide, json or yaml")
-	fs.StringVar(&g.policy, "policy", api.PolicyBinpack, "scheduling policy for fit and why: binpack or spread")
+	fs.StringVar(&g.policy, "policy", device.PolicyBinpack, "scheduling policy for fit and why: binpack or spread")
 	fs.StringVar(&g.deviceConfig, "device-config", "", "device-config.yaml of the device ConfigMap")
 }
 
@@ -157,8 +157,8 @@ func parseCommand(args []string) (*globalOptions, *pflag.FlagSet, command, error
 	switch {
 	case !validFormat(g.output):
 		return nil, nil, command{}, usagef("--output=%q: want table, wide, json or yaml", g.output)
-	case g.policy != api.PolicyBinpack && g.policy != api.PolicySpread:
-		return nil, nil, command{}, usagef("--policy=%q: want %s or %s", g.policy, api.PolicyBinpack, api.PolicySpread)
+	case g.policy != device.PolicyBinpack && g.policy != device.PolicySpread:
+		return nil, nil, command{}, usagef("--policy=%q: want %s or %s", g.policy, device.PolicyBinpack, device.PolicySpread)
 	}
 	if err := c.check(fs.Args()); err != nil {
 		return nil, nil, command{}, err

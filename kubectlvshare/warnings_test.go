@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // TestUnreadableScoresListedAsError: a node whose link scores do not parse

@@ -7,8 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // Allocate picks the pod's cards (the choice FilterNode and ScoreNode made),
@@ -19,7 +19,7 @@ import (
 // hami.io/bind-phase: allocating. It succeeds whenever FilterNode does. A
 // pod without a request gets a nil reservation; a pod already accounted
 // here is an error.
-func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
+func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, error) {
 	var req podRequest
 	if err := d.b.parse(pod, &req); err != nil {
 		return nil, fmt.Errorf("allocate %s on node %s: invalid request: %w", d.b.name, d.node, err)
@@ -43,7 +43,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	cardledger.Hold(d.ledger, pod, value, h, d.apply)
 	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
 	d.logAllocation(pod, "Allocated Ascend vNPUs", value)
-	return &api.Reservation{Annotations: map[string]string{
+	return &device.Reservation{Annotations: map[string]string{
 		d.b.keys.ToAllocate:                value,
 		d.b.keys.Allocated:                 value,
 		d.b.keys.RuntimeInfo:               d.runtimeValue(h.uses),
@@ -59,7 +59,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 // hami.io/<commonWord>-devices-allocated, is a no-op. A record that differs
 // from what the pod holds, or a pod holding nothing here, is an error and
 // the state is unchanged.
-func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
+func (d *Devices) Release(pod *v1.Pod, r *device.Reservation) error {
 	released, err := cardledger.Release(d.ledger, pod, r, d.apply)
 	if released {
 		d.logAllocation(pod, "Released Ascend vNPUs", r.Annotations[d.b.keys.Allocated])

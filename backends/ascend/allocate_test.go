@@ -9,8 +9,8 @@ import (
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 func TestAllocateWritesTheProtocol(t *testing.T) {
@@ -26,7 +26,7 @@ func TestAllocateWritesTheProtocol(t *testing.T) {
 		{
 			name:   "memory rounds up to the smallest template",
 			pod:    npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 10000, cores: -1}}),
-			policy: api.PolicyBinpack,
+			policy: device.PolicyBinpack,
 			want: map[string]string{
 				keys.ToAllocate: "NPU-0,Ascend910B3,16384,0:;", keys.Allocated: "NPU-0,Ascend910B3,16384,0:;",
 				keys.RuntimeInfo: `[{"UUID":"NPU-0","temp":"vir05_1c_16g"}]`,
@@ -35,7 +35,7 @@ func TestAllocateWritesTheProtocol(t *testing.T) {
 		{
 			name:   "memory above every template takes the whole card, without a template name",
 			pod:    npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 40000, cores: -1}}),
-			policy: api.PolicyBinpack,
+			policy: device.PolicyBinpack,
 			want: map[string]string{
 				keys.ToAllocate: "NPU-0,Ascend910B3,65536,0:;", keys.Allocated: "NPU-0,Ascend910B3,65536,0:;",
 				keys.RuntimeInfo: `[{"UUID":"NPU-0"}]`,
@@ -44,7 +44,7 @@ func TestAllocateWritesTheProtocol(t *testing.T) {
 		{
 			name:   "two whole cards and a container without NPUs keep container positions",
 			pod:    withPlainContainer(npuPod("p", "Ascend910B3", []ctr{{n: 2, mem: -1, cores: -1}})),
-			policy: api.PolicySpread,
+			policy: device.PolicySpread,
 			want: map[string]string{
 				keys.ToAllocate:  "NPU-0,Ascend910B3,65536,0:NPU-1,Ascend910B3,65536,0:;;",
 				keys.Allocated:   "NPU-0,Ascend910B3,65536,0:NPU-1,Ascend910B3,65536,0:;;",
@@ -55,7 +55,7 @@ func TestAllocateWritesTheProtocol(t *testing.T) {
 			name:   "hami-core records memory and cores",
 			node:   []string{ascendproto.AnnotationNodeHAMiCore, "true"},
 			pod:    npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 10000, cores: 30}}, ascendproto.AnnotationVNPUMode, ascendproto.ModeHAMiCore),
-			policy: api.PolicyBinpack,
+			policy: device.PolicyBinpack,
 			want: map[string]string{
 				keys.ToAllocate: "NPU-0,Ascend910B3,10000,30:;", keys.Allocated: "NPU-0,Ascend910B3,10000,30:;",
 				keys.RuntimeInfo: `[{"UUID":"NPU-0","memory":10000,"core":30}]`,
@@ -91,17 +91,17 @@ func TestTemplatesShareACardWithinItsAICores(t *testing.T) {
 	// fill the card.
 	for i, name := range []string{"a", "b"} {
 		p := npuPod(name, "Ascend910B3", []ctr{{n: 1, mem: 32768, cores: -1}})
-		if st := d.FilterNode(p, api.PolicyBinpack); !st.IsSuccess() {
+		if st := d.FilterNode(p, device.PolicyBinpack); !st.IsSuccess() {
 			t.Fatalf("pod %d: FilterNode = %s", i, st.Message())
 		}
-		testkit.Allocate(t, d, p, api.PolicyBinpack)
+		testkit.Allocate(t, d, p, device.PolicyBinpack)
 	}
-	st := d.FilterNode(npuPod("c", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: -1}}), api.PolicyBinpack)
-	if st.IsSuccess() || st.Code != api.Unschedulable {
+	st := d.FilterNode(npuPod("c", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: -1}}), device.PolicyBinpack)
+	if st.IsSuccess() || st.Code != device.Unschedulable {
 		t.Fatalf("third template on a full card: status %+v, want Unschedulable", st)
 	}
 	cards, pods := d.CardUsage()
-	want := []api.CardUsage{{ID: "NPU-0", Type: "Ascend910B3", Healthy: true, MemoryUsedMiB: 65536, MemoryTotalMiB: 65536,
+	want := []device.CardUsage{{ID: "NPU-0", Type: "Ascend910B3", Healthy: true, MemoryUsedMiB: 65536, MemoryTotalMiB: 65536,
 		CoresUsed: 20, CoresTotal: 20, Pods: 2, MaxPods: 7}}
 	if diff := cmp.Diff(want, cards); diff != "" || pods != 2 {
 		t.Errorf("CardUsage (-want +got):\n%s pods %d", diff, pods)
@@ -118,8 +118,8 @@ func TestAICPUsLimitTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := devicesOf(t, b, ascendNode("n", "AscendX1", []card{npu("X-0", 200000).withType("AscendX1")}))
-	testkit.Allocate(t, d, npuPod("a", "AscendX1", []ctr{{n: 1, mem: 1000, cores: -1}}), api.PolicyBinpack)
-	st := d.FilterNode(npuPod("b", "AscendX1", []ctr{{n: 1, mem: 1000, cores: -1}}), api.PolicyBinpack)
+	testkit.Allocate(t, d, npuPod("a", "AscendX1", []ctr{{n: 1, mem: 1000, cores: -1}}), device.PolicyBinpack)
+	st := d.FilterNode(npuPod("b", "AscendX1", []ctr{{n: 1, mem: 1000, cores: -1}}), device.PolicyBinpack)
 	if st.IsSuccess() || st.Message() != ReasonSlicing {
 		t.Fatalf("status %+v, want %q", st, ReasonSlicing)
 	}
@@ -130,8 +130,8 @@ func TestReleaseAndSubResourceRestore(t *testing.T) {
 	d := devicesOf(t, b, ascendNode("n", "Ascend910B3", []card{npu("NPU-0", 65536)}))
 	before := d.GetStatus()
 	p := npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 100, cores: -1}})
-	r := testkit.Allocate(t, d, p, api.PolicyBinpack)
-	if _, err := d.Allocate(p, api.PolicyBinpack); err == nil {
+	r := testkit.Allocate(t, d, p, device.PolicyBinpack)
+	if _, err := d.Allocate(p, device.PolicyBinpack); err == nil {
 		t.Error("a second Allocate of the same pod succeeded")
 	}
 	if err := d.Release(p, r); err != nil {
@@ -143,7 +143,7 @@ func TestReleaseAndSubResourceRestore(t *testing.T) {
 	if err := d.Release(p, r); err == nil {
 		t.Error("Release of a pod holding nothing succeeded")
 	}
-	if err := d.AddResource(api.ApplyReservation(p, r)); err != nil {
+	if err := d.AddResource(device.ApplyReservation(p, r)); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"huawei.com/Ascend910B3": 1, "huawei.com/Ascend910B3-memory": 16384, "huawei.com/Ascend910B3-core": 0}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -45,8 +45,8 @@ type Backend struct {
 }
 
 var (
-	_ api.Backend    = (*Backend)(nil)
-	_ api.NodeLocker = (*Backend)(nil)
+	_ device.Backend    = (*Backend)(nil)
+	_ device.NodeLocker = (*Backend)(nil)
 )
 
 // New returns the backend of one vnpus entry, or an error naming the field
@@ -152,7 +152,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 // nil) when the node registers none (or its agent was marked deleted), and
 // an error naming the annotation, the card and the field when the
 // registration is malformed.
-func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
+func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
 	a := node.Annotations
 	if ascendproto.AgentDeleted(a[b.keys.Handshake]) {
 		klog.V(2).InfoS("Ascend node agent marked deleted by the handshake; the node's NPUs are unavailable",
@@ -185,7 +185,7 @@ func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
 	d := newDevices(b, node.Name, cards, soft)
 	for _, err := range warnings {
 		klog.ErrorS(err, "NPU card cordon partly ignored", "node", node.Name, "chip", b.name)
-		d.warnings = append(d.warnings, api.IgnoredSetting{Err: err})
+		d.warnings = append(d.warnings, device.IgnoredSetting{Err: err})
 	}
 	klog.V(4).InfoS("Decoded Ascend inventory", "node", node.Name, "chip", b.name, "cards", len(cards), "hamiCore", soft)
 	return d, nil

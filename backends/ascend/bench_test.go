@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // benchDevices is an 8-card 910B3 node half filled with templates.
@@ -16,7 +16,7 @@ func benchDevices(b *testing.B) *Devices {
 	}
 	d := devicesOf(b, newTestBackend(b, "Ascend910B3", false), ascendNode("n", "Ascend910B3", cards))
 	for i := 0; i < 8; i++ {
-		testkit.Allocate(b, d, npuPod(fmt.Sprintf("h%d", i), "Ascend910B3", []ctr{{n: 1, mem: 16384, cores: -1}}), api.PolicySpread)
+		testkit.Allocate(b, d, npuPod(fmt.Sprintf("h%d", i), "Ascend910B3", []ctr{{n: 1, mem: 16384, cores: -1}}), device.PolicySpread)
 	}
 	return d
 }
@@ -27,7 +27,7 @@ func BenchmarkFilterNode(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if !d.FilterNode(pod, api.PolicyBinpack).IsSuccess() {
+		if !d.FilterNode(pod, device.PolicyBinpack).IsSuccess() {
 			b.Fatal("pod does not fit")
 		}
 	}
@@ -40,7 +40,7 @@ func BenchmarkScoreNodeMultiCardNetwork(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if d.ScoreNode(pod, api.PolicyBinpack) <= 0 {
+		if d.ScoreNode(pod, device.PolicyBinpack) <= 0 {
 			b.Fatal("pod does not fit")
 		}
 	}
@@ -52,7 +52,7 @@ func BenchmarkAllocateRelease(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r, err := d.Allocate(pod, api.PolicyBinpack)
+		r, err := d.Allocate(pod, device.PolicyBinpack)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // use is one card of one container of an accounted pod.

@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/conformance"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // conformanceCards mixes sizes and states: full 910B3 cards, one shared by
@@ -53,7 +53,7 @@ func softPod(rng *rand.Rand) *v1.Pod {
 
 // cardUsage reports memory, cores, AI CPUs and vNPUs per card, and any use
 // of the unhealthy card.
-func cardUsage(d api.Devices) []conformance.Usage {
+func cardUsage(d device.Devices) []conformance.Usage {
 	dev := d.(*Devices)
 	cards, _ := dev.CardUsage()
 	out := conformance.CardUsage(cards, "vNPUs")

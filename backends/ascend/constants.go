@@ -1,6 +1,6 @@
 package ascend
 
-import ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+import "github.com/vgpushare/vshare/protocol/ascendproto"
 
 // Filter failure reasons, stable across nodes so that Volcano's fit-error
 // histogram groups them. The chip type is not part of them.
@@ -23,7 +23,7 @@ const (
 )
 
 // Limits and weights; the limits on decoded annotations are
-// protocol/ascend's.
+// protocol/ascendproto's.
 const (
 	// fullCores is a whole card in soft mode, in percent.
 	fullCores = ascendproto.FullCores

@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // TestCordon: hami.io/device-cordon takes a chip out of scheduling; a pod
@@ -19,7 +19,7 @@ func TestCordon(t *testing.T) {
 
 	d := devicesOf(t, newTestBackend(t, "Ascend910B3", false),
 		ascendNode("n", "Ascend910B3", cards, ascendproto.AnnotationDeviceCordon, "NPU-0"))
-	r := testkit.Allocate(t, d, pod, api.PolicyBinpack)
+	r := testkit.Allocate(t, d, pod, device.PolicyBinpack)
 	if v := r.Annotations[ascendproto.KeysFor("Ascend910B3").Allocated]; !strings.Contains(v, "NPU-1") || strings.Contains(v, "NPU-0") {
 		t.Errorf("allocated %q, want NPU-1 (NPU-0 is cordoned)", v)
 	}
@@ -30,8 +30,8 @@ func TestCordon(t *testing.T) {
 
 	all := devicesOf(t, newTestBackend(t, "Ascend910B3", false),
 		ascendNode("n", "Ascend910B3", cards, ascendproto.AnnotationDeviceCordon, "NPU-0, NPU-1"))
-	st := all.FilterNode(pod, api.PolicyBinpack)
-	if st.IsSuccess() || st.Code != api.UnschedulableAndUnresolvable {
+	st := all.FilterNode(pod, device.PolicyBinpack)
+	if st.IsSuccess() || st.Code != device.UnschedulableAndUnresolvable {
 		t.Fatalf("FilterNode = %+v, want unresolvable", st)
 	}
 	if diff := cmp.Diff([]string{ReasonCordoned}, st.Reasons); diff != "" {

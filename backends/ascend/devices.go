@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -73,9 +73,9 @@ type Devices struct {
 }
 
 var (
-	_ api.Devices      = (*Devices)(nil)
-	_ api.Advertiser   = (*Devices)(nil)
-	_ api.CardReporter = (*Devices)(nil)
+	_ device.Devices      = (*Devices)(nil)
+	_ device.Advertiser   = (*Devices)(nil)
+	_ device.CardReporter = (*Devices)(nil)
 )
 
 func newDevices(b *Backend, node string, cards []cardSpec, soft bool) *Devices {
@@ -197,7 +197,9 @@ func (d *Devices) SubResource(pod *v1.Pod) error { cardledger.Drop(d.ledger, pod
 // CardUsage returns every card's usage and the number of pods holding
 // cards of this type on the node. Cores are percent in hami-core mode and
 // AI cores in template mode.
-func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsage(d.ledger, d.cards) }
+func (d *Devices) CardUsage() ([]device.CardUsage, int) {
+	return cardledger.CardUsage(d.ledger, d.cards)
+}
 
 // GetStatus renders every card, "; "-separated, as
 // "i id type: used/total MiB, cores c/C, AI CPUs u/U, vNPUs n/N" plus
@@ -227,7 +229,7 @@ func (d *Devices) GetStatus() string {
 }
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
-func (d *Devices) DeepCopy() api.Devices {
+func (d *Devices) DeepCopy() device.Devices {
 	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger)}
 }
 

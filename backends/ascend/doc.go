@@ -1,6 +1,6 @@
 // Package ascend implements HAMi's Ascend vNPU sharing as a deviceshare
-// backend (api.Backend, api.Devices, api.Advertiser, api.NodeLocker,
-// api.CardReporter), one Backend per entry of the device ConfigMap's vnpus
+// backend (device.Backend, device.Devices, device.Advertiser, device.NodeLocker,
+// device.CardReporter), one Backend per entry of the device ConfigMap's vnpus
 // section, wire-compatible with HAMi's scheduler and Ascend device plugin
 // (HAMi pkg/device/ascend) and Volcano's hami Ascend device
 // (pkg/scheduler/api/devices/ascend/hami).
@@ -40,7 +40,7 @@
 //
 // # Annotations
 //
-// The keys, formats, limits and their sources are protocol/ascend's. The
+// The keys, formats, limits and their sources are protocol/ascendproto's. The
 // backend reads the node's hami.io/node-register-<commonWord> (cards in
 // order; a malformed registration is an error naming the annotation and the
 // card), its hami.io/node-handshake-<commonWord> ("Deleted_..." means the
@@ -78,6 +78,6 @@
 // health and the registered type are honoured; card reasons are reported;
 // allocation travels on the binding instead of a synchronous patch; the
 // choice is deterministic (upstream walks a map); the memory and core
-// resources are advertised on the node (api.Advertiser) so Volcano's
+// resources are advertised on the node (device.Advertiser) so Volcano's
 // resource fit passes without the webhook's help.
 package ascend

@@ -8,17 +8,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 var (
-	_ api.CardExplainer = (*Devices)(nil)
-	_ api.CardDescriber = (*Devices)(nil)
+	_ device.CardExplainer = (*Devices)(nil)
+	_ device.CardDescriber = (*Devices)(nil)
 )
 
 // ExplainCards tells, card by card, why the first container that does not
 // fit was refused: the same choice and checks as FilterNode.
-func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []api.CardVerdict {
+func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict {
 	var req podRequest
 	if err := d.b.parse(pod, &req); err != nil || len(req.ctrs) == 0 {
 		return nil
@@ -28,9 +28,9 @@ func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []api.CardVerdict {
 		return nil
 	}
 	cr := &req.ctrs[failed]
-	out := make([]api.CardVerdict, len(work))
+	out := make([]device.CardVerdict, len(work))
 	for i := range work {
-		out[i] = api.CardVerdict{Index: i, Container: cr.ctr}
+		out[i] = device.CardVerdict{Index: i, Container: cr.ctr}
 		if code, _ := d.check(i, &work[i], cr, &req); code != fits {
 			out[i].Reason, out[i].Resolvable = describe(code)
 		}
@@ -73,7 +73,7 @@ func (d *Devices) CardLayouts() []string {
 	return out
 }
 
-var _ api.InventoryWarner = (*Devices)(nil)
+var _ device.InventoryWarner = (*Devices)(nil)
 
 // InventoryWarnings returns the node's hami.io/device-cordon entries that
 // cordon nothing (malformed, or naming no card of this chip type).

@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 func TestFilterNodeReasons(t *testing.T) {
@@ -32,42 +32,42 @@ func TestFilterNodeReasons(t *testing.T) {
 			name:     "unhealthy and wrong type cards",
 			cards:    []card{npu("NPU-0", 65536).unhealthy(), npu("NPU-1", 65536).withType("Ascend310P")},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1024, cores: -1}}),
-			wantCode: api.UnschedulableAndUnresolvable,
+			wantCode: device.UnschedulableAndUnresolvable,
 			want:     []string{ReasonTypeMismatch, ReasonUnhealthy},
 		},
 		{
 			name:     "use-uuid keeps only the named card, which is full",
 			cards:    []card{npu("NPU-0", 65536).withCount(0), npu("NPU-1", 65536)},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1024, cores: -1}}, keys.UseUUID, "NPU-0"),
-			wantCode: api.Unschedulable,
+			wantCode: device.Unschedulable,
 			want:     []string{ReasonUUIDExcluded, ReasonCountFull},
 		},
 		{
 			name:     "no-use-uuid excludes",
 			cards:    []card{npu("NPU-0", 65536)},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1024, cores: -1}}, keys.NoUseUUID, "NPU-1, NPU-0"),
-			wantCode: api.UnschedulableAndUnresolvable,
+			wantCode: device.UnschedulableAndUnresolvable,
 			want:     []string{ReasonUUIDExcluded},
 		},
 		{
 			name:     "hami-core pod on a template node",
 			cards:    []card{npu("NPU-0", 65536)},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1024, cores: 20}}),
-			wantCode: api.UnschedulableAndUnresolvable,
+			wantCode: device.UnschedulableAndUnresolvable,
 			want:     []string{ReasonModeMismatch},
 		},
 		{
 			name:     "template larger than a small card",
 			cards:    []card{npu("NPU-0", 8192)},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1024, cores: -1}}),
-			wantCode: api.UnschedulableAndUnresolvable,
+			wantCode: device.UnschedulableAndUnresolvable,
 			want:     []string{ReasonCardTooSmall},
 		},
 		{
 			name:     "more cards than the node has",
 			cards:    []card{npu("NPU-0", 65536)},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 2, mem: -1, cores: -1}}),
-			wantCode: api.UnschedulableAndUnresolvable,
+			wantCode: device.UnschedulableAndUnresolvable,
 			want:     []string{ReasonTooFewCards},
 		},
 		{
@@ -75,7 +75,7 @@ func TestFilterNodeReasons(t *testing.T) {
 			cards:    []card{npu("NPU-0", 65536)},
 			held:     []*v1.Pod{npuPod("h", "Ascend910B3", []ctr{{n: 1, mem: 1024, cores: -1}})},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: -1, cores: -1}}),
-			wantCode: api.Unschedulable,
+			wantCode: device.Unschedulable,
 			want:     []string{ReasonWholeBusy},
 		},
 		{
@@ -88,7 +88,7 @@ func TestFilterNodeReasons(t *testing.T) {
 				npuPod("h2", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 1}}, keys.UseUUID, "NPU-2"),
 			},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 8000, cores: 100}}),
-			wantCode: api.Unschedulable,
+			wantCode: device.Unschedulable,
 			want:     []string{ReasonExclusiveBusy},
 		},
 		{
@@ -100,7 +100,7 @@ func TestFilterNodeReasons(t *testing.T) {
 				npuPod("h1", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 90}}, keys.UseUUID, "NPU-1"),
 			},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 8000, cores: 20}}),
-			wantCode: api.Unschedulable,
+			wantCode: device.Unschedulable,
 			want:     []string{ReasonInsufficientCo, ReasonInsufficientMe},
 		},
 		{
@@ -109,7 +109,7 @@ func TestFilterNodeReasons(t *testing.T) {
 			node:     []string{ascendproto.AnnotationNodeHAMiCore, "true"},
 			held:     []*v1.Pod{npuPod("h", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 100}})},
 			pod:      npuPod("p", "Ascend910B3", []ctr{{n: 1, mem: 1000, cores: 0}}),
-			wantCode: api.Unschedulable,
+			wantCode: device.Unschedulable,
 			want:     []string{ReasonCoresFull},
 		},
 		{
@@ -123,9 +123,9 @@ func TestFilterNodeReasons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := devicesOf(t, newTestBackend(t, "Ascend910B3", false), ascendNode("n", "Ascend910B3", tc.cards, tc.node...))
 			for _, h := range tc.held {
-				testkit.Allocate(t, d, h, api.PolicyBinpack)
+				testkit.Allocate(t, d, h, device.PolicyBinpack)
 			}
-			st := d.FilterNode(tc.pod, api.PolicyBinpack)
+			st := d.FilterNode(tc.pod, device.PolicyBinpack)
 			if tc.want == nil {
 				if !st.IsSuccess() {
 					t.Fatalf("FilterNode = %s, want success", st.Message())
@@ -138,7 +138,7 @@ func TestFilterNodeReasons(t *testing.T) {
 			if diff := cmp.Diff(tc.want, st.Reasons); diff != "" {
 				t.Errorf("reasons (-want +got):\n%s", diff)
 			}
-			if _, err := d.Allocate(tc.pod, api.PolicyBinpack); err == nil {
+			if _, err := d.Allocate(tc.pod, device.PolicyBinpack); err == nil {
 				t.Error("Allocate succeeded where FilterNode failed")
 			}
 		})
@@ -150,8 +150,8 @@ func TestPolicyDecidesTheCard(t *testing.T) {
 	tests := []struct {
 		policy, want string
 	}{
-		{api.PolicyBinpack, "NPU-0,Ascend910B3,16384,0:;"},
-		{api.PolicySpread, "NPU-1,Ascend910B3,16384,0:;"},
+		{device.PolicyBinpack, "NPU-0,Ascend910B3,16384,0:;"},
+		{device.PolicySpread, "NPU-1,Ascend910B3,16384,0:;"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.policy, func(t *testing.T) {
@@ -172,9 +172,9 @@ func TestNetworkGroupsKeepMultiCardRequestsTogether(t *testing.T) {
 	tests := []struct {
 		name, policy, want string
 	}{
-		{"binpack takes the smallest group that holds the request", api.PolicyBinpack,
+		{"binpack takes the smallest group that holds the request", device.PolicyBinpack,
 			"B,Ascend910B3,65536,0:C,Ascend910B3,65536,0:;"},
-		{"spread takes the largest", api.PolicySpread, "A,Ascend910B3,65536,0:D,Ascend910B3,65536,0:;"},
+		{"spread takes the largest", device.PolicySpread, "A,Ascend910B3,65536,0:D,Ascend910B3,65536,0:;"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -192,7 +192,7 @@ func (d *Devices) selectCards(cands []candidate, k int, policy string) []candida
 		return nil
 	}
 	slices.SortStableFunc(cands, func(a, b candidate) int {
-		if policy == api.PolicySpread {
+		if policy == device.PolicySpread {
 			if c := cmp.Compare(a.before, b.before); c != 0 {
 				return c
 			}
@@ -229,7 +229,7 @@ func (d *Devices) selectByNetwork(cands []candidate, k int, policy string) []can
 			return -1
 		case fa != fb:
 			return 1
-		case fa && policy != api.PolicySpread && na != nb:
+		case fa && policy != device.PolicySpread && na != nb:
 			return cmp.Compare(na, nb)
 		case na != nb:
 			return cmp.Compare(nb, na)
@@ -248,7 +248,7 @@ func (d *Devices) selectByNetwork(cands []candidate, k int, policy string) []can
 	return out
 }
 
-// score turns the picks into the node score in [0, api.MaxScore]: binpack
+// score turns the picks into the node score in [0, device.MaxScore]: binpack
 // is the chosen cards' mean fullness after placement, spread one minus
 // their mean fullness before it. On Ascend910 nodes with network groups,
 // networkWeight points of it go to the share of each container's cards in
@@ -259,9 +259,9 @@ func (d *Devices) score(req *podRequest, picks []candidate, policy string) float
 	}
 	s := cardfit.NodeScore(policy, len(picks), func(i int) (float64, float64) { return picks[i].before, picks[i].after })
 	if d.network {
-		s = s*(api.MaxScore-networkWeight)/api.MaxScore + networkWeight*d.groupShare(req, picks)
+		s = s*(device.MaxScore-networkWeight)/device.MaxScore + networkWeight*d.groupShare(req, picks)
 	}
-	return min(max(s, 0), api.MaxScore)
+	return min(max(s, 0), device.MaxScore)
 }
 
 // groupShare is the mean over containers of the share of their cards in
@@ -289,12 +289,12 @@ func (d *Devices) groupShare(req *podRequest, picks []candidate) float64 {
 
 // explain builds the failure status of container f, which did not fit the
 // cards in state work.
-func (d *Devices) explain(req *podRequest, f int, work []cardState) *api.Status {
+func (d *Devices) explain(req *podRequest, f int, work []cardState) *device.Status {
 	cr := &req.ctrs[f]
 	if int(cr.nums) > len(work) {
-		return api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)
+		return device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewCards)
 	}
-	var reasons api.CardReasons
+	var reasons device.CardReasons
 	fitting := 0
 	for i := range work {
 		code, _ := d.check(i, &work[i], cr, req)
@@ -313,10 +313,10 @@ func (d *Devices) explain(req *podRequest, f int, work []cardState) *api.Status 
 // FilterNode reports whether the pod's containers fit the node's cards,
 // with one reason per rejected card kind when they do not. Pods without a
 // request of this chip type fit; invalid requests give an Error status.
-func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
+func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 	var req podRequest
 	if err := d.b.parse(pod, &req); err != nil {
-		return api.NewStatus(api.Error, "invalid "+d.b.name+" request: "+err.Error())
+		return device.NewStatus(device.Error, "invalid "+d.b.name+" request: "+err.Error())
 	}
 	if len(req.ctrs) == 0 {
 		return nil

@@ -3,7 +3,7 @@ package ascend
 import (
 	"fmt"
 
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // cardSpec is one decoded card.

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 func int64p(v int64) *int64 { return &v }
@@ -30,7 +30,7 @@ func TestEncodeRegisterDecodes(t *testing.T) {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{b.Keys().Register: value}}}
 	d := devicesOf(t, b, node)
 	got, _ := d.CardUsage()
-	want := []api.CardUsage{
+	want := []device.CardUsage{
 		{ID: "npu-0", Index: 0, Type: "Ascend910B3", Healthy: true, MemoryTotalMiB: 65536, CoresTotal: 20, MaxPods: 4},
 		{ID: "npu-1", Index: 1, Type: "Ascend910B3", Healthy: false, MemoryTotalMiB: 65536, CoresTotal: 20, MaxPods: 4},
 	}

@@ -3,7 +3,7 @@ package cardfit
 import (
 	"testing"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 func TestExcluded(t *testing.T) {
@@ -56,10 +56,10 @@ func TestNodeScore(t *testing.T) {
 		n            int
 		want         float64
 	}{
-		{name: "binpack: mean after", policy: api.PolicyBinpack, n: 2, want: 50},
-		{name: "spread: one minus mean before", policy: api.PolicySpread, n: 2, want: 75},
-		{name: "other policies score as binpack", policy: api.PolicyFragment, n: 2, want: 50},
-		{name: "no cards", policy: api.PolicySpread, n: 0, want: 0},
+		{name: "binpack: mean after", policy: device.PolicyBinpack, n: 2, want: 50},
+		{name: "spread: one minus mean before", policy: device.PolicySpread, n: 2, want: 75},
+		{name: "other policies score as binpack", policy: device.PolicyFragment, n: 2, want: 50},
+		{name: "no cards", policy: device.PolicySpread, n: 0, want: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := NodeScore(tc.policy, tc.n, fullness); got != tc.want {

@@ -9,7 +9,7 @@ import (
 const maxListedCards = 8
 
 // Cordon reads the node's card-cordon annotations (the keys, in order; see
-// protocol/vgpu AnnotationCordon) against the node's card IDs and reports,
+// protocol/vgpuproto AnnotationCordon) against the node's card IDs and reports,
 // by card index, which cards are cordoned. Every entry of every key that
 // names a card of the node cordons it; an entry that is malformed (it holds
 // spaces, ';', ':' or '=' — the list separator is ',') or names no card of

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Holding is what one pod holds on a node when its allocation is recorded
@@ -61,7 +61,7 @@ type Spec struct {
 //
 // A backend's Devices embeds it, under an unexported alias so that only
 // its methods show: AddQueueResource, HasDeviceRequest, GetIgnoredDevices
-// (api.Devices) and Advertised (api.Advertiser), which need nothing else.
+// (device.Devices) and Advertised (device.Advertiser), which need nothing else.
 // The rules that change the holdings, and CardUsage, are functions taking
 // the Ledger and the backend's decode and apply functions, so they do not
 // become methods of every backend's Devices.
@@ -168,7 +168,7 @@ func Drop[H Holding](l Ledger[H], pod *v1.Pod, apply func(H, int32)) {
 // annotation, released nothing and is a no-op. A record that differs from
 // what the pod holds, or a pod holding nothing here, is an error and the
 // state is unchanged. released reports whether a holding was given back.
-func Release[H Holding](l Ledger[H], pod *v1.Pod, r *api.Reservation, apply func(H, int32)) (released bool, err error) {
+func Release[H Holding](l Ledger[H], pod *v1.Pod, r *device.Reservation, apply func(H, int32)) (released bool, err error) {
 	if r == nil {
 		return false, nil
 	}
@@ -190,10 +190,10 @@ func Release[H Holding](l Ledger[H], pod *v1.Pod, r *api.Reservation, apply func
 	return true, nil
 }
 
-// CardUsage returns the node's per-card metrics (api.CardReporter): cards[i]
+// CardUsage returns the node's per-card metrics (device.CardReporter): cards[i]
 // is the state of card i, embedding Usage, and the pod count is the
 // ledger's.
-func CardUsage[C interface{ Used() Usage }, H Holding](l Ledger[H], cards []C) ([]api.CardUsage, int) {
+func CardUsage[C interface{ Used() Usage }, H Holding](l Ledger[H], cards []C) ([]device.CardUsage, int) {
 	desc := l.node.cards
 	return Report(len(cards), func(i int) (Card, Usage) { return desc[i], cards[i].Used() }), l.pods.Len()
 }
@@ -222,7 +222,7 @@ func (l Ledger[H]) HasDeviceRequest(pod *v1.Pod) bool { return l.node.spec.Asks(
 func (l Ledger[H]) GetIgnoredDevices() []string { return slices.Clone(l.node.spec.Ignored) }
 
 // Advertised returns the node totals of the resources no node agent
-// advertises (api.Advertiser). They are what the cards hold, in the units
+// advertises (device.Advertiser). They are what the cards hold, in the units
 // pods ask for; a container asks for at most one card's worth of each per
 // card, so these totals never reject a pod the cards could take. The list
 // is shared; callers must not modify it.

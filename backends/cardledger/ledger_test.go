@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 const testAnnotation = "example.com/cards"
@@ -154,20 +154,20 @@ func TestCheckNew(t *testing.T) {
 }
 
 func TestRelease(t *testing.T) {
-	reservation := func(record string) *api.Reservation {
-		return &api.Reservation{Annotations: map[string]string{testAnnotation: record}}
+	reservation := func(record string) *device.Reservation {
+		return &device.Reservation{Annotations: map[string]string{testAnnotation: record}}
 	}
 	for _, tc := range []struct {
 		name         string
 		held         string
-		r            *api.Reservation
+		r            *device.Reservation
 		wantReleased bool
 		wantErr      []string
 		want         []Usage
 	}{
 		{name: "what the pod holds", held: "0:100:10", r: reservation("0:100:10"), wantReleased: true, want: []Usage{{}}},
 		{name: "nil reservation", held: "0:100:10", want: []Usage{{UsedMiB: 100, UsedCores: 10, UsedNum: 1}}},
-		{name: "reservation without the annotation", held: "0:100:10", r: &api.Reservation{},
+		{name: "reservation without the annotation", held: "0:100:10", r: &device.Reservation{},
 			want: []Usage{{UsedMiB: 100, UsedCores: 10, UsedNum: 1}}},
 		{name: "another record", held: "0:100:10", r: reservation("0:50:10"),
 			wantErr: []string{"release test", "ns/a", testAnnotation, `"0:50:10"`, `holds "0:100:10"`, "n1"},
@@ -238,7 +238,7 @@ func TestCardUsage(t *testing.T) {
 		t.Fatalf("Account: %v", err)
 	}
 	cards, pods := CardUsage(n.pods, n.cards)
-	want := []api.CardUsage{
+	want := []device.CardUsage{
 		{ID: "card-0", Index: 0, Healthy: true, MemoryTotalMiB: 8192, CoresTotal: 100, MaxPods: 4},
 		{ID: "card-1", Index: 1, Healthy: true, MemoryUsedMiB: 1024, MemoryTotalMiB: 8192, CoresUsed: 30, CoresTotal: 100,
 			Pods: 1, MaxPods: 4},
@@ -266,7 +266,7 @@ func TestReport(t *testing.T) {
 	cards := []Card{{ID: "GPU-0", Type: "A100", Healthy: true, MemMiB: 40960, Cores: 100, MaxPods: 10}, {ID: "GPU-1"}}
 	used := []Usage{{UsedMiB: 1024, UsedCores: 30, UsedNum: 2}, {}}
 	got := Report(len(cards), func(i int) (Card, Usage) { return cards[i], used[i] })
-	want := []api.CardUsage{
+	want := []device.CardUsage{
 		{ID: "GPU-0", Index: 0, Type: "A100", Healthy: true, MemoryUsedMiB: 1024, MemoryTotalMiB: 40960,
 			CoresUsed: 30, CoresTotal: 100, Pods: 2, MaxPods: 10},
 		{ID: "GPU-1", Index: 1},

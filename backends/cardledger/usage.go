@@ -1,6 +1,6 @@
 package cardledger
 
-import "github.com/vgpushare/vshare/deviceshare/api"
+import "github.com/vgpushare/vshare/device"
 
 // Usage is what the accounted pods hold of one card. Backends embed it in
 // their per-card state, next to what only they track, so the state stays
@@ -40,13 +40,13 @@ type Card struct {
 	Cordoned bool
 }
 
-// Report returns n cards' usage for api.CardReporter; card(i) describes
+// Report returns n cards' usage for device.CardReporter; card(i) describes
 // card i and says what it holds.
-func Report(n int, card func(i int) (Card, Usage)) []api.CardUsage {
-	out := make([]api.CardUsage, n)
+func Report(n int, card func(i int) (Card, Usage)) []device.CardUsage {
+	out := make([]device.CardUsage, n)
 	for i := range out {
 		c, u := card(i)
-		out[i] = api.CardUsage{ID: c.ID, Index: i, Type: c.Type, Healthy: c.Healthy,
+		out[i] = device.CardUsage{ID: c.ID, Index: i, Type: c.Type, Healthy: c.Healthy,
 			MemoryUsedMiB: u.UsedMiB, MemoryTotalMiB: c.MemMiB,
 			CoresUsed: int64(u.UsedCores), CoresTotal: int64(c.Cores),
 			Pods: int(u.UsedNum), MaxPods: int(c.MaxPods), Cordoned: c.Cordoned}

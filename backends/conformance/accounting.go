@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // checkAddResourceMatchesAllocate checks that accounting a pod from its
@@ -93,11 +93,11 @@ func checkMalformedRejected(tb testing.TB, s Suite, policy string, salt uint64) 
 	for _, m := range s.Malformed {
 		holding := base.DeepCopy()
 		p := allocate(tb, holding, pod, policy)
-		bad := &api.Reservation{Annotations: maps.Clone(p.r.Annotations)}
+		bad := &device.Reservation{Annotations: maps.Clone(p.r.Annotations)}
 		maps.Copy(bad.Annotations, m.Annotations)
 
 		d := base.DeepCopy()
-		err := d.AddResource(api.ApplyReservation(pod, bad))
+		err := d.AddResource(device.ApplyReservation(pod, bad))
 		switch {
 		case err == nil:
 			tb.Errorf("%s: AddResource accepted %v", m.Name, bad.Annotations)

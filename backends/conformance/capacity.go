@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // checkNoOvercommit allocates a stream of random pods until the node is
@@ -27,8 +27,8 @@ func checkNoOvercommit(tb testing.TB, s Suite, policy string, salt uint64) {
 			checkRefusal(tb, e, d, pod, policy, st)
 			continue
 		}
-		if score := d.ScoreNode(pod, policy); score < 0 || score > api.MaxScore {
-			tb.Errorf("ScoreNode(%s, %s) = %v, want within [0, %d]", pod.Name, policy, score, api.MaxScore)
+		if score := d.ScoreNode(pod, policy); score < 0 || score > device.MaxScore {
+			tb.Errorf("ScoreNode(%s, %s) = %v, want within [0, %d]", pod.Name, policy, score, device.MaxScore)
 		}
 		placed = append(placed, allocate(tb, d, pod, policy))
 		checkUsage(tb, s, d, fmt.Sprintf("after allocating %s", pod.Name))
@@ -70,9 +70,9 @@ func checkNoOvercommit(tb testing.TB, s Suite, policy string, salt uint64) {
 
 // checkRefusal checks a FilterNode refusal: a failure code with reasons,
 // and an Allocate that fails too, leaving the state unchanged.
-func checkRefusal(tb testing.TB, e *env, d api.Devices, pod *v1.Pod, policy string, st *api.Status) {
+func checkRefusal(tb testing.TB, e *env, d device.Devices, pod *v1.Pod, policy string, st *device.Status) {
 	tb.Helper()
-	if st.Code != api.Unschedulable && st.Code != api.UnschedulableAndUnresolvable {
+	if st.Code != device.Unschedulable && st.Code != device.UnschedulableAndUnresolvable {
 		tb.Errorf("FilterNode(%s) code %d (%s), want Unschedulable or UnschedulableAndUnresolvable",
 			pod.Name, st.Code, st.Message())
 	}

@@ -7,11 +7,11 @@
 //		conformance.Run(t, conformance.Suite{Backend: b, Node: node, Pod: pod, Usage: usage, Malformed: bad})
 //	}
 //
-// Run checks, under every policy, through the api.Devices interface only:
+// Run checks, under every policy, through the device.Devices interface only:
 //
 //  1. No overcommit: a seeded stream of random pods is filtered and
 //     allocated until the node is full; Allocate succeeds exactly when
-//     FilterNode does, scores stay in [0, api.MaxScore], no usage reported
+//     FilterNode does, scores stay in [0, device.MaxScore], no usage reported
 //     by the Usage hook ever exceeds its capacity, and re-accounting every
 //     reservation on a fresh node gives the same state.
 //  2. Release restores: Allocate then Release gives back the state before,

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // numProbes is the number of probe pods a snapshot filters and scores.
@@ -62,7 +62,7 @@ func (e *env) pod(tb testing.TB) *v1.Pod {
 }
 
 // fitting draws pods until one passes FilterNode on d.
-func (e *env) fitting(tb testing.TB, d api.Devices, policy string) *v1.Pod {
+func (e *env) fitting(tb testing.TB, d device.Devices, policy string) *v1.Pod {
 	tb.Helper()
 	for i := 0; i < maxDraws; i++ {
 		if p := e.pod(tb); d.FilterNode(p, policy).IsSuccess() {
@@ -74,7 +74,7 @@ func (e *env) fitting(tb testing.TB, d api.Devices, policy string) *v1.Pod {
 }
 
 // devices decodes a fresh node.
-func (e *env) devices(tb testing.TB) api.Devices {
+func (e *env) devices(tb testing.TB) device.Devices {
 	tb.Helper()
 	d, err := e.s.Backend.NewDevices(e.s.Node())
 	if err != nil {
@@ -89,13 +89,13 @@ func (e *env) devices(tb testing.TB) api.Devices {
 // placement is one allocated pod and its reservation.
 type placement struct {
 	pod *v1.Pod
-	r   *api.Reservation
+	r   *device.Reservation
 }
 
-func (p placement) annotated() *v1.Pod { return api.ApplyReservation(p.pod, p.r) }
+func (p placement) annotated() *v1.Pod { return device.ApplyReservation(p.pod, p.r) }
 
 // allocate allocates pod on d and fails the test if that fails.
-func allocate(tb testing.TB, d api.Devices, pod *v1.Pod, policy string) placement {
+func allocate(tb testing.TB, d device.Devices, pod *v1.Pod, policy string) placement {
 	tb.Helper()
 	r, err := d.Allocate(pod, policy)
 	if err != nil {
@@ -110,7 +110,7 @@ func allocate(tb testing.TB, d api.Devices, pod *v1.Pod, policy string) placemen
 // partlyFilled returns fresh devices holding up to three allocated pods,
 // leaving room for more: a pod is kept only if some pod drawn afterwards
 // still fits beside it.
-func (e *env) partlyFilled(tb testing.TB, policy string) (api.Devices, []placement) {
+func (e *env) partlyFilled(tb testing.TB, policy string) (device.Devices, []placement) {
 	tb.Helper()
 	d := e.devices(tb)
 	var placed []placement
@@ -130,7 +130,7 @@ func (e *env) partlyFilled(tb testing.TB, policy string) (api.Devices, []placeme
 }
 
 // roomLeft reports whether one of a few pods drawn from the stream fits d.
-func (e *env) roomLeft(tb testing.TB, d api.Devices, policy string) bool {
+func (e *env) roomLeft(tb testing.TB, d device.Devices, policy string) bool {
 	tb.Helper()
 	for i := 0; i < 8; i++ {
 		if d.FilterNode(e.pod(tb), policy).IsSuccess() {
@@ -155,7 +155,7 @@ type snapshot struct {
 	Probes []probeResult
 }
 
-func (e *env) snapshot(d api.Devices) snapshot {
+func (e *env) snapshot(d device.Devices) snapshot {
 	s := snapshot{Status: d.GetStatus(), Usage: e.s.Usage(d)}
 	for _, p := range e.probes {
 		for _, policy := range e.s.Policies {
@@ -180,7 +180,7 @@ func same(tb testing.TB, what string, want, got any) {
 }
 
 // checkUsage fails the test when a usage exceeds its capacity.
-func checkUsage(tb testing.TB, s Suite, d api.Devices, when string) {
+func checkUsage(tb testing.TB, s Suite, d device.Devices, when string) {
 	tb.Helper()
 	for _, u := range s.Usage(d) {
 		if u.Used > u.Capacity || u.Used < 0 {

@@ -9,14 +9,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Suite describes the backend under test.
 type Suite struct {
 	// Backend is the backend under test. It must be deterministic (a fixed
 	// clock): equal states must give equal reservations.
-	Backend api.Backend
+	Backend device.Backend
 	// Node returns a new node with devices of the backend's type;
 	// Backend.NewDevices must return non-nil Devices for it.
 	Node func() *v1.Node
@@ -28,7 +28,7 @@ type Suite struct {
 	// Usage reports every bounded quantity of the state (per-card memory,
 	// cores, slots, exclusive holders, use of unhealthy cards with capacity
 	// 0...). No overcommit means Used <= Capacity for every entry.
-	Usage func(d api.Devices) []Usage
+	Usage func(d device.Devices) []Usage
 	// Malformed lists corruptions of a valid reservation that AddResource
 	// must refuse. At least one is required.
 	Malformed []Malformed
@@ -39,7 +39,7 @@ type Suite struct {
 	// no-overcommit check; 0 means 200.
 	Pods int
 	// Policies are the scheduling policies exercised; empty means
-	// api.PolicyBinpack and api.PolicySpread.
+	// device.PolicyBinpack and api.PolicySpread.
 	Policies []string
 }
 
@@ -97,7 +97,7 @@ func (s Suite) withDefaults() (Suite, error) {
 		s.Pods = defaultPods
 	}
 	if len(s.Policies) == 0 {
-		s.Policies = []string{api.PolicyBinpack, api.PolicySpread}
+		s.Policies = []string{device.PolicyBinpack, device.PolicySpread}
 	}
 	return s, errors.Join(errs...)
 }
@@ -123,11 +123,11 @@ func Run(t *testing.T, s Suite) {
 	t.Run("NoRequestIgnored", func(t *testing.T) { checkNoRequestIgnored(t, s, 6) })
 }
 
-// CardUsage turns per-card metrics (api.CardReporter) into Usage entries:
+// CardUsage turns per-card metrics (device.CardReporter) into Usage entries:
 // memory, cores and holders (named holders, like "pods") per card against
 // the card's capacity, and any holder of an unhealthy card against 0. Backends
 // add entries for what only they bound.
-func CardUsage(cards []api.CardUsage, holders string) []Usage {
+func CardUsage(cards []device.CardUsage, holders string) []Usage {
 	var out []Usage
 	for _, c := range cards {
 		n := "card " + strconv.Itoa(c.Index) + " "

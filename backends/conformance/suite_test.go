@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // A toy backend: a node has N slots, a pod takes a number of them, recorded
@@ -38,7 +38,7 @@ func (b *slotsBackend) HasDeviceRequest(pod *v1.Pod) bool {
 }
 func (b *slotsBackend) ValidateRequest(*v1.Pod) error     { return nil }
 func (b *slotsBackend) InventoryKey(node *v1.Node) string { return "" }
-func (b *slotsBackend) NewDevices(node *v1.Node) (api.Devices, error) {
+func (b *slotsBackend) NewDevices(node *v1.Node) (device.Devices, error) {
 	q := node.Status.Capacity[slotsResource]
 	return &slots{b: b, capacity: q.Value(), pods: map[string]int64{}}, nil
 }
@@ -97,16 +97,16 @@ func (s *slots) AddQueueResource(pod *v1.Pod) map[string]float64 {
 	return nil
 }
 func (s *slots) HasDeviceRequest(pod *v1.Pod) bool { return slotsRequest(pod) > 0 }
-func (s *slots) FilterNode(pod *v1.Pod, _ string) *api.Status {
+func (s *slots) FilterNode(pod *v1.Pod, _ string) *device.Status {
 	if s.b.bugs.overcommit || slotsRequest(pod) <= s.capacity-s.used() {
 		return nil
 	}
-	return api.NewStatus(api.Unschedulable, "not enough slots")
+	return device.NewStatus(device.Unschedulable, "not enough slots")
 }
 func (s *slots) ScoreNode(pod *v1.Pod, _ string) float64 {
-	return float64(api.MaxScore) * float64(min(s.used()+slotsRequest(pod), s.capacity)) / float64(s.capacity)
+	return float64(device.MaxScore) * float64(min(s.used()+slotsRequest(pod), s.capacity)) / float64(s.capacity)
 }
-func (s *slots) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
+func (s *slots) Allocate(pod *v1.Pod, policy string) (*device.Reservation, error) {
 	n := slotsRequest(pod)
 	if n == 0 {
 		return nil, nil
@@ -115,9 +115,9 @@ func (s *slots) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
 		return nil, fmt.Errorf("not enough slots")
 	}
 	s.pods[string(pod.UID)] = n
-	return &api.Reservation{Annotations: map[string]string{slotsAnnotation: strconv.FormatInt(n, 10)}}, nil
+	return &device.Reservation{Annotations: map[string]string{slotsAnnotation: strconv.FormatInt(n, 10)}}, nil
 }
-func (s *slots) Release(pod *v1.Pod, r *api.Reservation) error {
+func (s *slots) Release(pod *v1.Pod, r *device.Reservation) error {
 	if r == nil {
 		return nil
 	}
@@ -131,7 +131,7 @@ func (s *slots) Release(pod *v1.Pod, r *api.Reservation) error {
 }
 func (s *slots) GetIgnoredDevices() []string { return nil }
 func (s *slots) GetStatus() string           { return fmt.Sprintf("%d/%d slots", s.used(), s.capacity) }
-func (s *slots) DeepCopy() api.Devices {
+func (s *slots) DeepCopy() device.Devices {
 	if s.b.bugs.sharedCopy {
 		return &slots{b: s.b, capacity: s.capacity, pods: s.pods}
 	}
@@ -153,7 +153,7 @@ func slotsSuite(b bugs) Suite {
 				Limits: v1.ResourceList{slotsResource: *resource.NewQuantity(1+rng.Int64N(4), resource.DecimalSI)},
 			}}}}}
 		},
-		Usage: func(d api.Devices) []Usage {
+		Usage: func(d device.Devices) []Usage {
 			s := d.(*slots)
 			return []Usage{{Name: "slots", Used: s.used(), Capacity: s.capacity}}
 		},
@@ -197,7 +197,7 @@ func record(t *testing.T, check func(tb testing.TB)) []string {
 }
 
 func TestChecksCatchBugs(t *testing.T) {
-	const policy = api.PolicyBinpack
+	const policy = device.PolicyBinpack
 	tests := []struct {
 		name  string
 		bugs  bugs

@@ -7,8 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // Allocate picks the pod's cards (see pickShareCard and pickNumberCards),
@@ -16,7 +16,7 @@ import (
 // volcano.sh/predicate-time. It succeeds whenever FilterNode succeeds. A pod
 // without a request gets a nil reservation; a pod already accounted here is
 // an error.
-func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
+func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, error) {
 	req, err := d.request(pod)
 	if err != nil {
 		return nil, fmt.Errorf("allocate %s on node %s: %w", d.backend.name, d.node, err)
@@ -48,7 +48,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 		v.InfoS("Allocated GPU cards", "pod", klog.KObj(pod), "node", d.node, "device", d.backend.name,
 			"policy", policy, "request", req, "cards", value)
 	}
-	return &api.Reservation{Annotations: map[string]string{
+	return &device.Reservation{Annotations: map[string]string{
 		gpushareproto.AnnotationGPUIndex:      value,
 		gpushareproto.AnnotationPredicateTime: strconv.FormatInt(d.backend.clock.Now().UnixNano(), 10),
 	}}, nil
@@ -58,7 +58,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 // without volcano.sh/gpu-index, released nothing and is a no-op. A
 // gpu-index that differs from what the pod holds, or a pod holding nothing
 // here, is an error and the state is unchanged.
-func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
+func (d *Devices) Release(pod *v1.Pod, r *device.Reservation) error {
 	if r == nil {
 		return nil
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 func TestAllocateShareCardChoice(t *testing.T) {
@@ -24,13 +24,13 @@ func TestAllocateShareCardChoice(t *testing.T) {
 		req    int64
 		want   string
 	}{
-		{name: "binpack takes the fullest card that fits, lowest index on ties", policy: api.PolicyBinpack, req: 4096,
+		{name: "binpack takes the fullest card that fits, lowest index on ties", policy: device.PolicyBinpack, req: 4096,
 			want: "1"},
-		{name: "binpack skips cards that are too full", policy: api.PolicyBinpack, req: 4097, want: "0"},
-		{name: "binpack needs an empty card", policy: api.PolicyBinpack, req: 9000, want: "4"},
+		{name: "binpack skips cards that are too full", policy: device.PolicyBinpack, req: 4097, want: "0"},
+		{name: "binpack needs an empty card", policy: device.PolicyBinpack, req: 9000, want: "4"},
 		{name: "empty policy is binpack", policy: "", req: 4096, want: "1"},
 		{name: "unknown policy is binpack", policy: "least", req: 4096, want: "1"},
-		{name: "spread takes the emptiest healthy card, lowest index on ties", policy: api.PolicySpread, req: 1024,
+		{name: "spread takes the emptiest healthy card, lowest index on ties", policy: device.PolicySpread, req: 1024,
 			want: "4"},
 	}
 	for _, tc := range tests {
@@ -65,7 +65,7 @@ func TestAllocateNumberCardChoice(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, policy := range []string{api.PolicyBinpack, api.PolicySpread} {
+			for _, policy := range []string{device.PolicyBinpack, device.PolicySpread} {
 				d := devicesOf(t, newBackend(t, ModeNumber), gpuNode("6", "", gpushareproto.AnnotationUnhealthyIDs, "2"), tc.held...)
 				r, err := d.Allocate(numberPod("p", tc.req), policy)
 				if err != nil {
@@ -93,11 +93,11 @@ func TestAnnotationRoundTrip(t *testing.T) {
 			b := newBackend(t, tc.mode)
 			base := devicesOf(t, b, fourCards(), placed(sharePod("other", 1000), "1"))
 			allocated := base.DeepCopy().(*Devices)
-			r, err := allocated.Allocate(tc.pod, api.PolicyBinpack)
+			r, err := allocated.Allocate(tc.pod, device.PolicyBinpack)
 			if err != nil {
 				t.Fatalf("Allocate: %v", err)
 			}
-			annotated := api.ApplyReservation(tc.pod, r)
+			annotated := device.ApplyReservation(tc.pod, r)
 			readBack := base.DeepCopy().(*Devices)
 			if err := readBack.AddResource(annotated); err != nil {
 				t.Fatalf("AddResource: %v", err)
@@ -136,7 +136,7 @@ func TestAllocateFailures(t *testing.T) {
 				placed(sharePod("held", 1024), "0"), placed(sharePod("other", 1024), "1"),
 				placed(sharePod("x", 1024), "2"), placed(sharePod("y", 1024), "3"))
 			before := d.GetStatus()
-			r, err := d.Allocate(tc.pod, api.PolicyBinpack)
+			r, err := d.Allocate(tc.pod, device.PolicyBinpack)
 			if err == nil {
 				t.Fatalf("Allocate = %v, want an error", r)
 			}
@@ -154,7 +154,7 @@ func TestAllocateFailures(t *testing.T) {
 
 func TestAllocateWithoutRequest(t *testing.T) {
 	d := devicesOf(t, newBackend(t, ModeShare), fourCards())
-	r, err := d.Allocate(numberPod("p", 1), api.PolicyBinpack)
+	r, err := d.Allocate(numberPod("p", 1), device.PolicyBinpack)
 	if r != nil || err != nil {
 		t.Errorf("Allocate of a pod without a share request = %v, %v; want nil, nil", r, err)
 	}
@@ -178,7 +178,7 @@ func TestReleaseRejectsMismatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := devicesOf(t, newBackend(t, ModeShare), fourCards(), placed(sharePod("held", 1024), "0"))
 			before := d.GetStatus()
-			err := d.Release(tc.pod, &api.Reservation{Annotations: map[string]string{gpushareproto.AnnotationGPUIndex: tc.value}})
+			err := d.Release(tc.pod, &device.Reservation{Annotations: map[string]string{gpushareproto.AnnotationGPUIndex: tc.value}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), gpushareproto.AnnotationGPUIndex) {
 				t.Fatalf("Release: %v, want an error naming %s and containing %q", err, gpushareproto.AnnotationGPUIndex, tc.want)
 			}

@@ -7,8 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // Mode selects the device mode a Backend serves.
@@ -41,8 +41,8 @@ type Backend struct {
 }
 
 var (
-	_ api.Backend    = (*Backend)(nil)
-	_ api.NodeLocker = (*Backend)(nil)
+	_ device.Backend    = (*Backend)(nil)
+	_ device.NodeLocker = (*Backend)(nil)
 )
 
 // New returns a Backend for opts.Mode.
@@ -113,7 +113,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 // also no or zero gpu-memory), and an error for inconsistent capacities or a
 // malformed volcano.sh/gpu-unhealthy-ids, so that the plugin marks the node
 // unavailable for this device type with the error as the reason.
-func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
+func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
 	inv, ok, err := decodeInventory(b.mode, node)
 	if err != nil {
 		return nil, fmt.Errorf("decode %s inventory of node %s: %w", b.name, node.Name, err)

@@ -5,8 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // benchDevices is an 8-card node with a few pods placed, in the given mode.
@@ -42,7 +42,7 @@ func BenchmarkFilterNode(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					if d.FilterNode(pod, api.PolicyBinpack).IsSuccess() != fits {
+					if d.FilterNode(pod, device.PolicyBinpack).IsSuccess() != fits {
 						b.Fatal("unexpected filter result")
 					}
 				}
@@ -58,7 +58,7 @@ func BenchmarkScoreNode(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if d.ScoreNode(pod, api.PolicySpread) <= 0 {
+				if d.ScoreNode(pod, device.PolicySpread) <= 0 {
 					b.Fatal("unexpected score")
 				}
 			}
@@ -73,7 +73,7 @@ func BenchmarkAllocateRelease(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				r, err := d.Allocate(pod, api.PolicyBinpack)
+				r, err := d.Allocate(pod, device.PolicyBinpack)
 				if err != nil {
 					b.Fatal(err)
 				}

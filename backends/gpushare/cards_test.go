@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 func TestCardUsage(t *testing.T) {
@@ -14,7 +14,7 @@ func TestCardUsage(t *testing.T) {
 	d := devicesOf(t, share, fourCards(gpushareproto.AnnotationUnhealthyIDs, "3"),
 		placed(sharePod("a", 4000), "0"), placed(sharePod("b", 2000), "0"), placed(numberPod("w", 1), "2"))
 	cards, pods := d.CardUsage()
-	want := []api.CardUsage{
+	want := []device.CardUsage{
 		{ID: "0", Index: 0, Healthy: true, MemoryUsedMiB: 6000, MemoryTotalMiB: 16384, Pods: 2},
 		{ID: "1", Index: 1, Healthy: true, MemoryTotalMiB: 16384},
 		// A gpu-number pod holds the card whole.

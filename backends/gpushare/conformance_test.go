@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/conformance"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // conformanceNode has four cards of 16384 MiB, card 3 unhealthy.
@@ -40,7 +40,7 @@ func randomNumberPod(rng *rand.Rand) *v1.Pod {
 // cardUsage reports, per card, memory against capacity, whole-card
 // exclusivity (a gpu-number pod excludes every other pod) and any use of an
 // unhealthy card (capacity 0).
-func cardUsage(d api.Devices) []conformance.Usage {
+func cardUsage(d device.Devices) []conformance.Usage {
 	var out []conformance.Usage
 	for _, c := range d.(*Devices).Cards() {
 		i := strconv.Itoa(c.Index)

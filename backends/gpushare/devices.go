@@ -10,8 +10,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // card is one GPU's state.
@@ -68,8 +68,8 @@ type Devices struct {
 }
 
 var (
-	_ api.Devices      = (*Devices)(nil)
-	_ api.CardReporter = (*Devices)(nil)
+	_ device.Devices      = (*Devices)(nil)
+	_ device.CardReporter = (*Devices)(nil)
 )
 
 func newDevices(b *Backend, node string, inv inventory) *Devices {
@@ -235,7 +235,7 @@ func (d *Devices) Cards() []CardStatus {
 // MiB as the node advertises it, pods sharing the card (a gpu-number pod
 // holds it whole and counts as using all its memory), and the number of
 // pods holding cards here. Cores are not modelled in these modes (0).
-func (d *Devices) CardUsage() ([]api.CardUsage, int) {
+func (d *Devices) CardUsage() ([]device.CardUsage, int) {
 	return cardledger.Report(len(d.cards), d.cardUsage), d.pods.Len()
 }
 
@@ -250,6 +250,6 @@ func (d *Devices) cardUsage(i int) (cardledger.Card, cardledger.Usage) {
 }
 
 // DeepCopy returns an independent copy.
-func (d *Devices) DeepCopy() api.Devices {
+func (d *Devices) DeepCopy() device.Devices {
 	return &Devices{backend: d.backend, node: d.node, cards: slices.Clone(d.cards), pods: d.pods.Clone()}
 }

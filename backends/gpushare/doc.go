@@ -1,11 +1,11 @@
 // Package gpushare implements Volcano's GPU share and GPU number device modes
-// as deviceshare backends (api.Backend and api.Devices), wire-compatible with
+// as deviceshare backends (device.Backend and device.Devices), wire-compatible with
 // the built-in implementation of Volcano v1.10.0.
 //
 // # Wire contract
 //
 // The resource names, the annotations and their formats are
-// protocol/gpushare's. A node advertises its cards through its capacity
+// protocol/gpushareproto's. A node advertises its cards through its capacity
 // (volcano.sh/gpu-number cards sharing volcano.sh/gpu-memory evenly) and
 // lists unhealthy ones in volcano.sh/gpu-unhealthy-ids. A pod asks for
 // volcano.sh/gpu-memory (share mode: part of one card) or

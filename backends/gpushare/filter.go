@@ -6,8 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // request returns the pod's request of the mode's resource, refusing pods
@@ -38,10 +38,10 @@ func (d *Devices) request(pod *v1.Pod) (int64, error) {
 // ReasonTooFewHealthyCards (unresolvable) or ReasonNotEnoughIdleCards.
 // The policy does not change whether a pod fits. Pods without a request
 // fit; invalid requests give an Error status.
-func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
+func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 	req, err := d.request(pod)
 	if err != nil {
-		return api.NewStatus(api.Error, err.Error())
+		return device.NewStatus(device.Error, err.Error())
 	}
 	if req == 0 {
 		return nil
@@ -57,20 +57,20 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 }
 
 // fit is FilterNode for a positive request.
-func (d *Devices) fit(req int64) *api.Status {
+func (d *Devices) fit(req int64) *device.Status {
 	if d.backend.mode == ModeShare {
 		return d.filterShare(req)
 	}
 	return d.filterNumber(req)
 }
 
-func (d *Devices) filterShare(req int64) *api.Status {
+func (d *Devices) filterShare(req int64) *device.Status {
 	for i := range d.cards {
 		if d.cards[i].fitsShare(req) {
 			return nil
 		}
 	}
-	var reasons api.CardReasons
+	var reasons device.CardReasons
 	for i := range d.cards {
 		c := &d.cards[i]
 		switch {
@@ -87,7 +87,7 @@ func (d *Devices) filterShare(req int64) *api.Status {
 	return reasons.Status()
 }
 
-func (d *Devices) filterNumber(req int64) *api.Status {
+func (d *Devices) filterNumber(req int64) *device.Status {
 	var healthy, idle int64
 	for i := range d.cards {
 		c := &d.cards[i]
@@ -102,13 +102,13 @@ func (d *Devices) filterNumber(req int64) *api.Status {
 	case idle >= req:
 		return nil
 	case healthy < req:
-		return api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewHealthyCards)
+		return device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewHealthyCards)
 	default:
-		return api.NewStatus(api.Unschedulable, ReasonNotEnoughIdleCards)
+		return device.NewStatus(device.Unschedulable, ReasonNotEnoughIdleCards)
 	}
 }
 
-// ScoreNode scores the node in [0, api.MaxScore] from its utilisation u
+// ScoreNode scores the node in [0, device.MaxScore] from its utilisation u
 // after placing the pod, over healthy cards only:
 //
 //   - share mode: u = (used memory + request) / total memory, where a card
@@ -148,10 +148,10 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 		return 0
 	}
 	u := min(used/total, 1)
-	if policy == api.PolicySpread {
-		return api.MaxScore * (1 - u)
+	if policy == device.PolicySpread {
+		return device.MaxScore * (1 - u)
 	}
-	return api.MaxScore * u
+	return device.MaxScore * u
 }
 
 // pickShareCard returns the card a share pod asking for req goes to, or -1:
@@ -159,7 +159,7 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 // one with the least free memory that still fits; ties go to the lowest
 // index.
 func (d *Devices) pickShareCard(req int64, policy string) int {
-	spread := policy == api.PolicySpread
+	spread := policy == device.PolicySpread
 	best, bestFree := -1, int64(0)
 	for i := range d.cards {
 		c := &d.cards[i]

@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	gpushareproto "github.com/vgpushare/vshare/protocol/gpushare"
+	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
 // inventory is what a node advertises: its cards, their memory and health.

@@ -6,8 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // Allocate picks the chips FilterNode found, accounts them and returns the
@@ -15,7 +15,7 @@ import (
 // or "0-vir02") and predicate-time (Unix nanoseconds), plus
 // volcano.sh/predicate-time with the same value. It succeeds exactly when
 // FilterNode does and calls no API.
-func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
+func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, error) {
 	if !asks(pod) {
 		return nil, nil
 	}
@@ -34,7 +34,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 	d.apply(h, 1)
 	d.pods[pod.UID] = h
 	now := strconv.FormatInt(d.b.clock.Now().UnixNano(), 10)
-	return &api.Reservation{Annotations: map[string]string{
+	return &device.Reservation{Annotations: map[string]string{
 		mindclusterproto.AnnotationNPUCore:              h.encode(),
 		mindclusterproto.AnnotationPredicateTime:        now,
 		mindclusterproto.AnnotationVolcanoPredicateTime: now,
@@ -43,7 +43,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 
 // Release gives back what Allocate took for the pod. A reservation that
 // does not match what the pod holds is refused, and changes nothing.
-func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
+func (d *Devices) Release(pod *v1.Pod, r *device.Reservation) error {
 	h, ok := d.pods[pod.UID]
 	if !ok {
 		return fmt.Errorf("release %s chips: pod %s/%s holds none on node %s", Name, pod.Namespace, pod.Name, d.inv.node)

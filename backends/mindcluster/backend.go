@@ -7,8 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -36,8 +36,8 @@ type Backend struct {
 }
 
 var (
-	_ api.Backend     = (*Backend)(nil)
-	_ api.BatchScorer = (*Backend)(nil)
+	_ device.Backend     = (*Backend)(nil)
+	_ device.BatchScorer = (*Backend)(nil)
 )
 
 // New returns a Backend.
@@ -99,7 +99,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 // that are not MindCluster 310P nodes (no npu-core capacity, or another
 // servertype) and an error naming the label, annotation or ConfigMap field
 // when the registration is malformed.
-func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
+func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
 	if !b.is310P(node) {
 		return nil, nil
 	}
@@ -112,10 +112,10 @@ func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
 
 // BatchScore scores the candidate nodes the pod fits: nodes that would need
 // a downgrade below every node that needs none, then (binpack) the fewest
-// free AI cores first or (spread) the most, in [0, api.MaxScore]. The
+// free AI cores first or (spread) the most, in [0, device.MaxScore]. The
 // plugin multiplies by the schedule weight. Nodes the pod does not fit get
 // no score.
-func (b *Backend) BatchScore(pod *v1.Pod, policy string, nodes map[string]api.Devices) map[string]float64 {
+func (b *Backend) BatchScore(pod *v1.Pod, policy string, nodes map[string]device.Devices) map[string]float64 {
 	req, err := parseRequest(pod)
 	if err != nil {
 		return nil
@@ -132,7 +132,7 @@ func (b *Backend) BatchScore(pod *v1.Pod, policy string, nodes map[string]api.De
 		}
 		cands = append(cands, vnpu.Candidate{Node: name, FreeAICores: dd.freeCores(), Downgraded: c.downgraded})
 	}
-	if policy == api.PolicySpread {
+	if policy == device.PolicySpread {
 		return vnpu.BatchScoreSpread(cands)
 	}
 	return vnpu.BatchScore(cands)

@@ -4,14 +4,14 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // benchNodes builds n nodes of 8 chips, every other chip holding a vNPU.
-func benchNodes(b *testing.B, be *Backend, n int) map[string]api.Devices {
+func benchNodes(b *testing.B, be *Backend, n int) map[string]device.Devices {
 	b.Helper()
-	out := make(map[string]api.Devices, n)
+	out := make(map[string]device.Devices, n)
 	for i := range n {
 		name := "n" + strconv.Itoa(i)
 		d := newDevicesFor(b, be, node310P(name, 8, chips(0, 1, 2, 3, 4, 5, 6, 7)))
@@ -32,7 +32,7 @@ func BenchmarkFilterNode(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if st := d.FilterNode(pod, api.PolicyBinpack); !st.IsSuccess() {
+		if st := d.FilterNode(pod, device.PolicyBinpack); !st.IsSuccess() {
 			b.Fatal(st.Reasons)
 		}
 	}
@@ -45,7 +45,7 @@ func BenchmarkBatchScore1024(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if len(be.BatchScore(pod, api.PolicyBinpack, nodes)) != len(nodes) {
+		if len(be.BatchScore(pod, device.PolicyBinpack, nodes)) != len(nodes) {
 			b.Fatal("a node was not scored")
 		}
 	}

@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/conformance"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // conformanceNode has four 8-core chips: 0-2 offered, 3 unhealthy.
@@ -36,7 +36,7 @@ func randomPod(rng *rand.Rand) *v1.Pod {
 // chipUsage reports, per chip, AI cores, AI CPUs and memory against the
 // chip's totals, whole-chip exclusivity (a whole-chip holder excludes
 // every other holder) and any use of an unhealthy chip (capacity 0).
-func chipUsage(d api.Devices) []conformance.Usage {
+func chipUsage(d device.Devices) []conformance.Usage {
 	dd := d.(*Devices)
 	total := dd.inv.chip.Total
 	var out []conformance.Usage

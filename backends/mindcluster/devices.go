@@ -10,8 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -82,8 +82,8 @@ func vgroupOf(ascendReal string) int {
 }
 
 var (
-	_ api.Devices      = (*Devices)(nil)
-	_ api.CardReporter = (*Devices)(nil)
+	_ device.Devices      = (*Devices)(nil)
+	_ device.CardReporter = (*Devices)(nil)
 )
 
 func newDevices(b *Backend, inv *inventory) *Devices {
@@ -269,11 +269,11 @@ func (d *Devices) freeCores() int64 {
 // CardUsage reports every chip: AI cores (CoresUsed/Total count AI cores,
 // not percent), memory, and the pods on it; MaxPods is the most vNPUs a chip
 // takes (one per AI CPU).
-func (d *Devices) CardUsage() ([]api.CardUsage, int) {
-	out := make([]api.CardUsage, 0, len(d.chips))
+func (d *Devices) CardUsage() ([]device.CardUsage, int) {
+	out := make([]device.CardUsage, 0, len(d.chips))
 	total := d.inv.chip.Total
 	for _, c := range d.sortedChips() {
-		u := api.CardUsage{
+		u := device.CardUsage{
 			ID: mindclusterproto.ChipPrefix + strconv.Itoa(c.id), Index: c.id, Type: d.inv.chipName, Healthy: c.healthy,
 			MemoryUsedMiB: c.slice.Used.MemoryMiB, MemoryTotalMiB: total.MemoryMiB,
 			CoresUsed: int64(c.slice.Used.AICore), CoresTotal: int64(total.AICore),
@@ -322,7 +322,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy (the inventory is immutable and
 // shared).
-func (d *Devices) DeepCopy() api.Devices {
+func (d *Devices) DeepCopy() device.Devices {
 	out := &Devices{b: d.b, inv: d.inv, chips: make(map[int]*chipState, len(d.chips)),
 		pods: maps.Clone(d.pods), inflight: d.inflight}
 	for id, c := range d.chips {

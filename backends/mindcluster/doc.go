@@ -1,7 +1,7 @@
 // Package mindcluster implements Ascend 310P vNPU scheduling as Huawei's
 // MindCluster runs it (dynamic vNPUs created by MindCluster's Ascend device
-// plugin), as a deviceshare backend: api.Backend with api.BatchScorer for
-// cross-node scoring, and api.Devices with api.CardReporter per node. It is
+// plugin), as a deviceshare backend: device.Backend with device.BatchScorer for
+// cross-node scoring, and device.Devices with device.CardReporter per node. It is
 // wire-compatible with Volcano's MindCluster 310P device
 // (volcano-sh/volcano pkg/scheduler/api/devices/ascend/mindcluster/ascend310p/vnpu,
 // and its node set-up, package vnpu310p under the deviceshare plugin's
@@ -9,7 +9,7 @@
 // MindCluster's ascend-device-plugin (Ascend/mind-cluster
 // component/ascend-device-plugin). The model (chip resources, templates,
 // slicing, downgrade, batch ranking) is package vnpu; the labels,
-// annotations and their formats are package protocol/mindcluster's, named
+// annotations and their formats are package protocol/mindclusterproto's, named
 // here to say what the backend does with them.
 //
 // # Requests
@@ -111,6 +111,6 @@
 // # Not needed
 //
 // Nodes advertise huawei.com/npu-core themselves, so the backend is no
-// api.Advertiser and ignores no resource. Upstream takes no node lock for
-// MindCluster vNPUs, so neither does this backend (no api.NodeLocker).
+// device.Advertiser and ignores no resource. Upstream takes no node lock for
+// MindCluster vNPUs, so neither does this backend (no device.NodeLocker).
 package mindcluster

@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/vnpu"
 )
 
@@ -22,13 +22,13 @@ type choice struct {
 
 // FilterNode reports whether the pod fits the node's chips, with per-chip
 // reasons when it does not (see fit).
-func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
+func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 	if !asks(pod) {
 		return nil
 	}
 	req, err := parseRequest(pod)
 	if err != nil {
-		return api.NewStatus(api.UnschedulableAndUnresolvable, "invalid "+Name+" request: "+err.Error())
+		return device.NewStatus(device.UnschedulableAndUnresolvable, "invalid "+Name+" request: "+err.Error())
 	}
 	_, st := d.fit(req, policy)
 	return st
@@ -42,23 +42,23 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 // variant with one AI CPU less, the variant is tried (MindCluster's
 // downgrade). While a vNPU on the node is in flight, no other vNPU fits
 // (unless Options.ConcurrentVNPUs).
-func (d *Devices) fit(req request, policy string) (choice, *api.Status) {
+func (d *Devices) fit(req request, policy string) (choice, *device.Status) {
 	per := int64(d.inv.perChip)
 	if req.cores%per == 0 {
 		return d.fitWhole(int(req.cores / per))
 	}
 	if !isTemplateCores(req.cores) {
-		return choice{}, api.NewStatus(api.UnschedulableAndUnresolvable, ReasonNotWholeChips)
+		return choice{}, device.NewStatus(device.UnschedulableAndUnresolvable, ReasonNotWholeChips)
 	}
 	name, err := vnpu.TemplateFor(int(req.cores), req.level, req.dvpp)
 	if err != nil { // parseRequest checked the labels
-		return choice{}, api.NewStatus(api.UnschedulableAndUnresolvable, "invalid "+Name+" request: "+err.Error())
+		return choice{}, device.NewStatus(device.UnschedulableAndUnresolvable, "invalid "+Name+" request: "+err.Error())
 	}
 	if d.inflight > 0 && !d.b.concurrent {
-		return choice{}, api.NewStatus(api.Unschedulable, ReasonInFlight)
+		return choice{}, device.NewStatus(device.Unschedulable, ReasonInFlight)
 	}
 	if len(d.chips) == 0 {
-		return choice{}, api.NewStatus(api.UnschedulableAndUnresolvable, ReasonNoFreeChips)
+		return choice{}, device.NewStatus(device.UnschedulableAndUnresolvable, ReasonNoFreeChips)
 	}
 	t, _ := d.inv.chip.Template(name)
 	id, reasons := d.pick(t, policy)
@@ -75,11 +75,11 @@ func (d *Devices) fit(req request, policy string) (choice, *api.Status) {
 }
 
 // fitWhole picks n idle healthy chips, lowest IDs first.
-func (d *Devices) fitWhole(n int) (choice, *api.Status) {
+func (d *Devices) fitWhole(n int) (choice, *device.Status) {
 	if n > d.inv.totalChips {
-		return choice{}, api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewChips)
+		return choice{}, device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewChips)
 	}
-	var reasons api.CardReasons
+	var reasons device.CardReasons
 	var idle []int
 	healthy := 0
 	for _, c := range d.sortedChips() {
@@ -100,11 +100,11 @@ func (d *Devices) fitWhole(n int) (choice, *api.Status) {
 	case len(idle) >= n:
 		return choice{chips: idle[:n]}, nil
 	case len(d.chips) == 0:
-		return choice{}, api.NewStatus(api.UnschedulableAndUnresolvable, ReasonNoFreeChips)
+		return choice{}, device.NewStatus(device.UnschedulableAndUnresolvable, ReasonNoFreeChips)
 	case healthy < n:
 		// Evictions cannot make up for chips the node does not offer.
 		st := reasons.Status()
-		st.Code = api.UnschedulableAndUnresolvable
+		st.Code = device.UnschedulableAndUnresolvable
 		st.Reasons = append(st.Reasons, ReasonTooFewChips)
 		return choice{}, st
 	}
@@ -113,8 +113,8 @@ func (d *Devices) fitWhole(n int) (choice, *api.Status) {
 
 // pick returns the chip for one template instance under the policy, or -1
 // with the reason each chip refused.
-func (d *Devices) pick(t vnpu.Template, policy string) (int, *api.CardReasons) {
-	reasons := &api.CardReasons{}
+func (d *Devices) pick(t vnpu.Template, policy string) (int, *device.CardReasons) {
+	reasons := &device.CardReasons{}
 	best := -1
 	var bestUsed int32
 	for _, c := range d.sortedChips() {
@@ -136,7 +136,7 @@ func (d *Devices) pick(t vnpu.Template, policy string) (int, *api.CardReasons) {
 		}
 		used := c.slice.Used.AICore
 		better := used > bestUsed
-		if policy == api.PolicySpread {
+		if policy == device.PolicySpread {
 			better = used < bestUsed
 		}
 		if best < 0 || better {
@@ -192,9 +192,9 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 		return 0
 	}
 	free := float64(d.freeCores())
-	score := api.MaxScore * (total - min(free, total)) / total
-	if policy == api.PolicySpread {
-		score = api.MaxScore - score
+	score := device.MaxScore * (total - min(free, total)) / total
+	if policy == device.PolicySpread {
+		score = device.MaxScore - score
 	}
 	if c.downgraded {
 		score /= 2

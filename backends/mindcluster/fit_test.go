@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // TestAllocateTemplates checks the annotation each request gets: the
@@ -41,7 +41,7 @@ func TestAllocateTemplates(t *testing.T) {
 			pod:  corePod("p", 16), want: "1,3"},
 		{name: "binpack picks the fullest chip", node: two,
 			held: []*v1.Pod{placed(corePod("h", 2), "1-vir02_1c", true)}, pod: corePod("p", 1), want: "1-vir01"},
-		{name: "spread picks the emptiest chip", node: two, policy: api.PolicySpread,
+		{name: "spread picks the emptiest chip", node: two, policy: device.PolicySpread,
 			held: []*v1.Pod{placed(corePod("h", 2), "0-vir02_1c", true)}, pod: corePod("p", 1), want: "1-vir01"},
 		{name: "a high vir02 downgrades when the chip lacks an AI CPU", node: node310P("n", 1, chips(0)),
 			held: []*v1.Pod{placed(corePod("h1", 4, mindclusterproto.LabelVNPULevel, "high"), "0-vir04", true),
@@ -62,7 +62,7 @@ func TestAllocateTemplates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			policy := tc.policy
 			if policy == "" {
-				policy = api.PolicyBinpack
+				policy = device.PolicyBinpack
 			}
 			d := newDevicesFor(t, b, tc.node, tc.held...)
 			if st := d.FilterNode(tc.pod, policy); !st.IsSuccess() {
@@ -96,47 +96,47 @@ func TestFilterReasons(t *testing.T) {
 		want       []string
 	}{
 		{name: "unhealthy chip", node: node310P("n", 1, chips(0), mindclusterproto.AnnotationUnhealthyChips, chips(0)), pod: corePod("p", 1),
-			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonChipUnhealthy}},
+			wantCode: device.UnschedulableAndUnresolvable, want: []string{ReasonChipUnhealthy}},
 		{name: "chip held whole", node: one, held: []*v1.Pod{placed(corePod("h", 8), "0", false)}, pod: corePod("p", 1),
-			wantCode: api.Unschedulable, want: []string{ReasonChipHeldWhole}},
+			wantCode: device.Unschedulable, want: []string{ReasonChipHeldWhole}},
 		{name: "whole chip asked of a sliced chip", node: one, held: []*v1.Pod{placed(corePod("h", 1), "0-vir01", true)},
-			pod: corePod("p", 8), wantCode: api.Unschedulable, want: []string{ReasonChipSliced}},
+			pod: corePod("p", 8), wantCode: device.Unschedulable, want: []string{ReasonChipSliced}},
 		{name: "AI cores", node: one, held: []*v1.Pod{placed(high4, "0-vir04", true), placed(corePod("h2", 4), "0-vir04_3c", true)},
-			pod: corePod("p", 1), wantCode: api.Unschedulable, want: []string{ReasonChipAICore}},
+			pod: corePod("p", 1), wantCode: device.Unschedulable, want: []string{ReasonChipAICore}},
 		{name: "AI CPUs: the dvpp template has no downgrade", node: one, held: []*v1.Pod{placed(high4, "0-vir04", true)},
-			pod: corePod("p", 4, mindclusterproto.LabelVNPUDVPP, "yes"), wantCode: api.Unschedulable, want: []string{ReasonChipAICPU}},
+			pod: corePod("p", 4, mindclusterproto.LabelVNPUDVPP, "yes"), wantCode: device.Unschedulable, want: []string{ReasonChipAICPU}},
 		{name: "DVPP", node: one, held: []*v1.Pod{placed(corePod("h", 4, mindclusterproto.LabelVNPUDVPP, "yes"), "0-vir04_4c_dvpp", true)},
-			pod: corePod("p", 2), wantCode: api.Unschedulable, want: []string{ReasonChipDVPP}},
+			pod: corePod("p", 2), wantCode: device.Unschedulable, want: []string{ReasonChipDVPP}},
 		{name: "no chip offered", node: node310P("n", 2, ""), pod: corePod("p", 1),
-			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonNoFreeChips}},
+			wantCode: device.UnschedulableAndUnresolvable, want: []string{ReasonNoFreeChips}},
 		{name: "no chip offered for whole chips", node: node310P("n", 2, ""), pod: corePod("p", 8),
-			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonNoFreeChips}},
+			wantCode: device.UnschedulableAndUnresolvable, want: []string{ReasonNoFreeChips}},
 		{name: "more chips than the node has", node: node310P("n", 2, chips(0, 1)), pod: corePod("p", 24),
-			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonTooFewChips}},
+			wantCode: device.UnschedulableAndUnresolvable, want: []string{ReasonTooFewChips}},
 		{name: "more chips than the node offers healthy", node: node310P("n", 3, chips(0, 1, 2), mindclusterproto.AnnotationUnhealthyChips, chips(2)),
 			held: []*v1.Pod{placed(corePod("h", 8), "0", false)}, pod: corePod("p", 24),
-			wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonChipHeldWhole, ReasonChipUnhealthy, ReasonTooFewChips}},
+			wantCode: device.UnschedulableAndUnresolvable, want: []string{ReasonChipHeldWhole, ReasonChipUnhealthy, ReasonTooFewChips}},
 		{name: "not enough idle chips", node: node310P("n", 2, chips(0, 1)), held: []*v1.Pod{placed(corePod("h", 8), "1", false)},
-			pod: corePod("p", 16), wantCode: api.Unschedulable, want: []string{ReasonChipHeldWhole}},
+			pod: corePod("p", 16), wantCode: device.Unschedulable, want: []string{ReasonChipHeldWhole}},
 		{name: "cores not a whole number of this node's chips", node: func() *v1.Node {
 			n := node310P("n", 2, chips(0, 1))
 			n.Labels[mindclusterproto.LabelServerType] = "Ascend310P-10-dual"
 			n.Status.Capacity[mindclusterproto.ResourceNPUCore] = resourceOf(20)
 			return n
-		}(), pod: corePod("p", 8), wantCode: api.UnschedulableAndUnresolvable, want: []string{ReasonNotWholeChips}},
+		}(), pod: corePod("p", 8), wantCode: device.UnschedulableAndUnresolvable, want: []string{ReasonNotWholeChips}},
 		{name: "vNPUs in three groups refuse 4 cores", node: one, held: inGroups(0, 1, 2),
-			pod: corePod("p", 4), wantCode: api.Unschedulable, want: []string{ReasonChipVGroups}},
+			pod: corePod("p", 4), wantCode: device.Unschedulable, want: []string{ReasonChipVGroups}},
 		{name: "vNPUs in four groups refuse 2 cores", node: one, held: inGroups(0, 1, 2, 3),
-			pod: corePod("p", 2), wantCode: api.Unschedulable, want: []string{ReasonChipVGroups}},
+			pod: corePod("p", 2), wantCode: device.Unschedulable, want: []string{ReasonChipVGroups}},
 		{name: "a vNPU in flight", node: node310P("n", 2, chips(0, 1)), held: []*v1.Pod{placed(corePod("h", 1), "0-vir01", false)},
-			pod: corePod("p", 1), wantCode: api.Unschedulable, want: []string{ReasonInFlight}},
+			pod: corePod("p", 1), wantCode: device.Unschedulable, want: []string{ReasonInFlight}},
 		{name: "invalid request", node: one, pod: corePod("p", 1, mindclusterproto.LabelVNPULevel, "x"),
-			wantCode: api.UnschedulableAndUnresolvable, want: []string{`invalid mindcluster310p request: pod labels: vnpu-level="x": want low or high`}},
+			wantCode: device.UnschedulableAndUnresolvable, want: []string{`invalid mindcluster310p request: pod labels: vnpu-level="x": want low or high`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDevicesFor(t, newBackend(t, Options{ConcurrentVNPUs: tc.concurrent}), tc.node, tc.held...)
-			st := d.FilterNode(tc.pod, api.PolicyBinpack)
+			st := d.FilterNode(tc.pod, device.PolicyBinpack)
 			if st.IsSuccess() {
 				t.Fatalf("FilterNode accepted the pod on %s", d.GetStatus())
 			}
@@ -146,7 +146,7 @@ func TestFilterReasons(t *testing.T) {
 			if diff := cmp.Diff(tc.want, st.Reasons); diff != "" {
 				t.Errorf("reasons (-want +got):\n%s", diff)
 			}
-			if _, err := d.Allocate(tc.pod, api.PolicyBinpack); err == nil {
+			if _, err := d.Allocate(tc.pod, device.PolicyBinpack); err == nil {
 				t.Error("Allocate succeeded where FilterNode refused")
 			}
 		})
@@ -168,14 +168,14 @@ func TestVGroups(t *testing.T) {
 	b := newBackend(t, Options{})
 	one := node310P("n", 1, chips(0))
 	// Two groups: a 4-core vNPU still fits next to the two vir01.
-	if got := allocated(t, newDevicesFor(t, b, one, inGroups(0, 1)...), corePod("p", 4), api.PolicyBinpack); got != "0-vir04_3c" {
+	if got := allocated(t, newDevicesFor(t, b, one, inGroups(0, 1)...), corePod("p", 4), device.PolicyBinpack); got != "0-vir04_3c" {
 		t.Errorf("two groups: %s, want 0-vir04_3c", got)
 	}
 	// Three groups take a 2-core vNPU, four only a 1-core one.
-	if got := allocated(t, newDevicesFor(t, b, one, inGroups(0, 1, 2)...), corePod("p", 2), api.PolicyBinpack); got != "0-vir02_1c" {
+	if got := allocated(t, newDevicesFor(t, b, one, inGroups(0, 1, 2)...), corePod("p", 2), device.PolicyBinpack); got != "0-vir02_1c" {
 		t.Errorf("three groups: %s, want 0-vir02_1c", got)
 	}
-	if got := allocated(t, newDevicesFor(t, b, one, inGroups(0, 1, 2, 3)...), corePod("p", 1), api.PolicyBinpack); got != "0-vir01" {
+	if got := allocated(t, newDevicesFor(t, b, one, inGroups(0, 1, 2, 3)...), corePod("p", 1), device.PolicyBinpack); got != "0-vir01" {
 		t.Errorf("four groups: %s, want 0-vir01", got)
 	}
 	// Releasing the pods frees their groups.
@@ -184,7 +184,7 @@ func TestVGroups(t *testing.T) {
 	if err := d.SubResource(held[2]); err != nil {
 		t.Fatal(err)
 	}
-	if got := allocated(t, d, corePod("p", 4), api.PolicyBinpack); got != "0-vir04_3c" {
+	if got := allocated(t, d, corePod("p", 4), device.PolicyBinpack); got != "0-vir04_3c" {
 		t.Errorf("after a group emptied: %s, want 0-vir04_3c", got)
 	}
 	for in, want := range map[string]int{"Ascend310P-2c.1cpu-105-0_3": 3, "": -1, "Ascend310P-0": -1, "x_y": -1, "a_9": -1} {
@@ -201,13 +201,13 @@ func TestInFlightRule(t *testing.T) {
 	n := node310P("n", 2, chips(0, 1))
 	d := newDevicesFor(t, newBackend(t, Options{}), n)
 	first := corePod("first", 1)
-	if got := allocated(t, d, first, api.PolicyBinpack); got != "0-vir01" {
+	if got := allocated(t, d, first, device.PolicyBinpack); got != "0-vir01" {
 		t.Fatalf("first = %s", got)
 	}
-	if st := d.FilterNode(corePod("second", 2), api.PolicyBinpack); st.IsSuccess() || st.Reasons[0] != ReasonInFlight {
+	if st := d.FilterNode(corePod("second", 2), device.PolicyBinpack); st.IsSuccess() || st.Reasons[0] != ReasonInFlight {
 		t.Errorf("a second vNPU while the first is in flight: %+v", st)
 	}
-	if got := allocated(t, d, corePod("whole", 8), api.PolicyBinpack); got != "1" {
+	if got := allocated(t, d, corePod("whole", 8), device.PolicyBinpack); got != "1" {
 		t.Errorf("a whole chip while a vNPU is in flight = %s, want 1", got)
 	}
 
@@ -219,12 +219,12 @@ func TestInFlightRule(t *testing.T) {
 	if err := d.AddResource(placed(first, "0-vir01", true)); err != nil {
 		t.Fatal(err)
 	}
-	if got := allocated(t, d, corePod("second", 2), api.PolicyBinpack); got != "0-vir02_1c" {
+	if got := allocated(t, d, corePod("second", 2), device.PolicyBinpack); got != "0-vir02_1c" {
 		t.Errorf("second after the first was confirmed = %s, want 0-vir02_1c", got)
 	}
 
 	c := newDevicesFor(t, newBackend(t, Options{ConcurrentVNPUs: true}), n, placed(first, "0-vir01", false))
-	if got := allocated(t, c, corePod("second", 2), api.PolicyBinpack); got != "0-vir02_1c" {
+	if got := allocated(t, c, corePod("second", 2), device.PolicyBinpack); got != "0-vir02_1c" {
 		t.Errorf("second with ConcurrentVNPUs = %s, want 0-vir02_1c", got)
 	}
 }
@@ -236,7 +236,7 @@ func TestUnlistedChips(t *testing.T) {
 	b := newBackend(t, Options{})
 	holder := placed(corePod("h", 2), "3-vir02_1c", true)
 	d := newDevicesFor(t, b, node310P("n", 4, chips(0)), holder)
-	if got := allocated(t, d, corePod("p", 1), api.PolicyBinpack); got != "3-vir01" {
+	if got := allocated(t, d, corePod("p", 1), device.PolicyBinpack); got != "3-vir01" {
 		t.Errorf("binpack onto the held unlisted chip = %s, want 3-vir01", got)
 	}
 	if err := d.Release(corePod("p", 1), nil); err != nil {
@@ -275,7 +275,7 @@ func TestCardUsage(t *testing.T) {
 	d := newDevicesFor(t, newBackend(t, Options{}), node310P("n", 3, chips(0, 1, 2), mindclusterproto.AnnotationUnhealthyChips, chips(2)),
 		placed(corePod("a", 2), "0-vir02_1c", true), placed(corePod("b", 8), "1", false))
 	got, pods := d.CardUsage()
-	want := []api.CardUsage{
+	want := []device.CardUsage{
 		{ID: "Ascend310P-0", Index: 0, Type: "310P3", Healthy: true, MemoryUsedMiB: 6144, MemoryTotalMiB: 24576,
 			CoresUsed: 2, CoresTotal: 8, Pods: 1, MaxPods: 7},
 		{ID: "Ascend310P-1", Index: 1, Type: "310P3", Healthy: true, MemoryUsedMiB: 24576, MemoryTotalMiB: 24576,

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // fuzzKeys are the names a registration error must mention one of.

@@ -11,8 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // testUnixNano is the fake clock's time in every test.
@@ -89,7 +89,7 @@ func newDevicesFor(t testing.TB, b *Backend, n *v1.Node, pods ...*v1.Pod) *Devic
 	return testkit.NewDevices(t, b, n, pods...).(*Devices)
 }
 
-func allocated(t testing.TB, d api.Devices, p *v1.Pod, policy string) string {
+func allocated(t testing.TB, d device.Devices, p *v1.Pod, policy string) string {
 	t.Helper()
 	return testkit.Allocate(t, d, p, policy).Annotations[mindclusterproto.AnnotationNPUCore]
 }

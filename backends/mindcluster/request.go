@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/podres"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 	"github.com/vgpushare/vshare/vnpu"
 )
 

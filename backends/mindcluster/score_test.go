@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	mindclusterproto "github.com/vgpushare/vshare/protocol/mindcluster"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
 // TestBatchScore checks the node order: nodes needing a downgrade last,
@@ -14,7 +14,7 @@ import (
 // pod does not fit get no score.
 func TestBatchScore(t *testing.T) {
 	b := newBackend(t, Options{})
-	nodes := map[string]api.Devices{
+	nodes := map[string]device.Devices{
 		// Two idle chips: 16 free AI cores.
 		"idle": newDevicesFor(t, b, node310P("idle", 2, chips(0, 1))),
 		// One chip with a vir04 and a vir02: 2 free AI cores, but no AI CPU
@@ -34,15 +34,15 @@ func TestBatchScore(t *testing.T) {
 		policy string
 		want   map[string]float64
 	}{
-		{api.PolicyBinpack, map[string]float64{"busy": 100, "light": 75, "idle": 50, "downgrade": 25}},
-		{api.PolicySpread, map[string]float64{"idle": 100, "light": 75, "busy": 50, "downgrade": 25}},
+		{device.PolicyBinpack, map[string]float64{"busy": 100, "light": 75, "idle": 50, "downgrade": 25}},
+		{device.PolicySpread, map[string]float64{"idle": 100, "light": 75, "busy": 50, "downgrade": 25}},
 	}
 	for _, tc := range tests {
 		if diff := cmp.Diff(tc.want, b.BatchScore(pod, tc.policy, nodes)); diff != "" {
 			t.Errorf("%s scores (-want +got):\n%s", tc.policy, diff)
 		}
 	}
-	if got := b.BatchScore(corePod("bad", 3), api.PolicyBinpack, nodes); len(got) != 0 {
+	if got := b.BatchScore(corePod("bad", 3), device.PolicyBinpack, nodes); len(got) != 0 {
 		t.Errorf("an invalid request got scores %v", got)
 	}
 }
@@ -52,13 +52,13 @@ func TestScoreNode(t *testing.T) {
 	d := newDevicesFor(t, b, node310P("n", 2, chips(0, 1)), placed(corePod("a", 4), "0-vir04_3c", true))
 	pod := corePod("p", 1)
 	// 4 of 16 AI cores in use.
-	if got := d.ScoreNode(pod, api.PolicyBinpack); got != 25 {
+	if got := d.ScoreNode(pod, device.PolicyBinpack); got != 25 {
 		t.Errorf("binpack score = %v, want 25", got)
 	}
-	if got := d.ScoreNode(pod, api.PolicySpread); got != 75 {
+	if got := d.ScoreNode(pod, device.PolicySpread); got != 75 {
 		t.Errorf("spread score = %v, want 75", got)
 	}
-	if got := d.ScoreNode(corePod("p", 24), api.PolicyBinpack); got != 0 {
+	if got := d.ScoreNode(corePod("p", 24), device.PolicyBinpack); got != 0 {
 		t.Errorf("score of a pod that does not fit = %v, want 0", got)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Allocate picks the pod's cards (the choice FilterNode and ScoreNode made),
@@ -21,7 +21,7 @@ import (
 // there reads, and the node lock it releases (hami.go). It succeeds
 // whenever FilterNode does. A pod without a request gets a nil
 // reservation; a pod already accounted here is an error.
-func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error) {
+func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, error) {
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)
 	if err != nil {
@@ -59,12 +59,12 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 			"nodePolicy", req.nodePolicy, "cards", value)
 	}
 	if d.hami {
-		return &api.Reservation{
+		return &device.Reservation{
 			Annotations: d.hamiAnnotations(value, d.containerDevices(picks, req.containers), len(pod.Spec.InitContainers)-req.inits, now),
 			NodeLocks:   []string{vgpuproto.HAMiNodeLock},
 		}, nil
 	}
-	return &api.Reservation{Annotations: map[string]string{
+	return &device.Reservation{Annotations: map[string]string{
 		vgpuproto.AnnotationIDs:        value,
 		vgpuproto.AnnotationToAllocate: value,
 		vgpuproto.AnnotationNode:       d.node,
@@ -78,7 +78,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*api.Reservation, error)
 // volcano.sh/vgpu-ids-new, released nothing and is a no-op. A record that
 // differs from what the pod holds, or a pod holding nothing here, is an
 // error and the state is unchanged.
-func (d *Devices) Release(pod *v1.Pod, r *api.Reservation) error {
+func (d *Devices) Release(pod *v1.Pod, r *device.Reservation) error {
 	released, err := cardledger.Release(d.ledger, pod, r, d.apply)
 	if v := klog.V(4); released && v.Enabled() {
 		v.InfoS("Released vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", r.Annotations[vgpuproto.AnnotationIDs])

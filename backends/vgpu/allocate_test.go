@@ -10,13 +10,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func TestAllocateAnnotations(t *testing.T) {
 	d := devicesOf(t, newBackend(t), fourCards())
-	r, err := d.Allocate(vpod("p", []ctr{{2, 3000, -1, 30}, {-1, -1, -1, -1}, {1, -1, 25, 0}}), api.PolicySpread)
+	r, err := d.Allocate(vpod("p", []ctr{{2, 3000, -1, 30}, {-1, -1, -1, -1}, {1, -1, 25, 0}}), device.PolicySpread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestReleaseRejectsMismatch(t *testing.T) {
 		{one("held", 1, 1000, 0), "GPU-1,NVIDIA,1000,0:", `the pod holds "GPU-0,NVIDIA,1000,0:"`},
 		{one("other", 1, 1000, 0), "GPU-0,NVIDIA,1000,0:", "holds no cards"},
 	} {
-		err := d.Release(tc.pod, &api.Reservation{Annotations: map[string]string{vgpuproto.AnnotationIDs: tc.value}})
+		err := d.Release(tc.pod, &device.Reservation{Annotations: map[string]string{vgpuproto.AnnotationIDs: tc.value}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), vgpuproto.AnnotationIDs) {
 			t.Errorf("Release(%s, %q) = %v, want an error naming %s and containing %q", tc.pod.Name, tc.value, err, vgpuproto.AnnotationIDs, tc.want)
 		}
@@ -114,7 +114,7 @@ func TestAccountingIgnoresAndRefuses(t *testing.T) {
 // state, and releasing everything restores the empty node exactly.
 func TestPropertyNoOvercommitAndExactRelease(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	policies := []string{api.PolicyBinpack, api.PolicySpread}
+	policies := []string{device.PolicyBinpack, device.PolicySpread}
 	for round := 0; round < 60; round++ {
 		b := newBackend(t)
 		node := randomNode(rng)
@@ -122,7 +122,7 @@ func TestPropertyNoOvercommitAndExactRelease(t *testing.T) {
 		empty := d.GetStatus()
 		type placement struct {
 			pod *v1.Pod
-			r   *api.Reservation
+			r   *device.Reservation
 		}
 		var live []placement
 		for step := 0; step < 40; step++ {
@@ -152,7 +152,7 @@ func TestPropertyNoOvercommitAndExactRelease(t *testing.T) {
 		}
 		fresh := devicesOf(t, b, node)
 		for _, l := range live {
-			if err := fresh.AddResource(api.ApplyReservation(l.pod, l.r)); err != nil {
+			if err := fresh.AddResource(device.ApplyReservation(l.pod, l.r)); err != nil {
 				t.Fatalf("round %d: AddResource: %v", round, err)
 			}
 		}

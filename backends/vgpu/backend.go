@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Options configure a Backend.
@@ -24,7 +24,7 @@ type Options struct {
 	// ExclusiveRules are deviceshare.GPUExclusiveRules, validated (at most
 	// 64, none empty): pods matching a same rule do not share a card (see
 	// exclusive.go). The slice is not modified.
-	ExclusiveRules []api.ExclusiveRule
+	ExclusiveRules []device.ExclusiveRule
 }
 
 // Backend is the HAMi vGPU device type. It is immutable after New and safe
@@ -41,7 +41,7 @@ type Backend struct {
 	migCatalogue                              []config.AllowedMIGGeometries
 	ignored                                   []string
 	// rules are Options.ExclusiveRules.
-	rules []api.ExclusiveRule
+	rules []device.ExclusiveRule
 	// frag is the workload mix the fragment policy learns (its own lock).
 	frag *workload
 	// last is parse's last result (see parse).
@@ -49,8 +49,8 @@ type Backend struct {
 }
 
 var (
-	_ api.Backend    = (*Backend)(nil)
-	_ api.NodeLocker = (*Backend)(nil)
+	_ device.Backend    = (*Backend)(nil)
+	_ device.NodeLocker = (*Backend)(nil)
 )
 
 // New returns a Backend for the configuration.
@@ -153,7 +153,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 // registers no vGPU cards (or its agent was marked deleted), and an error
 // naming the annotation, the card and the problem when the registration is
 // malformed; the plugin then keeps the node's vGPUs unavailable.
-func (b *Backend) NewDevices(node *v1.Node) (api.Devices, error) {
+func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
 	inv, err := b.decodeInventory(node)
 	if err != nil {
 		return nil, fmt.Errorf("decode %s inventory of node %s: %w", Name, node.Name, err)

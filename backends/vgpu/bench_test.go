@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // benchDevices is an 8-card node with a few pods placed.
@@ -24,7 +24,7 @@ func BenchmarkFilterNode(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if !d.FilterNode(fit, api.PolicyBinpack).IsSuccess() {
+		if !d.FilterNode(fit, device.PolicyBinpack).IsSuccess() {
 			b.Fatal("does not fit")
 		}
 		_ = misfit
@@ -37,7 +37,7 @@ func BenchmarkFilterNodeMisfit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if d.FilterNode(misfit, api.PolicyBinpack).IsSuccess() {
+		if d.FilterNode(misfit, device.PolicyBinpack).IsSuccess() {
 			b.Fatal("fits")
 		}
 	}
@@ -49,7 +49,7 @@ func BenchmarkScoreNode(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_ = d.ScoreNode(p, api.PolicySpread)
+		_ = d.ScoreNode(p, device.PolicySpread)
 	}
 }
 
@@ -59,7 +59,7 @@ func BenchmarkAllocateRelease(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r, err := d.Allocate(p, api.PolicyBinpack)
+		r, err := d.Allocate(p, device.PolicyBinpack)
 		if err != nil {
 			b.Fatal(err)
 		}

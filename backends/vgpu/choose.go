@@ -2,7 +2,7 @@ package vgpu
 
 import (
 	"github.com/vgpushare/vshare/backends/cardfit"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // stackCards is the node size whose scratch space lives on the stack.
@@ -207,7 +207,7 @@ func (o objective) better(p objective) bool {
 func (d *Devices) objectiveOf(cands []candidate, sel []int, topo bool, policy string) objective {
 	var o objective
 	for x, i := range sel {
-		if policy == api.PolicySpread {
+		if policy == device.PolicySpread {
 			o.rank -= cands[i].before
 		} else {
 			o.rank += cands[i].after
@@ -233,7 +233,7 @@ func sortCandidates(c []candidate, policy string, byNUMA bool) {
 		if byNUMA && a.numa != b.numa {
 			return a.numa < b.numa
 		}
-		if policy == api.PolicySpread {
+		if policy == device.PolicySpread {
 			if a.before != b.before {
 				return a.before < b.before
 			}

@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // cardsOf returns the UUIDs of a vgpu-ids-new value, per container.
@@ -35,14 +35,14 @@ func TestCardChoiceAndScoreAgree(t *testing.T) {
 		pod    *v1.Pod
 		want   []string
 	}{
-		{name: "binpack takes the fullest card", policy: api.PolicyBinpack, pod: one("p", 1, 1024, 0), want: []string{"GPU-0"}},
-		{name: "binpack skips a card that is too full", policy: api.PolicyBinpack, pod: one("p", 1, 9000, 0), want: []string{"GPU-1"}},
-		{name: "spread takes an idle card", policy: api.PolicySpread, pod: one("p", 1, 1024, 0), want: []string{"GPU-2"}},
-		{name: "spread over two cards", policy: api.PolicySpread, pod: one("p", 2, 1024, 0), want: []string{"GPU-2,GPU-3"}},
-		{name: "binpack over three cards", policy: api.PolicyBinpack, pod: one("p", 3, 1024, 0), want: []string{"GPU-0,GPU-1,GPU-2"}},
-		{name: "pod annotation overrides the global policy", policy: api.PolicyBinpack,
-			pod: one("p", 1, 1024, 0, vgpuproto.AnnotationGPUPolicy, api.PolicySpread), want: []string{"GPU-2"}},
-		{name: "two containers", policy: api.PolicyBinpack, pod: vpod("p", []ctr{{1, 1024, -1, 0}, {-1, -1, -1, -1}, {1, 8000, -1, 0}}),
+		{name: "binpack takes the fullest card", policy: device.PolicyBinpack, pod: one("p", 1, 1024, 0), want: []string{"GPU-0"}},
+		{name: "binpack skips a card that is too full", policy: device.PolicyBinpack, pod: one("p", 1, 9000, 0), want: []string{"GPU-1"}},
+		{name: "spread takes an idle card", policy: device.PolicySpread, pod: one("p", 1, 1024, 0), want: []string{"GPU-2"}},
+		{name: "spread over two cards", policy: device.PolicySpread, pod: one("p", 2, 1024, 0), want: []string{"GPU-2,GPU-3"}},
+		{name: "binpack over three cards", policy: device.PolicyBinpack, pod: one("p", 3, 1024, 0), want: []string{"GPU-0,GPU-1,GPU-2"}},
+		{name: "pod annotation overrides the global policy", policy: device.PolicyBinpack,
+			pod: one("p", 1, 1024, 0, vgpuproto.AnnotationGPUPolicy, device.PolicySpread), want: []string{"GPU-2"}},
+		{name: "two containers", policy: device.PolicyBinpack, pod: vpod("p", []ctr{{1, 1024, -1, 0}, {-1, -1, -1, -1}, {1, 8000, -1, 0}}),
 			want: []string{"GPU-0", "", "GPU-1"}},
 	}
 	for _, tc := range tests {
@@ -53,8 +53,8 @@ func TestCardChoiceAndScoreAgree(t *testing.T) {
 			if diff := cmp.Diff(tc.want, cardsOf(ids)); diff != "" {
 				t.Errorf("cards (-want +got):\n%s", diff)
 			}
-			if score <= 0 || score > api.MaxScore {
-				t.Errorf("ScoreNode = %v, want in (0, %d]", score, api.MaxScore)
+			if score <= 0 || score > device.MaxScore {
+				t.Errorf("ScoreNode = %v, want in (0, %d]", score, device.MaxScore)
 			}
 		})
 	}
@@ -64,17 +64,17 @@ func TestSpreadScoresIdleCardsHigher(t *testing.T) {
 	idle := devicesOf(t, newBackend(t), fourCards())
 	busy := devicesOf(t, newBackend(t), vgpuNode([]card{gpu("GPU-0", 16384)}), placed(one("a", 1, 8192, 50), "GPU-0,NVIDIA,8192,50:"))
 	p := one("p", 1, 1024, 10)
-	if s := idle.ScoreNode(p, api.PolicySpread); s != api.MaxScore {
-		t.Errorf("spread score of an idle node = %v, want %d", s, api.MaxScore)
+	if s := idle.ScoreNode(p, device.PolicySpread); s != device.MaxScore {
+		t.Errorf("spread score of an idle node = %v, want %d", s, device.MaxScore)
 	}
-	if si, sb := idle.ScoreNode(p, api.PolicySpread), busy.ScoreNode(p, api.PolicySpread); si <= sb {
+	if si, sb := idle.ScoreNode(p, device.PolicySpread), busy.ScoreNode(p, device.PolicySpread); si <= sb {
 		t.Errorf("spread: idle node %v must beat busy node %v", si, sb)
 	}
-	if si, sb := idle.ScoreNode(p, api.PolicyBinpack), busy.ScoreNode(p, api.PolicyBinpack); si >= sb {
+	if si, sb := idle.ScoreNode(p, device.PolicyBinpack), busy.ScoreNode(p, device.PolicyBinpack); si >= sb {
 		t.Errorf("binpack: busy node %v must beat idle node %v", sb, si)
 	}
-	nodeSpread := one("p", 1, 1024, 10, vgpuproto.AnnotationNodePolicy, api.PolicySpread)
-	if si, sb := idle.ScoreNode(nodeSpread, api.PolicyBinpack), busy.ScoreNode(nodeSpread, api.PolicyBinpack); si <= sb {
+	nodeSpread := one("p", 1, 1024, 10, vgpuproto.AnnotationNodePolicy, device.PolicySpread)
+	if si, sb := idle.ScoreNode(nodeSpread, device.PolicyBinpack), busy.ScoreNode(nodeSpread, device.PolicyBinpack); si <= sb {
 		t.Errorf("hami.io/node-scheduler-policy spread: idle node %v must beat busy node %v", si, sb)
 	}
 }
@@ -83,15 +83,15 @@ func TestPercentageIsPerCard(t *testing.T) {
 	node := vgpuNode([]card{gpu("GPU-16", 16384), gpu("GPU-80", 81920)})
 	p := vpod("p", []ctr{{2, -1, 50, 0}})
 	d := devicesOf(t, newBackend(t), node)
-	ids := allocated(t, d, p, api.PolicyBinpack)
+	ids := allocated(t, d, p, device.PolicyBinpack)
 	if ids != "GPU-80,NVIDIA,40960,0:GPU-16,NVIDIA,8192,0:" && ids != "GPU-16,NVIDIA,8192,0:GPU-80,NVIDIA,40960,0:" {
 		t.Errorf("vgpu-ids-new = %q, want 8192 MiB on the 16 GiB card and 40960 on the 80 GiB one", ids)
 	}
 	// 60% of the 16 GiB card no longer fits next to 50%, 60% of the 80 GiB one does not either.
-	if st := d.FilterNode(vpod("q", []ctr{{1, -1, 60, 0}}), api.PolicyBinpack); st.IsSuccess() {
+	if st := d.FilterNode(vpod("q", []ctr{{1, -1, 60, 0}}), device.PolicyBinpack); st.IsSuccess() {
 		t.Error("60% fits next to 50% on a card")
 	}
-	if st := d.FilterNode(vpod("q", []ctr{{1, -1, 50, 0}}), api.PolicyBinpack); !st.IsSuccess() {
+	if st := d.FilterNode(vpod("q", []ctr{{1, -1, 50, 0}}), device.PolicyBinpack); !st.IsSuccess() {
 		t.Errorf("50%% next to 50%%: %v", st.Message())
 	}
 }
@@ -112,15 +112,15 @@ func TestNUMABind(t *testing.T) {
 		want   []string
 		fail   string
 	}{
-		{name: "without binding binpack mixes NUMA nodes", policy: api.PolicyBinpack, pod: one("p", 2, 1000, 0),
+		{name: "without binding binpack mixes NUMA nodes", policy: device.PolicyBinpack, pod: one("p", 2, 1000, 0),
 			want: []string{"GPU-1,GPU-0"}},
-		{name: "binding keeps both cards on one NUMA node (binpack: the fuller one)", policy: api.PolicyBinpack,
+		{name: "binding keeps both cards on one NUMA node (binpack: the fuller one)", policy: device.PolicyBinpack,
 			pod: one("p", 2, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), want: []string{"GPU-1,GPU-0"}},
-		{name: "binding with three cards needs NUMA node 1", policy: api.PolicyBinpack,
+		{name: "binding with three cards needs NUMA node 1", policy: device.PolicyBinpack,
 			pod: one("p", 3, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), want: []string{"GPU-2,GPU-3,GPU-4"}},
-		{name: "binding under spread takes the emptier NUMA node", policy: api.PolicySpread,
+		{name: "binding under spread takes the emptier NUMA node", policy: device.PolicySpread,
 			pod: one("p", 2, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), want: []string{"GPU-2,GPU-3"}},
-		{name: "four cards do not fit one NUMA node", policy: api.PolicyBinpack,
+		{name: "four cards do not fit one NUMA node", policy: device.PolicyBinpack,
 			pod: one("p", 4, 1000, 0, vgpuproto.AnnotationNUMABind, "true"), fail: ReasonNUMASplit},
 	}
 	for _, tc := range tests {
@@ -171,7 +171,7 @@ func TestTopologyAware(t *testing.T) {
 			pod: one("p", 4, 1000, 0, topo...), want: []string{"GPU-0,GPU-1,GPU-2,GPU-3"}},
 		{name: "without scores topology-aware falls back to the node policy", node: vgpuNode(cards),
 			held: []*v1.Pod{placed(one("a", 1, 100, 0), "GPU-3,NVIDIA,100,0:")},
-			pod:  one("p", 1, 1000, 0, topo...), policy: api.PolicyBinpack, want: []string{"GPU-3"}},
+			pod:  one("p", 1, 1000, 0, topo...), policy: device.PolicyBinpack, want: []string{"GPU-3"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

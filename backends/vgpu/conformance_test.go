@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/conformance"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // conformanceNode mixes card sizes and modes: 16 GiB, 80 GiB, a MIG A100,
@@ -69,7 +69,7 @@ func randomPod(rng *rand.Rand) *v1.Pod {
 
 // cardUsage reports memory, cores and share count per card, and any use
 // of the unhealthy card.
-func cardUsage(d api.Devices) []conformance.Usage {
+func cardUsage(d device.Devices) []conformance.Usage {
 	cards, _ := d.(*Devices).CardUsage()
 	return conformance.CardUsage(cards, "pods")
 }

@@ -1,6 +1,6 @@
 package vgpu
 
-import vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+import "github.com/vgpushare/vshare/protocol/vgpuproto"
 
 // Name is the backend's name, equal to upstream Volcano's vGPU device name
 // ("hamivgpu"); it is also the node lock key (see LockName).
@@ -45,7 +45,7 @@ const (
 )
 
 // Limits on requests; the limits on decoded annotations are
-// protocol/vgpu's.
+// protocol/vgpuproto's.
 const (
 	// MaxGPUsPerContainer is the largest vgpu-number a container may ask for.
 	MaxGPUsPerContainer = vgpuproto.MaxCards

@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func TestCordonFilter(t *testing.T) {
@@ -18,7 +18,7 @@ func TestCordonFilter(t *testing.T) {
 		annotations []string
 		held        []*v1.Pod
 		pod         *v1.Pod
-		want        *api.Status
+		want        *device.Status
 		// wantCard is the card Allocate picks when the pod fits.
 		wantCard string
 	}{
@@ -28,14 +28,14 @@ func TestCordonFilter(t *testing.T) {
 		{name: "HAMi's key cordons too", annotations: []string{vgpuproto.AnnotationHAMiCordon, " GPU-0 ,, GPU-1"},
 			pod: one("p", 1, 1000, 0), wantCard: "GPU-2"},
 		{name: "every card cordoned", annotations: []string{vgpuproto.AnnotationCordon, "GPU-0,GPU-1,GPU-2,GPU-3"},
-			pod: one("p", 1, 1000, 0), want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonCordoned)},
+			pod: one("p", 1, 1000, 0), want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonCordoned)},
 		{name: "two cards asked, three cordoned", annotations: []string{vgpuproto.AnnotationCordon, "GPU-0,GPU-1,GPU-2"},
-			pod: one("p", 2, 1000, 0), want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonCordoned)},
+			pod: one("p", 2, 1000, 0), want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonCordoned)},
 		{name: "a typo keeps the other entries", annotations: []string{vgpuproto.AnnotationCordon, "GPU-0,GPU-9"},
 			pod: one("p", 1, 1000, 0), wantCard: "GPU-1"},
 		{name: "use-gpuuuid does not override a cordon", annotations: []string{vgpuproto.AnnotationCordon, "GPU-2"},
 			pod:  one("p", 1, 1000, 0, vgpuproto.AnnotationUseUUID, "GPU-2"),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonCordoned, ReasonUUIDExcluded)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonCordoned, ReasonUUIDExcluded)},
 		{name: "binpack leaves the cordoned card's sharer alone", annotations: []string{vgpuproto.AnnotationCordon, "GPU-3"},
 			held: []*v1.Pod{placed(one("a", 1, 1000, 0), "GPU-3,NVIDIA,1000,0:")},
 			pod:  one("p", 1, 1000, 0), wantCard: "GPU-0"},
@@ -44,14 +44,14 @@ func TestCordonFilter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBackend(t)
 			d := devicesOf(t, b, fourCards(tt.annotations...), tt.held...)
-			got := d.FilterNode(tt.pod, api.PolicyBinpack)
+			got := d.FilterNode(tt.pod, device.PolicyBinpack)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Fatalf("FilterNode (-want +got):\n%s", diff)
 			}
 			if tt.want != nil {
 				return
 			}
-			ids := allocated(t, d, tt.pod, api.PolicyBinpack)
+			ids := allocated(t, d, tt.pod, device.PolicyBinpack)
 			if !strings.HasPrefix(ids, tt.wantCard+",") {
 				t.Errorf("allocated %q, want card %s", ids, tt.wantCard)
 			}
@@ -103,7 +103,7 @@ func TestCordonProblems(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewDevices: %v (a bad cordon must not take the node's cards away)", err)
 			}
-			warns := dv.(api.InventoryWarner).InventoryWarnings()
+			warns := dv.(device.InventoryWarner).InventoryWarnings()
 			if len(tt.want) == 0 {
 				if len(warns) != 0 {
 					t.Fatalf("warnings %v, want none", warns)
@@ -145,8 +145,8 @@ func TestCordonExplain(t *testing.T) {
 	b := newBackend(t)
 	d := devicesOf(t, b, vgpuNode([]card{gpu("GPU-0", 16384), gpu("GPU-1", 16384)}, vgpuproto.AnnotationCordon, "GPU-1"),
 		placed(one("a", 1, 16000, 0), "GPU-0,NVIDIA,16000,0:"))
-	got := d.ExplainCards(one("p", 1, 1000, 0), api.PolicyBinpack)
-	want := []api.CardVerdict{
+	got := d.ExplainCards(one("p", 1, 1000, 0), device.PolicyBinpack)
+	want := []device.CardVerdict{
 		{Index: 0, Reason: ReasonInsufficientMem, Resolvable: true},
 		{Index: 1, Reason: ReasonCordoned},
 	}

@@ -11,8 +11,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // cardInfo is the immutable part of one card, shared by every copy of the
@@ -198,7 +198,7 @@ func (t *filterMemos) put(m *filterMemo, hash uint64) {
 type filterMemo struct {
 	key   string
 	gen   uint64
-	st    *api.Status
+	st    *device.Status
 	score float64
 	// frag is what else the fragment policy's choice and score depend on
 	// (zero under other policies); fragScore holds ScoreNode's result as
@@ -219,9 +219,9 @@ type fragInputs struct {
 }
 
 var (
-	_ api.Devices      = (*Devices)(nil)
-	_ api.Advertiser   = (*Devices)(nil)
-	_ api.CardReporter = (*Devices)(nil)
+	_ device.Devices      = (*Devices)(nil)
+	_ device.Advertiser   = (*Devices)(nil)
+	_ device.CardReporter = (*Devices)(nil)
 )
 
 func newDevices(b *Backend, node string, inv *inventory) *Devices {
@@ -382,7 +382,9 @@ func (d *Devices) SubResource(pod *v1.Pod) error { cardledger.Drop(d.ledger, pod
 
 // CardUsage returns every card's usage and the number of pods holding
 // cards on the node.
-func (d *Devices) CardUsage() ([]api.CardUsage, int) { return cardledger.CardUsage(d.ledger, d.cards) }
+func (d *Devices) CardUsage() ([]device.CardUsage, int) {
+	return cardledger.CardUsage(d.ledger, d.cards)
+}
 
 // GetStatus renders every card, "; "-separated, as
 // "i UUID type mode numa N: used/total MiB, cores c/C, pods p/P" with
@@ -424,7 +426,7 @@ func (d *Devices) GetStatus() string {
 }
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
-func (d *Devices) DeepCopy() api.Devices {
+func (d *Devices) DeepCopy() device.Devices {
 	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger), gen: d.gen}
 }
 

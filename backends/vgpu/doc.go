@@ -1,6 +1,6 @@
 // Package vgpu implements HAMi vGPU sharing (hami-core and MIG modes) as a
-// deviceshare backend (api.Backend, api.Devices, api.Advertiser,
-// api.NodeLocker, api.CardReporter), wire-compatible with Volcano's vGPU
+// deviceshare backend (device.Backend, device.Devices, device.Advertiser,
+// device.NodeLocker, device.CardReporter), wire-compatible with Volcano's vGPU
 // device (v1.10.0 and later) and volcano-vgpu-device-plugin, and able to read
 // nodes registered by HAMi's own node agent.
 //
@@ -27,7 +27,7 @@
 // fewer cards than the regular init container before it leaves to it (the
 // kubelet would give it some of those devices, picked at random).
 //
-// # Pod annotations read (sources; keys in protocol/vgpu)
+// # Pod annotations read (sources; keys in protocol/vgpuproto)
 //
 //   - volcano.sh/vgpu-mode: hami-core | mig | mps (Volcano GPUModeAnnotation).
 //   - nvidia.com/use-gputype, nvidia.com/nouse-gputype: comma-separated,
@@ -48,7 +48,7 @@
 // # Node annotations read
 //
 // The registration formats, their limits and their sources are
-// protocol/vgpu's. The backend reads volcano.sh/node-vgpu-register, or
+// protocol/vgpuproto's. The backend reads volcano.sh/node-vgpu-register, or
 // HAMi's hami.io/node-nvidia-register when the node has none, indexing the
 // cards in order; hami.io/node-nvidia-score gives topology-aware its link
 // scores (without it topology-aware falls back to the node policy). A
@@ -71,7 +71,7 @@
 // geometry's instances in catalogue order, memory is the request and the
 // card is charged the instance's size), volcano.sh/vgpu-node,
 // volcano.sh/vgpu-time, volcano.sh/bind-time and volcano.sh/bind-phase:
-// allocating; protocol/vgpu encodes them.
+// allocating; protocol/vgpuproto encodes them.
 //
 // Accounting reads volcano.sh/vgpu-ids-new back (the agent consumes
 // devices-to-allocate), checking every card against the node: registered,
@@ -93,7 +93,7 @@
 // bind-time and bind-phase: allocating, keeps volcano.sh/vgpu-ids-new,
 // vgpu-node and the times as the record, leaves out
 // volcano.sh/devices-to-allocate and bind-phase, and asks the binder for
-// HAMi's lock hami.io/mutex.lock (api.Reservation.NodeLocks), always and
+// HAMi's lock hami.io/mutex.lock (device.Reservation.NodeLocks), always and
 // instead of "hamivgpu". AgentPending reads hami.io/bind-phase there. Pods
 // HAMi's own scheduler placed (bound, only hami.io/vgpu-devices-allocated)
 // are accounted from that annotation, whatever resources they ask for

@@ -6,14 +6,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 var (
-	_ api.CardExplainer   = (*Devices)(nil)
-	_ api.CardDescriber   = (*Devices)(nil)
-	_ api.InventoryWarner = (*Devices)(nil)
+	_ device.CardExplainer   = (*Devices)(nil)
+	_ device.CardDescriber   = (*Devices)(nil)
+	_ device.InventoryWarner = (*Devices)(nil)
 )
 
 // InventoryWarnings returns the parts of the node's registration and
@@ -21,13 +21,13 @@ var (
 // (hami.io/node-nvidia-score) that cannot be read, which turn
 // topology-aware placement off for the node, and card-cordon entries that
 // cordon nothing (malformed, or naming no card of the node), marked
-// api.IgnoredSetting.
+// device.IgnoredSetting.
 func (d *Devices) InventoryWarnings() []error { return d.warnings }
 
 // ExplainCards tells, card by card, why the first container that does not
 // fit was refused: the same choice and the same checks as FilterNode, so
 // the reasons are the ones the scheduler reports for the node.
-func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []api.CardVerdict {
+func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict {
 	req, err := d.b.request(pod, policy)
 	if err != nil || req.empty() {
 		return nil
@@ -42,9 +42,9 @@ func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []api.CardVerdict {
 	if init {
 		ctr = cr.ctr
 	}
-	out := make([]api.CardVerdict, len(work))
+	out := make([]device.CardVerdict, len(work))
 	for i := range work {
-		out[i] = api.CardVerdict{Index: i, Container: ctr, InitContainer: init}
+		out[i] = device.CardVerdict{Index: i, Container: ctr, InitContainer: init}
 		if code, _ := d.check(i, &work[i], cr, req); code != fits {
 			out[i].Reason, out[i].Resolvable = describe(code)
 		}

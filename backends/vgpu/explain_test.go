@@ -6,8 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func TestExplainCards(t *testing.T) {
@@ -19,22 +19,22 @@ func TestExplainCards(t *testing.T) {
 	tests := []struct {
 		name string
 		pod  *v1.Pod
-		want []api.CardVerdict
+		want []device.CardVerdict
 	}{
 		{name: "fits", pod: one("small", 1, 4000, 0, noT4...), want: nil},
-		{name: "every card refuses", pod: one("big", 1, 12000, 0, noT4...), want: []api.CardVerdict{
+		{name: "every card refuses", pod: one("big", 1, 12000, 0, noT4...), want: []device.CardVerdict{
 			{Index: 0, Reason: ReasonInsufficientMem, Resolvable: true},
 			{Index: 1, Reason: ReasonUnhealthy},
 			{Index: 2, Reason: ReasonCardTooSmall},
 			{Index: 3, Reason: ReasonTypeMismatch},
 		}},
-		{name: "the init container refused", pod: withInit(one("init", 1, 4000, 0, noT4...), "i", ctr{1, 12000, -1, 0}), want: []api.CardVerdict{
+		{name: "the init container refused", pod: withInit(one("init", 1, 4000, 0, noT4...), "i", ctr{1, 12000, -1, 0}), want: []device.CardVerdict{
 			{Index: 0, InitContainer: true, Reason: ReasonInsufficientMem, Resolvable: true},
 			{Index: 1, InitContainer: true, Reason: ReasonUnhealthy},
 			{Index: 2, InitContainer: true, Reason: ReasonCardTooSmall},
 			{Index: 3, InitContainer: true, Reason: ReasonTypeMismatch},
 		}},
-		{name: "a card fits but two are asked for", pod: one("two", 2, 12000, 0), want: []api.CardVerdict{
+		{name: "a card fits but two are asked for", pod: one("two", 2, 12000, 0), want: []device.CardVerdict{
 			{Index: 0, Reason: ReasonInsufficientMem, Resolvable: true},
 			{Index: 1, Reason: ReasonUnhealthy},
 			{Index: 2, Reason: ReasonCardTooSmall},
@@ -43,11 +43,11 @@ func TestExplainCards(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := d.ExplainCards(tc.pod, api.PolicyBinpack)
+			got := d.ExplainCards(tc.pod, device.PolicyBinpack)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("verdicts (-want +got):\n%s", diff)
 			}
-			if st := d.FilterNode(tc.pod, api.PolicyBinpack); st.IsSuccess() != (tc.want == nil) {
+			if st := d.FilterNode(tc.pod, device.PolicyBinpack); st.IsSuccess() != (tc.want == nil) {
 				t.Errorf("FilterNode success = %v, ExplainCards = %v", st.IsSuccess(), got)
 			}
 		})

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // FilterNode reports whether the pod's containers fit the node's cards
@@ -21,10 +21,10 @@ import (
 // host's and pod's CPU and memory), and reused (by ScoreNode too) while
 // none of them changes.
 // Statuses are never modified by their readers.
-func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
+func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 	req, err := d.b.request(pod, policy)
 	if err != nil {
-		return api.NewStatus(api.Error, "invalid vGPU request: "+err.Error())
+		return device.NewStatus(device.Error, "invalid vGPU request: "+err.Error())
 	}
 	if req.empty() {
 		return nil
@@ -54,7 +54,7 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *api.Status {
 
 // fit is FilterNode for a parsed, non-empty request: the node's score for
 // the cards chosen when it fits, else why not.
-func (d *Devices) fit(req *podRequest) (float64, *api.Status) {
+func (d *Devices) fit(req *podRequest) (float64, *device.Status) {
 	if st := d.unservable(req); st != nil {
 		return 0, st
 	}
@@ -66,7 +66,7 @@ func (d *Devices) fit(req *podRequest) (float64, *api.Status) {
 	return 0, d.explain(req, failed, work, s.forced)
 }
 
-// ScoreNode scores the node in [0, api.MaxScore] from the cards Allocate
+// ScoreNode scores the node in [0, device.MaxScore] from the cards Allocate
 // would choose (see score): binpack prefers nodes whose chosen cards end
 // fullest, spread nodes whose chosen cards are emptiest. A pod's
 // hami.io/node-scheduler-policy overrides the policy. Pods that do not fit
@@ -93,12 +93,12 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 // unservable says why no choice of cards serves the request on the node:
 // a container asks for more cards than it has, or init containers ask for
 // cards the node's agent would not serve them.
-func (d *Devices) unservable(req *podRequest) *api.Status {
+func (d *Devices) unservable(req *podRequest) *device.Status {
 	switch {
 	case d.tooFewCards(req):
-		return api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)
+		return device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewCards)
 	case req.inits > 0 && !d.initAgent:
-		return api.NewStatus(api.UnschedulableAndUnresolvable, ReasonInitAgent)
+		return device.NewStatus(device.UnschedulableAndUnresolvable, ReasonInitAgent)
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ func (d *Devices) tooFewCards(req *podRequest) bool {
 	return false
 }
 
-// ResultKey implements api.ResultKeyer: FilterNode and ScoreNode read the
+// ResultKey implements device.ResultKeyer: FilterNode and ScoreNode read the
 // pod only through its parsed request, whose key encodes every field they
 // use (see podRequest.key), plus, for a request the fragment policy
 // places, the CPU and memory the pod takes on the host. Pods without a
@@ -134,7 +134,7 @@ func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
 	return string(k), true
 }
 
-// ResultEpoch implements api.ResultKeyer: the learned workload's
+// ResultEpoch implements device.ResultKeyer: the learned workload's
 // generation, the one input of the fragment policy besides the request,
 // the cards and the host's idle CPU and memory.
 func (b *Backend) ResultEpoch() uint64 { return b.WorkloadGeneration() }

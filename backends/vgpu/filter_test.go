@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func TestFilterChecks(t *testing.T) {
@@ -19,39 +19,39 @@ func TestFilterChecks(t *testing.T) {
 		cards []card
 		held  []*v1.Pod
 		pod   *v1.Pod
-		want  *api.Status
+		want  *device.Status
 	}{
 		{name: "fits", cards: []card{v100}, pod: one("p", 1, 16384, 100)},
 		{name: "unhealthy card is never chosen", cards: []card{v100.unhealthy()}, pod: one("p", 1, 1, 0),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonUnhealthy)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonUnhealthy)},
 		{name: "use-gputype keeps matching cards", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, vgpuproto.AnnotationUseType, "t4"),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonTypeMismatch)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonTypeMismatch)},
 		{name: "use-gputype list", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, vgpuproto.AnnotationUseType, "T4,V100")},
 		{name: "nouse-gputype excludes", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationNoUseType, "v100,t4"),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTypeMismatch)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTypeMismatch)},
 		{name: "use-gpuuuid", cards: []card{v100, t4}, pod: one("p", 2, 1, 0, vgpuproto.AnnotationUseUUID, "GPU-1"),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonUUIDExcluded)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewFitting, ReasonUUIDExcluded)},
 		{name: "nouse-gpuuuid", cards: []card{v100, t4}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationNoUseUUID, "GPU-0, GPU-1"),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonUUIDExcluded)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonUUIDExcluded)},
 		{name: "share count", cards: []card{v100.withCount(1)}, held: []*v1.Pod{placed(one("a", 1, 1, 0), "GPU-0,NVIDIA,1,0:")},
-			pod: one("p", 1, 1, 0), want: api.NewStatus(api.Unschedulable, ReasonShareCountFull)},
+			pod: one("p", 1, 1, 0), want: device.NewStatus(device.Unschedulable, ReasonShareCountFull)},
 		{name: "memory", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 10000, 0), "GPU-0,NVIDIA,10000,0:")},
-			pod: one("p", 1, 6385, 0), want: api.NewStatus(api.Unschedulable, ReasonInsufficientMem)},
+			pod: one("p", 1, 6385, 0), want: device.NewStatus(device.Unschedulable, ReasonInsufficientMem)},
 		{name: "card too small", cards: []card{v100}, pod: one("p", 1, 16385, 0),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonCardTooSmall)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonCardTooSmall)},
 		{name: "cores", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 1, 60), "GPU-0,NVIDIA,1,60:")},
-			pod: one("p", 1, 1, 41), want: api.NewStatus(api.Unschedulable, ReasonInsufficientCore)},
+			pod: one("p", 1, 1, 41), want: device.NewStatus(device.Unschedulable, ReasonInsufficientCore)},
 		{name: "cores=100 needs an unused card", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 1, 0), "GPU-0,NVIDIA,1,0:")},
-			pod: one("p", 1, 1, 100), want: api.NewStatus(api.Unschedulable, ReasonExclusiveBusy)},
+			pod: one("p", 1, 1, 100), want: device.NewStatus(device.Unschedulable, ReasonExclusiveBusy)},
 		{name: "a full card refuses cores=0", cards: []card{v100}, held: []*v1.Pod{placed(one("a", 1, 1, 100), "GPU-0,NVIDIA,1,100:")},
-			pod: one("p", 1, 1, 0), want: api.NewStatus(api.Unschedulable, ReasonCardCoresFull)},
+			pod: one("p", 1, 1, 0), want: device.NewStatus(device.Unschedulable, ReasonCardCoresFull)},
 		{name: "mode", cards: []card{v100}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationMode, vgpuproto.ModeMIG),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonModeMismatch)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonModeMismatch)},
 		{name: "mode matches", cards: []card{v100}, pod: one("p", 1, 1, 0, vgpuproto.AnnotationMode, vgpuproto.ModeHAMiCore)},
 		{name: "podgroup spread keeps gang members apart", cards: []card{v100},
 			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "pg"), "GPU-0,NVIDIA,1,0:")},
 			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonGangOnCard)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonGangOnCard)},
 		{name: "podgroup spread ignores other gangs", cards: []card{v100},
 			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "other"), "GPU-0,NVIDIA,1,0:")},
 			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg", vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread)},
@@ -59,18 +59,18 @@ func TestFilterChecks(t *testing.T) {
 			held: []*v1.Pod{placed(one("a", 1, 1, 0, AnnotationGroupName, "pg"), "GPU-0,NVIDIA,1,0:")},
 			pod:  one("p", 1, 1, 0, AnnotationGroupName, "pg")},
 		{name: "more cards than the node has", cards: []card{v100, t4}, pod: one("p", 3, 1, 0),
-			want: api.NewStatus(api.UnschedulableAndUnresolvable, ReasonTooFewCards)},
+			want: device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewCards)},
 		{name: "a busy card makes the node resolvable", cards: []card{v100, t4.unhealthy()},
 			held: []*v1.Pod{placed(one("a", 1, 16000, 0), "GPU-0,NVIDIA,16000,0:")}, pod: one("p", 1, 1000, 0),
-			want: api.NewStatus(api.Unschedulable, ReasonInsufficientMem, ReasonUnhealthy)},
+			want: device.NewStatus(device.Unschedulable, ReasonInsufficientMem, ReasonUnhealthy)},
 		{name: "second container sees the first one's cards", cards: []card{v100},
 			pod:  vpod("p", []ctr{{1, 10000, -1, 0}, {1, 10000, -1, 0}}),
-			want: api.NewStatus(api.Unschedulable, ReasonInsufficientMem)},
+			want: device.NewStatus(device.Unschedulable, ReasonInsufficientMem)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := devicesOf(t, newBackend(t), vgpuNode(tc.cards), tc.held...)
-			for _, policy := range []string{api.PolicyBinpack, api.PolicySpread} {
+			for _, policy := range []string{device.PolicyBinpack, device.PolicySpread} {
 				if diff := cmp.Diff(tc.want, d.FilterNode(tc.pod, policy)); diff != "" {
 					t.Errorf("FilterNode(%s) (-want +got):\n%s", policy, diff)
 				}
@@ -86,7 +86,7 @@ func TestFilterChecks(t *testing.T) {
 func TestFilterInvalidRequest(t *testing.T) {
 	d := devicesOf(t, newBackend(t), fourCards())
 	st := d.FilterNode(one("p", 1, 1, 0, vgpuproto.AnnotationMode, "x"), "")
-	if st.Code != api.Error || len(st.Reasons) != 1 {
+	if st.Code != device.Error || len(st.Reasons) != 1 {
 		t.Errorf("FilterNode of an invalid request = %+v, want one Error reason", st)
 	}
 	if d.FilterNode(vpod("p", []ctr{{-1, -1, -1, -1}}), "") != nil || d.ScoreNode(vpod("p", nil), "") != 0 {
@@ -99,7 +99,7 @@ func TestFilterInvalidRequest(t *testing.T) {
 // again, so both paths always agree with a node that never filtered.
 func TestScoreAfterFilterMatchesAFreshScore(t *testing.T) {
 	b := newBackend(t)
-	for _, policy := range []string{api.PolicyBinpack, api.PolicySpread} {
+	for _, policy := range []string{device.PolicyBinpack, device.PolicySpread} {
 		d := devicesOf(t, b, fourCards(), placed(one("held", 1, 8000, 20), "GPU-1,NVIDIA,8000,20:"))
 		pod := one("p", 1, 4000, 10)
 		for step := 0; step < 3; step++ {
@@ -139,8 +139,8 @@ func TestFilterMemoFollowsTheRequest(t *testing.T) {
 		{"three cards", one("h", 3, 1000, 10), true},
 	}
 	for _, tc := range tests {
-		st := d.FilterNode(tc.pod, api.PolicyBinpack)
-		fresh := d.DeepCopy().FilterNode(tc.pod, api.PolicyBinpack)
+		st := d.FilterNode(tc.pod, device.PolicyBinpack)
+		fresh := d.DeepCopy().FilterNode(tc.pod, device.PolicyBinpack)
 		if (st == nil) != tc.fits || st.Message() != fresh.Message() {
 			t.Errorf("%s: FilterNode = %q, fresh %q, want fits=%v", tc.name, st.Message(), fresh.Message(), tc.fits)
 		}

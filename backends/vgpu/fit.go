@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // reason is why a card does not fit a container; fits is 0.
@@ -156,9 +156,9 @@ func fullness(ci *cardInfo, c *cardState, dMem int64, dCores, dNum int32) float6
 // the cards the container had to take (the cards of the init container
 // before it, see choosePhased): one of them not fitting is the reason, with
 // ReasonReusedCard.
-func (d *Devices) explain(req *podRequest, f int, work []cardState, forced []int32) *api.Status {
+func (d *Devices) explain(req *podRequest, f int, work []cardState, forced []int32) *device.Status {
 	cr := &req.ctrs()[f]
-	var reasons api.CardReasons
+	var reasons device.CardReasons
 	fitting, forcedFails := 0, false
 	for i := range work {
 		code, _ := d.check(i, &work[i], cr, req)

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // The fragment policy is Fragmentation Gradient Descent (Weng et al.,
@@ -265,7 +265,7 @@ func (d *Devices) fragNow(t *fragTarget) *fragNode {
 }
 
 // fragScoreNode is ScoreNode under the fragment policy, in
-// [0, api.MaxScore]. A pod without vGPUs (scored when the plugin asks)
+// [0, device.MaxScore]. A pod without vGPUs (scored when the plugin asks)
 // prefers the nodes where its CPU and memory strand the fewest cards.
 func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
 	req, err := d.b.request(pod, PolicyFragment)
@@ -362,7 +362,7 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
 // levels is the score of a fragmentation term frag and a packing term
 // pack, both in [0, 1]: frag in fragLevels whole steps, pack within a step.
 func levels(frag, pack float64) float64 {
-	step := float64(api.MaxScore) / (fragLevels + 1)
+	step := float64(device.MaxScore) / (fragLevels + 1)
 	return step * (math.Trunc(fragLevels*frag) + fragTie*pack)
 }
 

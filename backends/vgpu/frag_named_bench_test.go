@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // BenchmarkScoreNodeFragmentNamed is BenchmarkScoreNodeFragment's

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // share is a pod asking for pct percent of one card's memory and cores.
@@ -254,7 +254,7 @@ func TestFragmentMemoNeverStale(t *testing.T) {
 	}
 	type held struct {
 		pod *v1.Pod
-		res *api.Reservation
+		res *device.Reservation
 	}
 	var running []held
 	hits, stale := 0, 0

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // PolicyFragment is the fragmentation-aware scheduling policy
@@ -19,7 +19,7 @@ import (
 // destroys the least of the cards' usefulness to the workload the backend
 // has recently seen (a Fragmentation Gradient Descent over the learned
 // mix; see frag.go).
-const PolicyFragment = api.PolicyFragment
+const PolicyFragment = device.PolicyFragment
 
 // Workload learning: the recent requests form the target workload.
 const (

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // FuzzAddResource accounts a pod whose volcano.sh/vgpu-ids-new is fuzzed on

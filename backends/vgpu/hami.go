@@ -3,13 +3,13 @@ package vgpu
 import (
 	v1 "k8s.io/api/core/v1"
 
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // HAMi's side of the allocation. A node registered only in HAMi's format
 // (hami.io/node-nvidia-register) runs HAMi's NVIDIA device plugin, which
 // reads hami.io/* and never volcano.sh/*. Checked against Project-HAMi/HAMi
-// (see protocol/vgpu hamialloc.go for the files):
+// (see protocol/vgpuproto hamialloc.go for the files):
 //
 //   - its scheduler writes hami.io/vgpu-devices-to-allocate and
 //     -allocated (the same value), hami.io/vgpu-node and hami.io/vgpu-time
@@ -24,7 +24,7 @@ import (
 //     too).
 //
 // So on such nodes Allocate writes those keys as HAMi's scheduler does and
-// asks the binder for the lock (api.Reservation.NodeLocks). Of volcano.sh/*
+// asks the binder for the lock (device.Reservation.NodeLocks). Of volcano.sh/*
 // it keeps the durable record (vgpu-ids-new, which accounting reads),
 // vgpu-node and the times, and leaves out devices-to-allocate and
 // bind-phase: no agent on the node would ever consume or advance them.

@@ -9,8 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // hamiRegister is a HAMi plugin's JSON registration of two 16 GiB cards, as
@@ -50,7 +50,7 @@ func TestAllocateOnHAMiNodeWritesHAMiAllocation(t *testing.T) {
 				tc.pod.Spec.InitContainers = append(tc.pod.Spec.InitContainers, v1.Container{Name: "init" + strconv.Itoa(i)})
 			}
 			d := devicesOf(t, newBackend(t), hamiNode())
-			r, err := d.Allocate(tc.pod, api.PolicyBinpack)
+			r, err := d.Allocate(tc.pod, device.PolicyBinpack)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestAllocateOnHAMiNodeWritesHAMiAllocation(t *testing.T) {
 				t.Errorf("node locks (-want +got):\n%s", diff)
 			}
 			// What Allocate wrote is what a new scheduler reads back.
-			a := testkit.Account(t, devicesOf(t, newBackend(t), hamiNode()), api.ApplyReservation(tc.pod, r), vgpuproto.AnnotationIDs)
+			a := testkit.Account(t, devicesOf(t, newBackend(t), hamiNode()), device.ApplyReservation(tc.pod, r), vgpuproto.AnnotationIDs)
 			if a == nil {
 				t.Fatal("the allocation Allocate wrote is refused by AddResource")
 			}
@@ -81,7 +81,7 @@ func TestAllocateOnVolcanoNodeIsUnchanged(t *testing.T) {
 	// A node with both registrations is read as volcano.sh (its agent is
 	// ours or Volcano's): no hami.io key, no lock.
 	for _, node := range []*v1.Node{fourCards(), fourCards(vgpuproto.AnnotationHAMiRegister, hamiRegister)} {
-		r, err := devicesOf(t, newBackend(t), node).Allocate(one("p", 1, 1000, 10), api.PolicyBinpack)
+		r, err := devicesOf(t, newBackend(t), node).Allocate(one("p", 1, 1000, 10), device.PolicyBinpack)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,8 +190,8 @@ func TestAgentPendingFollowsTheNodesAgent(t *testing.T) {
 func TestHAMiMIGCardsAreNotScheduled(t *testing.T) {
 	reg := `[{"id":"GPU-m","count":7,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","mode":"mig","health":true}]`
 	d := devicesOf(t, newBackend(t), testkit.Node("node-a", vgpuproto.AnnotationHAMiRegister, reg))
-	st := d.FilterNode(one("p", 1, 1000, 0, vgpuproto.AnnotationMode, vgpuproto.ModeMIG), api.PolicyBinpack)
-	if st == nil || st.Code == api.Success || !strings.Contains(st.Message(), ReasonUnhealthy) {
+	st := d.FilterNode(one("p", 1, 1000, 0, vgpuproto.AnnotationMode, vgpuproto.ModeMIG), device.PolicyBinpack)
+	if st == nil || st.Code == device.Success || !strings.Contains(st.Message(), ReasonUnhealthy) {
 		t.Errorf("FilterNode = %v, want the HAMi MIG card refused", st)
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Init containers and native sidecars (init containers with restartPolicy

@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // held is one card's usage: memory MiB, cores and holders.
@@ -132,10 +132,10 @@ func TestInitContainerPlacement(t *testing.T) {
 			}
 			d := devicesOf(t, b, node, tc.others...)
 			before := heldOf(d)
-			if st := d.FilterNode(tc.pod, api.PolicyBinpack); (st == nil) != (tc.wantErr == nil) {
+			if st := d.FilterNode(tc.pod, device.PolicyBinpack); (st == nil) != (tc.wantErr == nil) {
 				t.Fatalf("FilterNode = %v, want an error %v", st, tc.wantErr != nil)
 			}
-			r, err := d.Allocate(tc.pod, api.PolicyBinpack)
+			r, err := d.Allocate(tc.pod, device.PolicyBinpack)
 			if tc.wantErr != nil {
 				if err == nil {
 					t.Fatalf("Allocate = %v, want an error", r.Annotations)
@@ -186,7 +186,7 @@ func TestInitContainerNodes(t *testing.T) {
 	b := newBackend(t)
 
 	hami := devicesOf(t, b, hamiNode())
-	r := testkit.Allocate(t, hami, pod, api.PolicyBinpack)
+	r := testkit.Allocate(t, hami, pod, device.PolicyBinpack)
 	want := "GPU-h0,NVIDIA,12000,60:;GPU-h0,NVIDIA,4000,30:;"
 	if got := r.Annotations[vgpuproto.AnnotationHAMiToAllocate]; got != want || r.Annotations[vgpuproto.AnnotationHAMiAllocated] != want {
 		t.Errorf("hami.io/vgpu-devices-to-allocate = %q, want %q", got, want)
@@ -197,11 +197,11 @@ func TestInitContainerNodes(t *testing.T) {
 
 	upstream := vgpuNode(nil, vgpuproto.AnnotationRegister, "GPU-u,10,16384,NVIDIA-T4,true,hami-core:")
 	d := devicesOf(t, b, upstream)
-	st := d.FilterNode(pod, api.PolicyBinpack)
-	if st == nil || st.Code != api.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), ReasonInitAgent) {
+	st := d.FilterNode(pod, device.PolicyBinpack)
+	if st == nil || st.Code != device.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), ReasonInitAgent) {
 		t.Errorf("FilterNode on volcano-vgpu-device-plugin's node = %v, want unresolvable %q", st, ReasonInitAgent)
 	}
-	if st := d.FilterNode(one("q", 1, 4000, 30), api.PolicyBinpack); st != nil {
+	if st := d.FilterNode(one("q", 1, 4000, 30), device.PolicyBinpack); st != nil {
 		t.Errorf("a pod without init requests on that node: %v", st)
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // inventory is a node's decoded registration.
@@ -29,9 +29,9 @@ type inventory struct {
 	// cordoned marks, by card index, the cards the node's cordon
 	// annotations take out of scheduling (nil: none).
 	cordoned []bool
-	// warnings are what was left out, for api.InventoryWarner: link scores
+	// warnings are what was left out, for device.InventoryWarner: link scores
 	// that cannot be read, and cordon entries that cordon nothing (see
-	// cardfit.Cordon), the latter marked api.IgnoredSetting.
+	// cardfit.Cordon), the latter marked device.IgnoredSetting.
 	warnings []error
 }
 
@@ -66,7 +66,7 @@ func (b *Backend) decodeInventory(node *v1.Node) (*inventory, error) {
 	inv.cordoned, cordonErrs = cardfit.Cordon(a, uuids, vgpuproto.AnnotationCordon, vgpuproto.AnnotationHAMiCordon)
 	for _, err := range cordonErrs {
 		klog.ErrorS(err, "vGPU card cordon partly ignored", "node", node.Name)
-		inv.warnings = append(inv.warnings, api.IgnoredSetting{Err: err})
+		inv.warnings = append(inv.warnings, device.IgnoredSetting{Err: err})
 	}
 	if s, ok := a[vgpuproto.AnnotationHAMiScore]; ok && s != "" {
 		links, err := vgpuproto.DecodeScores(s, uuids)

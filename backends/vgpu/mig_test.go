@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func migNode() *v1.Node {
@@ -38,7 +38,7 @@ func TestMIGMatching(t *testing.T) {
 			d := devicesOf(t, newBackend(t), migNode())
 			var got []string
 			for i, mem := range tc.sequence {
-				got = append(got, allocated(t, d, one("p"+string(rune('a'+i)), 1, mem, 0), api.PolicyBinpack))
+				got = append(got, allocated(t, d, one("p"+string(rune('a'+i)), 1, mem, 0), device.PolicyBinpack))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("vgpu-ids-new (-want +got):\n%s", diff)
@@ -53,11 +53,11 @@ func TestMIGMatching(t *testing.T) {
 func TestMIGRefusals(t *testing.T) {
 	b := newBackend(t)
 	busy := devicesOf(t, b, migNode(), placed(one("a", 1, 4000, 0), "GPU-m[group1-0],NVIDIA,4000,0:"))
-	if st := busy.FilterNode(one("p", 1, 8000, 0), ""); st.Code != api.Unschedulable || !strings.Contains(st.Message(), ReasonMIGBusy) {
+	if st := busy.FilterNode(one("p", 1, 8000, 0), ""); st.Code != device.Unschedulable || !strings.Contains(st.Message(), ReasonMIGBusy) {
 		t.Errorf("8000 MiB next to a 1g instance: %+v, want %q (resolvable)", st, ReasonMIGBusy)
 	}
 	idle := devicesOf(t, b, migNode())
-	if st := idle.FilterNode(one("p", 1, 50000, 0), ""); st.Code != api.UnschedulableAndUnresolvable ||
+	if st := idle.FilterNode(one("p", 1, 50000, 0), ""); st.Code != device.UnschedulableAndUnresolvable ||
 		!strings.Contains(st.Message(), ReasonNoMIGInstance) {
 		t.Errorf("50000 MiB: %+v, want %q (unresolvable)", st, ReasonNoMIGInstance)
 	}

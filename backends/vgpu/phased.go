@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // phases is the pod's own use of the cards during a phased choice: per

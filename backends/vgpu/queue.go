@@ -3,11 +3,11 @@ package vgpu
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
-var _ api.QueueRequester = (*Backend)(nil)
+var _ device.QueueRequester = (*Backend)(nil)
 
 // QueueRequest returns what the pod will hold, in the resources
 // AddQueueResource reports: cards, memory (in the memory resource's unit)

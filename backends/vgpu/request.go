@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/backends/podres"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // ctrRequest is what one container asks for: nums cards, each with memMiB
@@ -265,24 +265,24 @@ func parseAnnotations(pod *v1.Pod, policy string, r *podRequest) error {
 	r.useType = strings.ToUpper(a[vgpuproto.AnnotationUseType])
 	r.noUseType = strings.ToUpper(a[vgpuproto.AnnotationNoUseType])
 	r.useUUID, r.noUseUUID = a[vgpuproto.AnnotationUseUUID], a[vgpuproto.AnnotationNoUseUUID]
-	if policy != api.PolicySpread && policy != PolicyFragment {
-		policy = api.PolicyBinpack
+	if policy != device.PolicySpread && policy != PolicyFragment {
+		policy = device.PolicyBinpack
 	}
 	r.cardPolicy, r.nodePolicy = policy, policy
 	switch p := a[vgpuproto.AnnotationGPUPolicy]; p {
 	case "":
-	case api.PolicyBinpack, api.PolicySpread, PolicyTopologyAware:
+	case device.PolicyBinpack, device.PolicySpread, PolicyTopologyAware:
 		r.cardPolicy = p
 	default:
 		return fmt.Errorf("annotation %s=%q: want %s, %s or %s", vgpuproto.AnnotationGPUPolicy, p,
-			api.PolicyBinpack, api.PolicySpread, PolicyTopologyAware)
+			device.PolicyBinpack, device.PolicySpread, PolicyTopologyAware)
 	}
 	switch p := a[vgpuproto.AnnotationNodePolicy]; p {
 	case "":
-	case api.PolicyBinpack, api.PolicySpread:
+	case device.PolicyBinpack, device.PolicySpread:
 		r.nodePolicy = p
 	default:
-		return fmt.Errorf("annotation %s=%q: want %s or %s", vgpuproto.AnnotationNodePolicy, p, api.PolicyBinpack, api.PolicySpread)
+		return fmt.Errorf("annotation %s=%q: want %s or %s", vgpuproto.AnnotationNodePolicy, p, device.PolicyBinpack, device.PolicySpread)
 	}
 	if v, ok := a[vgpuproto.AnnotationNUMABind]; ok && v != "" {
 		bind, err := strconv.ParseBool(v)

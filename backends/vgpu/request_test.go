@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -68,16 +68,16 @@ func TestParsePolicies(t *testing.T) {
 		wantNUMA       bool
 		wantGang       string
 	}{
-		{name: "global binpack", global: api.PolicyBinpack, wantCard: api.PolicyBinpack, node: api.PolicyBinpack},
-		{name: "empty global is binpack", wantCard: api.PolicyBinpack, node: api.PolicyBinpack},
-		{name: "pod overrides card and node policy", global: api.PolicyBinpack,
-			annotations: []string{vgpuproto.AnnotationGPUPolicy, api.PolicySpread, vgpuproto.AnnotationNodePolicy, api.PolicySpread},
-			wantCard:    api.PolicySpread, node: api.PolicySpread},
-		{name: "topology-aware", global: api.PolicySpread, annotations: []string{vgpuproto.AnnotationGPUPolicy, PolicyTopologyAware},
-			wantCard: PolicyTopologyAware, node: api.PolicySpread},
+		{name: "global binpack", global: device.PolicyBinpack, wantCard: device.PolicyBinpack, node: device.PolicyBinpack},
+		{name: "empty global is binpack", wantCard: device.PolicyBinpack, node: device.PolicyBinpack},
+		{name: "pod overrides card and node policy", global: device.PolicyBinpack,
+			annotations: []string{vgpuproto.AnnotationGPUPolicy, device.PolicySpread, vgpuproto.AnnotationNodePolicy, device.PolicySpread},
+			wantCard:    device.PolicySpread, node: device.PolicySpread},
+		{name: "topology-aware", global: device.PolicySpread, annotations: []string{vgpuproto.AnnotationGPUPolicy, PolicyTopologyAware},
+			wantCard: PolicyTopologyAware, node: device.PolicySpread},
 		{name: "numa bind and gang spread", annotations: []string{vgpuproto.AnnotationNUMABind, "true",
 			vgpuproto.AnnotationPodGroupPolicy, vgpuproto.PodGroupPolicySpread, AnnotationGroupName, "pg"},
-			wantCard: api.PolicyBinpack, node: api.PolicyBinpack, wantNUMA: true, wantGang: "ns/pg"},
+			wantCard: device.PolicyBinpack, node: device.PolicyBinpack, wantNUMA: true, wantGang: "ns/pg"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,24 +176,24 @@ func TestParseCacheFollowsThePod(t *testing.T) {
 	pod := one("p", 1, 1000, 10)
 	pod.ResourceVersion = "1"
 	var r podRequest
-	if err := b.parse(pod, api.PolicyBinpack, &r); err != nil || r.cardPolicy != api.PolicyBinpack {
+	if err := b.parse(pod, device.PolicyBinpack, &r); err != nil || r.cardPolicy != device.PolicyBinpack {
 		t.Fatalf("parse: %v, card policy %q", err, r.cardPolicy)
 	}
-	if err := b.parse(pod, api.PolicySpread, &r); err != nil || r.cardPolicy != api.PolicySpread {
+	if err := b.parse(pod, device.PolicySpread, &r); err != nil || r.cardPolicy != device.PolicySpread {
 		t.Fatalf("another policy: %v, card policy %q", err, r.cardPolicy)
 	}
 	updated := pod.DeepCopy()
 	updated.ResourceVersion = "2"
 	updated.Annotations[vgpuproto.AnnotationMode] = "turbo"
-	if err := b.parse(updated, api.PolicySpread, &r); err == nil {
+	if err := b.parse(updated, device.PolicySpread, &r); err == nil {
 		t.Fatalf("the updated pod's bad mode was not seen")
 	}
-	if err := b.parse(pod, api.PolicySpread, &r); err != nil || r.ctrs()[0].memMiB != 1000 {
+	if err := b.parse(pod, device.PolicySpread, &r); err != nil || r.ctrs()[0].memMiB != 1000 {
 		t.Fatalf("the first object again: %v, %+v", err, r.ctrs())
 	}
 	pod.ResourceVersion = "3"
 	pod.Annotations[vgpuproto.AnnotationMode] = "turbo"
-	if err := b.parse(pod, api.PolicySpread, &r); err == nil {
+	if err := b.parse(pod, device.PolicySpread, &r); err == nil {
 		t.Fatalf("a new resourceVersion of the same object was not parsed again")
 	}
 }

@@ -13,14 +13,14 @@ import (
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare/api"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Our policies, run through the vGPU backend.
 const (
-	PolicyBinpack  = api.PolicyBinpack
-	PolicySpread   = api.PolicySpread
+	PolicyBinpack  = device.PolicyBinpack
+	PolicySpread   = device.PolicySpread
 	PolicyFragment = vgpu.PolicyFragment
 )
 
@@ -99,7 +99,7 @@ type vgpuPolicy struct {
 	policy  string
 	backend *vgpu.Backend
 	obs     observer
-	devs    []api.Devices
+	devs    []device.Devices
 	// memo caches FilterNode and ScoreNode per node and pod shape: both
 	// are pure functions of the node's cards, the pod's request and (for
 	// the fragment policy) the learned workload's generation.
@@ -129,7 +129,7 @@ func newVGPUPolicy(t *Trace, policy string) (*vgpuPolicy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create vGPU backend: %w", err)
 	}
-	v := &vgpuPolicy{policy: policy, backend: b, devs: make([]api.Devices, len(t.Nodes)),
+	v := &vgpuPolicy{policy: policy, backend: b, devs: make([]device.Devices, len(t.Nodes)),
 		memo: make([][]vgpuMemo, len(t.Nodes)), shapes: map[shapeKey]int{}}
 	if o, ok := any(b).(observer); ok {
 		v.obs = o

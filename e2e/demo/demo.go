@@ -19,8 +19,8 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/kubectlvshare"
-	ascendproto "github.com/vgpushare/vshare/protocol/ascend"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // schedulerConf enables vGPU and HAMi Ascend vNPU sharing.

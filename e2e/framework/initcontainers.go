@@ -13,7 +13,7 @@ import (
 	batchv1alpha1 "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // ContainerKind is what kind of container of a pod a VGPUContainer is.

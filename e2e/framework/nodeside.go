@@ -18,7 +18,7 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/fakedriver"
 	"github.com/vgpushare/vshare/e2e/runc"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // The node side in real containers (issue 23): what a real node does

@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // CardShare is one container's share of one card.
@@ -27,7 +27,7 @@ type Card struct {
 }
 
 // Usage reads the cards the nodes register and the allocations pods carry
-// (volcano.sh/vgpu-ids-new), decoded with protocol/vgpu; values that do not
+// (volcano.sh/vgpu-ids-new), decoded with protocol/vgpuproto; values that do not
 // decode are left out. A pod whose init containers have entries holds each
 // card at its peak (vgpuproto.Peak), as the scheduler charges it: one share
 // per holder there, the first carrying the memory and cores.

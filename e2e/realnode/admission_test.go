@@ -16,7 +16,7 @@ import (
 
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/images"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // TestAdmission: the chart's webhook, called by the API server over TLS

@@ -38,7 +38,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/e2e/framework"
-	vgpuproto "github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Options configure Run.

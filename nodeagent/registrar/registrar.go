@@ -16,11 +16,11 @@ import (
 
 	"github.com/vgpushare/vshare/internal/nodeannot"
 	"github.com/vgpushare/vshare/internal/notify"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
-// Handshake timing. The values are protocol/vgpu's "Reported_<time>", which
-// HAMi's Ascend handshake (protocol/ascend) shares.
+// Handshake timing. The values are protocol/vgpuproto's "Reported_<time>", which
+// HAMi's Ascend handshake (protocol/ascendproto) shares.
 const (
 	// DefaultHandshakeInterval keeps reports well inside the schedulers'
 	// 60 s; it is also how often HAMi's Ascend plugin renews its report.
@@ -219,7 +219,7 @@ func (r *Registrar) Sync(ctx context.Context) (time.Duration, error) {
 // and returns how long until it is due otherwise. hs is the node's value.
 func (r *Registrar) handshake(patch map[string]string, hs string, now time.Time) time.Duration {
 	due := r.reported.Add(r.opts.HandshakeInterval)
-	reported := strings.HasPrefix(hs, vgpu.HandshakeReported)
+	reported := strings.HasPrefix(hs, vgpuproto.HandshakeReported)
 	write := len(patch) > 0 || r.reported.IsZero() || !now.Before(due)
 	var wait time.Duration
 	switch r.opts.Handshake {
@@ -236,7 +236,7 @@ func (r *Registrar) handshake(patch map[string]string, hs string, now time.Time)
 		}
 	}
 	if write {
-		patch[r.opts.HandshakeKey] = vgpu.HandshakeReported + now.Format(vgpu.HandshakeLayout)
+		patch[r.opts.HandshakeKey] = vgpuproto.HandshakeReported + now.Format(vgpuproto.HandshakeLayout)
 	}
 	return wait
 }

@@ -13,8 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/nodeagent/registrar"
-	"github.com/vgpushare/vshare/protocol/ascend"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 const (
@@ -125,11 +125,11 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// The registrar writes both agents' handshakes with protocol/vgpu's values;
+// The registrar writes both agents' handshakes with protocol/vgpuproto's values;
 // HAMi's Ascend protocol must use the same ones.
 func TestHandshakeValuesAgree(t *testing.T) {
-	if vgpu.HandshakeReported != ascend.HandshakeReported || vgpu.HandshakeLayout != ascend.HandshakeLayout {
-		t.Errorf("handshake values differ: protocol/vgpu %q %q, protocol/ascend %q %q",
-			vgpu.HandshakeReported, vgpu.HandshakeLayout, ascend.HandshakeReported, ascend.HandshakeLayout)
+	if vgpuproto.HandshakeReported != ascendproto.HandshakeReported || vgpuproto.HandshakeLayout != ascendproto.HandshakeLayout {
+		t.Errorf("handshake values differ: protocol/vgpuproto %q %q, protocol/ascendproto %q %q",
+			vgpuproto.HandshakeReported, vgpuproto.HandshakeLayout, ascendproto.HandshakeReported, ascendproto.HandshakeLayout)
 	}
 }

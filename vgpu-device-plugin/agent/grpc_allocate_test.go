@@ -20,7 +20,7 @@ import (
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/agent"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
@@ -35,9 +35,9 @@ func (nopPatcher) ReleaseNodeLock(context.Context, *v1.Pod) error               
 func scheduledPod(name, ids string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{
-			vgpu.AnnotationIDs: ids, vgpu.AnnotationToAllocate: ids, vgpu.AnnotationNode: "n1",
-			vgpu.AnnotationTime: "1", vgpu.AnnotationBindPhase: vgpu.BindPhaseAllocating,
-			vgpu.AnnotationBindTime: strconv.FormatInt(time.Now().Unix(), 10),
+			vgpuproto.AnnotationIDs: ids, vgpuproto.AnnotationToAllocate: ids, vgpuproto.AnnotationNode: "n1",
+			vgpuproto.AnnotationTime: "1", vgpuproto.AnnotationBindPhase: vgpuproto.BindPhaseAllocating,
+			vgpuproto.AnnotationBindTime: strconv.FormatInt(time.Now().Unix(), 10),
 		}},
 		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
 			Limits: v1.ResourceList{

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpushare/vshare/nodeagent"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
@@ -40,7 +40,7 @@ const DefaultSocketName = "volcano-vgpu.sock"
 func profile() nodeagent.Profile {
 	return nodeagent.Profile{
 		SocketName:      DefaultSocketName,
-		ResourceExample: vgpu.ResourceNumber,
+		ResourceExample: vgpuproto.ResourceNumber,
 		Usage: nodeagent.Usage{
 			SocketName:        "this plugin's socket file name in --kubelet-socket-dir",
 			ResourceName:      "extended resource to advertise; empty means the config's nvidia.resourceCountName",

@@ -16,7 +16,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -92,8 +92,8 @@ func TestAllocateTwoContainersEndToEnd(t *testing.T) {
 		}
 	}
 	wantCalls := []patch{
-		{Pod: "train", Annotations: map[string]string{vgpu.AnnotationToAllocate: ";;" + entry(u[5], 2000, 0)}},
-		{Pod: "train", Annotations: map[string]string{vgpu.AnnotationToAllocate: ";;", vgpu.AnnotationBindPhase: "success"}},
+		{Pod: "train", Annotations: map[string]string{vgpuproto.AnnotationToAllocate: ";;" + entry(u[5], 2000, 0)}},
+		{Pod: "train", Annotations: map[string]string{vgpuproto.AnnotationToAllocate: ";;", vgpuproto.AnnotationBindPhase: "success"}},
 		{Pod: "train"}, // node lock released
 	}
 	if diff := cmp.Diff(wantCalls, e.rec.Calls()); diff != "" {
@@ -126,7 +126,7 @@ func TestAllocateUpstreamFormatAndOrder(t *testing.T) {
 	}
 	for _, name := range []string{"older", "newer"} {
 		obj, _, _ := e.indexer.GetByKey("ns/" + name)
-		if got := obj.(*v1.Pod).Annotations[vgpu.AnnotationBindPhase]; got != "success" {
+		if got := obj.(*v1.Pod).Annotations[vgpuproto.AnnotationBindPhase]; got != "success" {
 			t.Errorf("pod %s bind-phase = %q, want success", name, got)
 		}
 	}
@@ -206,7 +206,7 @@ func TestAllocateRefusals(t *testing.T) {
 	}{
 		{name: "annotations written for another node", wantCode: codes.PermissionDenied, wantMsg: `volcano.sh/vgpu-node="other-node"`,
 			wantFailed: true,
-			edit:       func(s *setup) { s.pod.annotate(vgpu.AnnotationNode, "other-node") }},
+			edit:       func(s *setup) { s.pod.annotate(vgpuproto.AnnotationNode, "other-node") }},
 		{name: "card this node does not have", wantCode: codes.PermissionDenied, wantMsg: "GPU-forged is not registered", wantFailed: true, wantUnlock: true,
 			edit: func(s *setup) { s.pod.allocated(entry("GPU-forged", 1000, 10), 1) }},
 		{name: "memory larger than the card", wantCode: codes.PermissionDenied, wantMsg: "exceeds the card's 40960", wantFailed: true, wantUnlock: true,
@@ -219,15 +219,15 @@ func TestAllocateRefusals(t *testing.T) {
 				s.pod.allocated(entry(s.e.uuids[0], 30000, 0), 1)
 			}},
 		{name: "devices-to-allocate differs from vgpu-ids-new", wantCode: codes.PermissionDenied, wantMsg: "differs from volcano.sh/vgpu-ids-new", wantFailed: true, wantUnlock: true,
-			edit: func(s *setup) { s.pod.annotate(vgpu.AnnotationToAllocate, entry(s.e.uuids[1], 1000, 0)) }},
+			edit: func(s *setup) { s.pod.annotate(vgpuproto.AnnotationToAllocate, entry(s.e.uuids[1], 1000, 0)) }},
 		{name: "malformed entry", wantCode: codes.PermissionDenied, wantMsg: `memory "lots"`, wantFailed: true, wantUnlock: true,
 			edit: func(s *setup) { s.pod.allocated(s.e.uuids[0]+",NVIDIA,lots,0:", 1) }},
 		{name: "card filled by other pods", wantCode: codes.PermissionDenied, wantMsg: "would have 41000 of 40960 memory", wantFailed: true, wantUnlock: true,
 			edit: func(s *setup) {
 				running := newPod("running").container("c", 1, nil).allocated(entry(s.e.uuids[0], 40000, 0), 0).
-					annotate(vgpu.AnnotationBindPhase, "success").phase(v1.PodRunning).build()
+					annotate(vgpuproto.AnnotationBindPhase, "success").phase(v1.PodRunning).build()
 				finished := newPod("finished").container("c", 1, nil).allocated(entry(s.e.uuids[0], 40000, 0), 0).
-					annotate(vgpu.AnnotationBindPhase, "success").phase(v1.PodSucceeded).build()
+					annotate(vgpuproto.AnnotationBindPhase, "success").phase(v1.PodSucceeded).build()
 				s.e.add(nil, running, finished)
 			}},
 		{name: "stale bind-time", wantCode: codes.FailedPrecondition, wantMsg: "more than 5m0s", wantFailed: true, wantUnlock: true,
@@ -239,7 +239,7 @@ func TestAllocateRefusals(t *testing.T) {
 		{name: "entry size does not match the request", wantCode: codes.NotFound, wantMsg: "next entry has 2 cards, the kubelet asks for 1",
 			edit: func(s *setup) { s.pod.allocated(entry(s.e.uuids[0], 1000, 0)+entry(s.e.uuids[1], 1000, 0), 1) }},
 		{name: "not allocating", wantCode: codes.NotFound, wantMsg: "no pending vGPU pod",
-			edit: func(s *setup) { s.pod.annotate(vgpu.AnnotationBindPhase, "success") }},
+			edit: func(s *setup) { s.pod.annotate(vgpuproto.AnnotationBindPhase, "success") }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,9 +257,9 @@ func TestAllocateRefusals(t *testing.T) {
 				if c.Pod != "victim" {
 					continue
 				}
-				failed = failed || c.Annotations[vgpu.AnnotationBindPhase] == "failed"
+				failed = failed || c.Annotations[vgpuproto.AnnotationBindPhase] == "failed"
 				unlocked = unlocked || c.Annotations == nil
-				if c.Annotations[vgpu.AnnotationBindPhase] == "success" {
+				if c.Annotations[vgpuproto.AnnotationBindPhase] == "success" {
 					t.Errorf("refused pod marked success")
 				}
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/vgpushare/vshare/nodeagent"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/protocol/nodelock"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -118,8 +118,8 @@ const (
 // Protocol is the vGPU allocation protocol's annotations, for the node agent
 // kit (nodeagent/allocation).
 var Protocol = allocation.Protocol{
-	ToAllocate: vgpu.AnnotationToAllocate, BindPhase: vgpu.AnnotationBindPhase, Node: vgpu.AnnotationNode,
-	Allocating: vgpu.BindPhaseAllocating, Success: vgpu.BindPhaseSuccess, Failed: vgpu.BindPhaseFailed,
+	ToAllocate: vgpuproto.AnnotationToAllocate, BindPhase: vgpuproto.AnnotationBindPhase, Node: vgpuproto.AnnotationNode,
+	Allocating: vgpuproto.BindPhaseAllocating, Success: vgpuproto.BindPhaseSuccess, Failed: vgpuproto.BindPhaseFailed,
 }
 
 // EventAllocationFailed is the reason of the Warning event recorded on a pod
@@ -223,7 +223,7 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, arrived allocation.A
 		a.tracker.Fail(ctx, c.pod, err)
 		return nil, err
 	}
-	consumed := vgpu.Consume(c.entries, c.idx)
+	consumed := vgpuproto.Consume(c.entries, c.idx)
 	done := nextPendingOf(consumed) < 0
 	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
 		return nil, err
@@ -236,11 +236,11 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, arrived allocation.A
 // nextPendingOf reports the next pending entry of an annotation value we
 // wrote ourselves (it always decodes).
 func nextPendingOf(value string) int {
-	entries, err := vgpu.DecodeAllocation(value)
+	entries, err := vgpuproto.DecodeAllocation(value)
 	if err != nil {
 		return -1
 	}
-	return vgpu.NextPending(entries)
+	return vgpuproto.NextPending(entries)
 }
 
 // lockToRelease reports whether a served pod may hold the node lock

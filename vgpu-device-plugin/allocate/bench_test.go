@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -61,13 +61,13 @@ func (l *upstreamLookup) filter(keep func(*v1.Pod) bool) ([]*v1.Pod, error) {
 
 func (l *upstreamLookup) Allocating() ([]*v1.Pod, error) {
 	return l.filter(func(p *v1.Pod) bool {
-		return p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseAllocating
+		return p.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseAllocating
 	})
 }
 
 func (l *upstreamLookup) Assigned() ([]*v1.Pod, error) {
 	return l.filter(func(p *v1.Pod) bool {
-		return p.Annotations[vgpu.AnnotationIDs] != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed
+		return p.Annotations[vgpuproto.AnnotationIDs] != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed
 	})
 }
 
@@ -82,15 +82,15 @@ func benchCluster(b *testing.B, e *env) cache.Store {
 	for i := 0; i < benchNodePods-1; i++ {
 		p := newPod(fmt.Sprintf("running-%d", i)).container("c", 1, nil).
 			allocated(entry(e.uuids[i%len(e.uuids)], 400, 0), int64(i)).
-			annotate(vgpu.AnnotationBindPhase, vgpu.BindPhaseSuccess).
-			annotate(vgpu.AnnotationToAllocate, ";").phase(v1.PodRunning).build()
+			annotate(vgpuproto.AnnotationBindPhase, vgpuproto.BindPhaseSuccess).
+			annotate(vgpuproto.AnnotationToAllocate, ";").phase(v1.PodRunning).build()
 		e.add(b, p)
 		_ = cluster.Add(p)
 	}
 	for i := 0; i < benchClusterPods-benchNodePods+1; i++ {
 		p := newPod(fmt.Sprintf("elsewhere-%d", i)).container("c", 1, nil).
 			allocated(entry("GPU-other", 400, 0), int64(i)).
-			annotate(vgpu.AnnotationNode, "other-node").phase(v1.PodRunning).build()
+			annotate(vgpuproto.AnnotationNode, "other-node").phase(v1.PodRunning).build()
 		p.Spec.NodeName = "other-node"
 		_ = cluster.Add(p)
 	}

@@ -7,7 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -68,11 +68,11 @@ func (a *Allocator) check(c *candidate, inv *nvidia.Inventory) (map[string]*card
 }
 
 // checkEntry validates each card of the entry on its own.
-func (a *Allocator) checkEntry(ref string, entry []vgpu.Device, inv *nvidia.Inventory) error {
+func (a *Allocator) checkEntry(ref string, entry []vgpuproto.Device, inv *nvidia.Inventory) error {
 	seen := map[string]bool{}
 	for _, d := range entry {
-		if d.Type != vgpu.DeviceTypeNVIDIA {
-			return fmt.Errorf("pod %s: device type %q: want %s: %w", ref, d.Type, vgpu.DeviceTypeNVIDIA, ErrForged)
+		if d.Type != vgpuproto.DeviceTypeNVIDIA {
+			return fmt.Errorf("pod %s: device type %q: want %s: %w", ref, d.Type, vgpuproto.DeviceTypeNVIDIA, ErrForged)
 		}
 		card, ok := inv.Card(d.UUID)
 		if !ok {
@@ -103,7 +103,7 @@ func (a *Allocator) checkEntry(ref string, entry []vgpu.Device, inv *nvidia.Inve
 }
 
 // checkRequest compares the entry with what the container asks for.
-func checkRequest(ref string, ctr *v1.Container, entry []vgpu.Device, inv *nvidia.Inventory) error {
+func checkRequest(ref string, ctr *v1.Container, entry []vgpuproto.Device, inv *nvidia.Inventory) error {
 	nv := inv.NVIDIA
 	count, ok := limit(ctr, nv.ResourceCountName)
 	if !ok || count != int64(len(entry)) {
@@ -160,29 +160,29 @@ func (a *Allocator) usage(pod *v1.Pod, inv *nvidia.Inventory) (map[string]*cardU
 	}
 	self := false
 	add := func(p *v1.Pod) {
-		if a.tracker.Failed(p.UID) || p.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseFailed {
+		if a.tracker.Failed(p.UID) || p.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseFailed {
 			return
 		}
-		ids, err := vgpu.DecodeAllocation(p.Annotations[vgpu.AnnotationIDs])
+		ids, err := vgpuproto.DecodeAllocation(p.Annotations[vgpuproto.AnnotationIDs])
 		if err != nil {
 			klog.V(2).InfoS("Ignoring a pod's undecodable vGPU allocation", "pod", klog.KObj(p), "err", err)
 			return
 		}
-		var shared []vgpu.Use[string]
+		var shared []vgpuproto.Use[string]
 		for i, ctr := range ids {
 			for _, d := range ctr {
 				u, ok := uses[d.UUID]
 				switch {
-				case !ok || d.Type != vgpu.DeviceTypeNVIDIA:
+				case !ok || d.Type != vgpuproto.DeviceTypeNVIDIA:
 				case d.IsMIG():
 					u.count++
 					u.mig[migSlot{d.MIGGroup, d.MIGPos}]++
 				default:
-					shared = append(shared, vgpu.Use[string]{Entry: i, Card: d.UUID, Mem: d.Mem, Cores: d.Cores})
+					shared = append(shared, vgpuproto.Use[string]{Entry: i, Card: d.UUID, Mem: d.Mem, Cores: d.Cores})
 				}
 			}
 		}
-		for _, c := range vgpu.Peak(vgpu.EntryRoles(p, len(ids)), shared) {
+		for _, c := range vgpuproto.Peak(vgpuproto.EntryRoles(p, len(ids)), shared) {
 			u := uses[c.Card]
 			u.count += int(c.Holders)
 			u.mem += c.Mem

@@ -5,7 +5,7 @@
 //
 // # Protocol (volcano-vgpu-device-plugin, Volcano v1.10 vGPU, HAMi)
 //
-// The keys and formats are protocol/vgpu's. The scheduler writes on the pod,
+// The keys and formats are protocol/vgpuproto's. The scheduler writes on the pod,
 // with the binding, volcano.sh/vgpu-ids-new and volcano.sh/devices-to-allocate
 // (the cards per container: one entry per container from our scheduler,
 // the init containers' first when one of them has cards, entries only for

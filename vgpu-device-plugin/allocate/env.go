@@ -1,6 +1,6 @@
 package allocate
 
-import "github.com/vgpushare/vshare/protocol/vgpu"
+import "github.com/vgpushare/vshare/protocol/vgpuproto"
 
 // Container environment the agent sets (read by libvgpu and the NVIDIA
 // container runtime).
@@ -15,12 +15,12 @@ const (
 	EnvOversubscribe     = "CUDA_OVERSUBSCRIBE"
 	// EnvDisableControl set to "true" in a container's spec keeps libvgpu
 	// out of it (no /etc/ld.so.preload mount).
-	EnvDisableControl = vgpu.EnvDisableControl
+	EnvDisableControl = vgpuproto.EnvDisableControl
 )
 
 // Paths inside the container.
 const (
-	ContainerLibPath     = vgpu.ContainerLibPath
-	ContainerCacheDir    = vgpu.ContainerCacheDir
-	ContainerPreloadPath = vgpu.ContainerPreloadPath
+	ContainerLibPath     = vgpuproto.ContainerLibPath
+	ContainerCacheDir    = vgpuproto.ContainerCacheDir
+	ContainerPreloadPath = vgpuproto.ContainerPreloadPath
 )

@@ -18,7 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
@@ -189,12 +189,12 @@ func (b *podBuilder) env(name, value string) *podBuilder {
 // devices-to-allocate, bound seconds ago, vgpu-time t.
 func (b *podBuilder) allocated(ids string, t int64) *podBuilder {
 	a := b.pod.Annotations
-	a[vgpu.AnnotationIDs] = ids
-	a[vgpu.AnnotationToAllocate] = ids
-	a[vgpu.AnnotationNode] = nodeName
-	a[vgpu.AnnotationTime] = strconv.FormatInt(t, 10)
-	a[vgpu.AnnotationBindTime] = strconv.FormatInt(now.Add(-10*time.Second).Unix(), 10)
-	a[vgpu.AnnotationBindPhase] = vgpu.BindPhaseAllocating
+	a[vgpuproto.AnnotationIDs] = ids
+	a[vgpuproto.AnnotationToAllocate] = ids
+	a[vgpuproto.AnnotationNode] = nodeName
+	a[vgpuproto.AnnotationTime] = strconv.FormatInt(t, 10)
+	a[vgpuproto.AnnotationBindTime] = strconv.FormatInt(now.Add(-10*time.Second).Unix(), 10)
+	a[vgpuproto.AnnotationBindPhase] = vgpuproto.BindPhaseAllocating
 	return b
 }
 

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // warm is a pod whose init container "warm" (12000 MiB, 60 %), sidecar
@@ -56,9 +56,9 @@ func TestAllocateInitContainersAndSidecars(t *testing.T) {
 		}
 	}
 	wantCalls := []patch{
-		{Pod: "warm", Annotations: map[string]string{vgpu.AnnotationToAllocate: ";" + entry(u[0], 2000, 20) + ";" + entry(u[1], 4000, 30)}},
-		{Pod: "warm", Annotations: map[string]string{vgpu.AnnotationToAllocate: ";;" + entry(u[1], 4000, 30)}},
-		{Pod: "warm", Annotations: map[string]string{vgpu.AnnotationToAllocate: ";;", vgpu.AnnotationBindPhase: "success"}},
+		{Pod: "warm", Annotations: map[string]string{vgpuproto.AnnotationToAllocate: ";" + entry(u[0], 2000, 20) + ";" + entry(u[1], 4000, 30)}},
+		{Pod: "warm", Annotations: map[string]string{vgpuproto.AnnotationToAllocate: ";;" + entry(u[1], 4000, 30)}},
+		{Pod: "warm", Annotations: map[string]string{vgpuproto.AnnotationToAllocate: ";;", vgpuproto.AnnotationBindPhase: "success"}},
 		{Pod: "warm"}, // node lock released
 	}
 	if diff := cmp.Diff(wantCalls, e.rec.Calls()); diff != "" {
@@ -96,7 +96,7 @@ func TestAllocateChecksCardsAtThePeak(t *testing.T) {
 			e.add(t, pod)
 			if tc.others > 0 {
 				e.add(t, newPod("other").container("c", 1, nil).allocated(entry(u[0], tc.others, 0), 1).
-					annotate(vgpu.AnnotationBindPhase, vgpu.BindPhaseSuccess).phase(v1.PodRunning).build())
+					annotate(vgpuproto.AnnotationBindPhase, vgpuproto.BindPhaseSuccess).phase(v1.PodRunning).build())
 			}
 			_, err := e.alloc.Allocate(context.Background(), request(1))
 			if tc.wantErr == "" {

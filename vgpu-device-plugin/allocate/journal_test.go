@@ -19,7 +19,7 @@ import (
 	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/nodeagent/allocation/allocationtest"
 	"github.com/vgpushare/vshare/nodeagent/kube"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -119,7 +119,7 @@ func phaseOf(t *testing.T, ie *informerEnv, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.Annotations[vgpu.AnnotationBindPhase]
+	return p.Annotations[vgpuproto.AnnotationBindPhase]
 }
 
 // The kubelet asks before the agent's informer has the pod: with the
@@ -135,8 +135,8 @@ func TestAllocateJournalServesALatePodWithoutListing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Allocate: %v", err)
 	}
-	if got := phaseOf(t, ie, "late"); got != vgpu.BindPhaseSuccess {
-		t.Errorf("late's bind-phase = %q, want %q", got, vgpu.BindPhaseSuccess)
+	if got := phaseOf(t, ie, "late"); got != vgpuproto.BindPhaseSuccess {
+		t.Errorf("late's bind-phase = %q, want %q", got, vgpuproto.BindPhaseSuccess)
 	}
 	if n := ie.lists.Load(); n != 0 {
 		t.Errorf("LivePods called %d times, want 0", n)
@@ -184,8 +184,8 @@ func TestAllocateJournalNeverServesAPodBoundAfterItsPodLeft(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("refused %s after the informer caught up, want at once", d)
 	}
-	if got := phaseOf(t, ie, "b"); got != vgpu.BindPhaseAllocating {
-		t.Errorf("b's bind-phase = %q, want it left %q for its own request", got, vgpu.BindPhaseAllocating)
+	if got := phaseOf(t, ie, "b"); got != vgpuproto.BindPhaseAllocating {
+		t.Errorf("b's bind-phase = %q, want it left %q for its own request", got, vgpuproto.BindPhaseAllocating)
 	}
 	if n := ie.lists.Load(); n != 0 {
 		t.Errorf("LivePods called %d times, want 0", n)

@@ -7,7 +7,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // Index names of the node's pod indexer.
@@ -45,14 +45,14 @@ func Indexers() cache.Indexers {
 			if !ok {
 				return nil, nil
 			}
-			if phase := pod.Annotations[vgpu.AnnotationBindPhase]; phase != "" {
+			if phase := pod.Annotations[vgpuproto.AnnotationBindPhase]; phase != "" {
 				return []string{phase}, nil
 			}
 			return nil, nil
 		},
 		IndexAssigned: func(obj any) ([]string, error) {
 			pod, ok := obj.(*v1.Pod)
-			if !ok || pod.Annotations[vgpu.AnnotationIDs] == "" || allocation.Terminal(pod) {
+			if !ok || pod.Annotations[vgpuproto.AnnotationIDs] == "" || allocation.Terminal(pod) {
 				return nil, nil
 			}
 			return []string{assigned}, nil
@@ -77,7 +77,7 @@ var _ PodLookup = IndexerLookup{}
 
 // Allocating implements PodLookup.
 func (l IndexerLookup) Allocating() ([]*v1.Pod, error) {
-	return l.byIndex(IndexBindPhase, vgpu.BindPhaseAllocating)
+	return l.byIndex(IndexBindPhase, vgpuproto.BindPhaseAllocating)
 }
 
 // Assigned implements PodLookup.

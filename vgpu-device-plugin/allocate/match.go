@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -24,8 +24,8 @@ type candidate struct {
 	pod *v1.Pod
 	// entries is devices-to-allocate (as this agent last knows it) and idx
 	// the entry being served; ids is vgpu-ids-new.
-	entries [][]vgpu.Device
-	ids     [][]vgpu.Device
+	entries [][]vgpuproto.Device
+	ids     [][]vgpuproto.Device
 	idx     int
 	ctr     *v1.Container
 	vtime   uint64
@@ -82,7 +82,7 @@ func (c *candidate) before(o *candidate) bool {
 func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Time) (*candidate, error) {
 	ref := klog.KObj(pod).String()
 	toAllocate, phase := a.tracker.View(pod, now)
-	if pod.DeletionTimestamp != nil || phase != vgpu.BindPhaseAllocating {
+	if pod.DeletionTimestamp != nil || phase != vgpuproto.BindPhaseAllocating {
 		return nil, fmt.Errorf("pod %s: being deleted or no longer allocating: %w", ref, errSkip)
 	}
 	// A pod the kubelet failed (an admission error: another device
@@ -92,32 +92,32 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	if allocation.Terminal(pod) {
 		return nil, fmt.Errorf("pod %s: terminated (%s) before its allocation was served: %w", ref, pod.Status.Phase, errSkip)
 	}
-	if node := pod.Annotations[vgpu.AnnotationNode]; node != a.opts.Node {
-		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, vgpu.AnnotationNode, node, a.opts.Node, ErrForged)
+	if node := pod.Annotations[vgpuproto.AnnotationNode]; node != a.opts.Node {
+		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, vgpuproto.AnnotationNode, node, a.opts.Node, ErrForged)
 	}
 	if err := a.trust.Check(pod, a.opts.Node, ref); err != nil {
 		return nil, err
 	}
-	if _, err := allocation.BindTime(pod, vgpu.AnnotationBindTime, now, a.opts.StaleAfter); err != nil {
+	if _, err := allocation.BindTime(pod, vgpuproto.AnnotationBindTime, now, a.opts.StaleAfter); err != nil {
 		return nil, err
 	}
-	entries, err := vgpu.DecodeAllocation(toAllocate)
+	entries, err := vgpuproto.DecodeAllocation(toAllocate)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, vgpu.AnnotationToAllocate, err, ErrForged)
+		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, vgpuproto.AnnotationToAllocate, err, ErrForged)
 	}
-	idx := vgpu.NextPending(entries)
+	idx := vgpuproto.NextPending(entries)
 	if idx < 0 {
-		return nil, fmt.Errorf("pod %s: no pending entry in %s: %w", ref, vgpu.AnnotationToAllocate, errSkip)
+		return nil, fmt.Errorf("pod %s: no pending entry in %s: %w", ref, vgpuproto.AnnotationToAllocate, errSkip)
 	}
 	if len(entries[idx]) != n {
 		return nil, fmt.Errorf("pod %s: next entry has %d cards, the kubelet asks for %d: %w", ref, len(entries[idx]), n, errSkip)
 	}
-	ids, err := vgpu.DecodeAllocation(pod.Annotations[vgpu.AnnotationIDs])
+	ids, err := vgpuproto.DecodeAllocation(pod.Annotations[vgpuproto.AnnotationIDs])
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, vgpu.AnnotationIDs, err, ErrForged)
+		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, vgpuproto.AnnotationIDs, err, ErrForged)
 	}
 	if len(ids) != len(entries) || !slices.Equal(ids[idx], entries[idx]) {
-		return nil, fmt.Errorf("pod %s: %s entry %d differs from %s: %w", ref, vgpu.AnnotationToAllocate, idx, vgpu.AnnotationIDs, ErrForged)
+		return nil, fmt.Errorf("pod %s: %s entry %d differs from %s: %w", ref, vgpuproto.AnnotationToAllocate, idx, vgpuproto.AnnotationIDs, ErrForged)
 	}
 	ctr, err := containerFor(pod, ids, idx, inv)
 	if err != nil {
@@ -129,7 +129,7 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 // vgpuTime reads volcano.sh/vgpu-time; pods without one are served last, as
 // upstream does.
 func vgpuTime(pod *v1.Pod) uint64 {
-	t, err := strconv.ParseUint(pod.Annotations[vgpu.AnnotationTime], 10, 64)
+	t, err := strconv.ParseUint(pod.Annotations[vgpuproto.AnnotationTime], 10, 64)
 	if err != nil {
 		return math.MaxUint64
 	}
@@ -148,7 +148,7 @@ func vgpuTime(pod *v1.Pod) uint64 {
 // entry with cards: a container asking for cards without an entry of that
 // many, or an entry for a container that does not ask, would shift every
 // later container onto another container's cards. Such a pod is refused.
-func containerFor(pod *v1.Pod, ids [][]vgpu.Device, idx int, inv *nvidia.Inventory) (*v1.Container, error) {
+func containerFor(pod *v1.Pod, ids [][]vgpuproto.Device, idx int, inv *nvidia.Inventory) (*v1.Container, error) {
 	res := inv.NVIDIA.ResourceCountName
 	ctrs, err := entryContainers(pod, len(ids), inv)
 	if err != nil {
@@ -158,7 +158,7 @@ func containerFor(pod *v1.Pod, ids [][]vgpu.Device, idx int, inv *nvidia.Invento
 		if n, _ := limit(c, res); n != int64(len(ids[j])) {
 			return nil, fmt.Errorf("%s %q asks for %d of %s, its entry %d of %s has %d cards: the kubelet calls Allocate "+
 				"once per container asking for %s, in the order it admits them, so the entries would not follow its calls",
-				kindOf(pod, c), c.Name, n, res, j, vgpu.AnnotationIDs, len(ids[j]), res)
+				kindOf(pod, c), c.Name, n, res, j, vgpuproto.AnnotationIDs, len(ids[j]), res)
 		}
 	}
 	return ctrs[idx], nil
@@ -173,7 +173,7 @@ func containerFor(pod *v1.Pod, ids [][]vgpu.Device, idx int, inv *nvidia.Invento
 func entryContainers(pod *v1.Pod, n int, inv *nvidia.Inventory) ([]*v1.Container, error) {
 	res := inv.NVIDIA.ResourceCountName
 	out := make([]*v1.Container, 0, n)
-	if vgpu.InitEntries(pod, n) > 0 {
+	if vgpuproto.InitEntries(pod, n) > 0 {
 		for i := range pod.Spec.InitContainers {
 			out = append(out, &pod.Spec.InitContainers[i])
 		}
@@ -183,7 +183,7 @@ func entryContainers(pod *v1.Pod, n int, inv *nvidia.Inventory) ([]*v1.Container
 			if v, _ := limit(c, res); v > 0 {
 				return nil, fmt.Errorf("init container %q asks for %d of %s, but %s has no entries for init containers "+
 					"(%d entries for %d containers): the kubelet admits it first and would be served another container's cards",
-					c.Name, v, res, vgpu.AnnotationIDs, n, len(pod.Spec.Containers))
+					c.Name, v, res, vgpuproto.AnnotationIDs, n, len(pod.Spec.Containers))
 			}
 		}
 	}
@@ -196,7 +196,7 @@ func entryContainers(pod *v1.Pod, n int, inv *nvidia.Inventory) ([]*v1.Container
 	}
 	if len(out) != n {
 		return nil, fmt.Errorf("%s has %d entries for %d containers and %d init containers, %d of them asking for vGPUs",
-			vgpu.AnnotationIDs, n, len(ctrs), len(pod.Spec.InitContainers), len(out))
+			vgpuproto.AnnotationIDs, n, len(ctrs), len(pod.Spec.InitContainers), len(out))
 	}
 	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -59,7 +59,7 @@ const (
 const DefaultMPSHostRoot = "/run/nvidia/mps"
 
 // mpsCards counts the entry's cards registered in MPS mode.
-func mpsCards(entry []vgpu.Device, inv *nvidia.Inventory) int {
+func mpsCards(entry []vgpuproto.Device, inv *nvidia.Inventory) int {
 	n := 0
 	for _, d := range entry {
 		if card, ok := inv.Card(d.UUID); ok && card.Mode == config.OperatingModeMPS {

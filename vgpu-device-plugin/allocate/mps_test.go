@@ -12,7 +12,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -89,7 +89,7 @@ func TestAllocateMPS(t *testing.T) {
 			for k, v := range tt.want {
 				want.Envs[k] = v
 			}
-			entries, err := vgpu.DecodeAllocation(ids)
+			entries, err := vgpuproto.DecodeAllocation(ids)
 			if err != nil {
 				t.Fatal(err)
 			}

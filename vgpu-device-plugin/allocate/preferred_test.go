@@ -8,7 +8,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // preferReq is the kubelet's request for size devices among every virtual
@@ -70,7 +70,7 @@ func TestPreferredCardsOldestPodFirst(t *testing.T) {
 func TestPreferredCardsRefusedPodOnlyLooked(t *testing.T) {
 	e := newEnv(t)
 	e.add(t, newPod("forged").container("c", 1, nil).allocated(entry(e.uuids[3], 1000, 0), 100).
-		annotate(vgpu.AnnotationNode, "other-node").build())
+		annotate(vgpuproto.AnnotationNode, "other-node").build())
 	if got := e.alloc.PreferredCards(context.Background(), preferReq(e, 1)); got != nil {
 		t.Errorf("PreferredCards = %v, want none", got)
 	}

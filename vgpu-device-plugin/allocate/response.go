@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -64,7 +64,7 @@ func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string
 }
 
 // migInstance provides the MIG device of a MIG entry.
-func (a *Allocator) migInstance(c *candidate, d vgpu.Device, inv *nvidia.Inventory, u *cardUse) (string, error) {
+func (a *Allocator) migInstance(c *candidate, d vgpuproto.Device, inv *nvidia.Inventory, u *cardUse) (string, error) {
 	if a.opts.MIG == nil {
 		return "", fmt.Errorf("pod %s: MIG instance on %s, but MIG is not managed on this node: %w", c.pod.Name, d.UUID, ErrMIG)
 	}
@@ -146,7 +146,7 @@ func controlDisabled(ctr *v1.Container) bool {
 }
 
 // deviceSpecs are the device nodes of the entry's cards.
-func deviceSpecs(entry []vgpu.Device, inv *nvidia.Inventory) []*pluginapi.DeviceSpec {
+func deviceSpecs(entry []vgpuproto.Device, inv *nvidia.Inventory) []*pluginapi.DeviceSpec {
 	paths := []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
 	for _, d := range entry {
 		if card, ok := inv.Card(d.UUID); ok && card.Minor >= 0 {

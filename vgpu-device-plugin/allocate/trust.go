@@ -8,14 +8,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
 // SignedAnnotations are the allocation annotations an allocation signature
 // must cover: those the scheduler writes and nobody rewrites after bind. They
 // are backends/vgpu's Backend.SignedAnnotations (a test keeps the two equal).
-var SignedAnnotations = []string{vgpu.AnnotationIDs, vgpu.AnnotationNode, vgpu.AnnotationTime, vgpu.AnnotationBindTime}
+var SignedAnnotations = []string{vgpuproto.AnnotationIDs, vgpuproto.AnnotationNode, vgpuproto.AnnotationTime, vgpuproto.AnnotationBindTime}
 
 // unambiguous refuses to serve candidate c when another pod on the node
 // may be the one the kubelet is admitting. The kubelet's Allocate names no
@@ -53,8 +53,8 @@ func (a *Allocator) unambiguous(c *candidate, inv *nvidia.Inventory, n int, now 
 // admission without this agent having served it: no bind-phase, created less
 // than staleAfter ago.
 func inAdmission(p *v1.Pod, now time.Time, staleAfter time.Duration) bool {
-	switch p.Annotations[vgpu.AnnotationBindPhase] {
-	case vgpu.BindPhaseAllocating, vgpu.BindPhaseSuccess, vgpu.BindPhaseFailed:
+	switch p.Annotations[vgpuproto.AnnotationBindPhase] {
+	case vgpuproto.BindPhaseAllocating, vgpuproto.BindPhaseSuccess, vgpuproto.BindPhaseFailed:
 		return false
 	}
 	return now.Sub(p.CreationTimestamp.Time) < staleAfter

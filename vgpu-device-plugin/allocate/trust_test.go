@@ -16,7 +16,7 @@ import (
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/allocsig"
 	"github.com/vgpushare/vshare/protocol/nodelock"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
 )
 
@@ -86,13 +86,13 @@ func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
 		{name: "card changed after signing", key: testKey, wantMsg: "does not match",
 			edit: func(t *testing.T, e *env, p *v1.Pod) {
 				sign(t, testKey, p, nodeName)
-				p.Annotations[vgpu.AnnotationIDs] = entry(e.uuids[3], 1000, 0)
-				p.Annotations[vgpu.AnnotationToAllocate] = entry(e.uuids[3], 1000, 0)
+				p.Annotations[vgpuproto.AnnotationIDs] = entry(e.uuids[3], 1000, 0)
+				p.Annotations[vgpuproto.AnnotationToAllocate] = entry(e.uuids[3], 1000, 0)
 			}},
 		{name: "signature that covers less", key: testKey, wantMsg: "does not cover volcano.sh/vgpu-ids-new",
 			edit: func(t *testing.T, _ *env, p *v1.Pod) {
 				p.Annotations[allocsig.Annotation] = keyring(t, testKey).Sign(string(p.UID), nodeName, p.Annotations,
-					[]string{vgpu.AnnotationNode, vgpu.AnnotationBindTime})
+					[]string{vgpuproto.AnnotationNode, vgpuproto.AnnotationBindTime})
 			}},
 		{name: "another scheduler", names: []string{"volcano"}, wantMsg: `spec.schedulerName "default-scheduler" is not one of`,
 			edit: func(_ *testing.T, _ *env, p *v1.Pod) { p.Spec.SchedulerName = "default-scheduler" }},
@@ -135,8 +135,8 @@ func TestAllocateRefusesUntrustedAllocations(t *testing.T) {
 			}
 			var failed bool
 			for _, c := range e.rec.Calls() {
-				failed = failed || c.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseFailed
-				if c.Annotations[vgpu.AnnotationBindPhase] == vgpu.BindPhaseSuccess {
+				failed = failed || c.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseFailed
+				if c.Annotations[vgpuproto.AnnotationBindPhase] == vgpuproto.BindPhaseSuccess {
 					t.Errorf("untrusted pod marked success")
 				}
 			}
@@ -185,7 +185,7 @@ func TestAllocateRefusesWhileAnUnplacedPodMayBeInAdmission(t *testing.T) {
 			}},
 		{name: "served by the agent before (bind-phase success)", wantServe: true,
 			intruder: func(b *podBuilder) *podBuilder {
-				return b.annotate(vgpu.AnnotationBindPhase, vgpu.BindPhaseSuccess)
+				return b.annotate(vgpuproto.AnnotationBindPhase, vgpuproto.BindPhaseSuccess)
 			}},
 		{name: "being deleted", wantServe: true,
 			intruder: func(b *podBuilder) *podBuilder {

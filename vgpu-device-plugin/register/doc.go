@@ -1,7 +1,7 @@
 // Package register publishes the node's vGPU cards on the Node object in the
 // format upstream Volcano's scheduler (v1.10 built-in vGPU) and
 // volcano-vgpu-device-plugin use, and answers the scheduler's handshake. The
-// annotations and their formats are protocol/vgpu's.
+// annotations and their formats are protocol/vgpuproto's.
 //
 // # Annotations written
 //

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/registrar"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
@@ -22,12 +22,12 @@ type NodePatcher interface {
 // Encode renders the registration annotation: the inventory's cards in the
 // agent's memory unit, with their health.
 func Encode(inv *nvidia.Inventory, healthy func(uuid string) bool) string {
-	cards := make([]vgpu.Card, len(inv.Cards))
+	cards := make([]vgpuproto.Card, len(inv.Cards))
 	for i, c := range inv.Cards {
-		cards[i] = vgpu.Card{UUID: c.UUID, Count: c.Count, MemMiB: inv.ToUnit(c.MemoryMiB), Type: c.Type,
+		cards[i] = vgpuproto.Card{UUID: c.UUID, Count: c.Count, MemMiB: inv.ToUnit(c.MemoryMiB), Type: c.Type,
 			Healthy: healthy(c.UUID), Mode: c.Mode, NUMA: int32(c.NUMANode)}
 	}
-	return vgpu.EncodeRegister(cards)
+	return vgpuproto.EncodeRegister(cards)
 }
 
 // EncodeScores renders hami.io/node-nvidia-score for the inventory's cards
@@ -42,7 +42,7 @@ func EncodeScores(inv *nvidia.Inventory) string {
 	for i, c := range inv.Cards {
 		uuids[i] = c.UUID
 	}
-	s, err := vgpu.EncodeScores(uuids, scores)
+	s, err := vgpuproto.EncodeScores(uuids, scores)
 	if err != nil { // cannot happen: Scores is n x n
 		klog.ErrorS(err, "Cannot encode the cards' link scores")
 		return ""
@@ -86,7 +86,7 @@ func New(opts Options) (*Registrar, error) {
 	}
 	return registrar.New(registrar.Options{
 		Node: opts.Node, What: "vGPU", Desired: func() map[string]string { return desired(opts) },
-		Changed: opts.Changed, HandshakeKey: vgpu.AnnotationHandshake, Handshake: registrar.Answer,
+		Changed: opts.Changed, HandshakeKey: vgpuproto.AnnotationHandshake, Handshake: registrar.Answer,
 		Patcher: opts.Patcher, HandshakeInterval: opts.HandshakeInterval, Clock: opts.Clock,
 	})
 }
@@ -94,14 +94,14 @@ func New(opts Options) (*Registrar, error) {
 // desired are the registration annotations as they should be.
 func desired(opts Options) map[string]string {
 	inv := opts.Inventory()
-	out := map[string]string{vgpu.AnnotationRegister: Encode(inv, opts.Healthy)}
+	out := map[string]string{vgpuproto.AnnotationRegister: Encode(inv, opts.Healthy)}
 	if s := EncodeScores(inv); s != "" {
-		out[vgpu.AnnotationHAMiScore] = s
+		out[vgpuproto.AnnotationHAMiScore] = s
 	}
 	if opts.Geometry == nil {
 		return out
 	}
-	var mig []vgpu.MIGGeometry
+	var mig []vgpuproto.MIGGeometry
 	for _, c := range inv.Cards {
 		if c.Mode != config.OperatingModeMIG {
 			continue
@@ -110,10 +110,10 @@ func desired(opts Options) map[string]string {
 		if err != nil {
 			klog.ErrorS(err, "Cannot read the card's MIG geometry", "uuid", c.UUID)
 		}
-		mig = append(mig, vgpu.MIGGeometry{UUID: c.UUID, Group: g})
+		mig = append(mig, vgpuproto.MIGGeometry{UUID: c.UUID, Group: g})
 	}
 	if mig != nil {
-		out[vgpu.AnnotationMIGGeometry] = vgpu.EncodeMIGGeometry(mig)
+		out[vgpuproto.AnnotationMIGGeometry] = vgpuproto.EncodeMIGGeometry(mig)
 	}
 	return out
 }

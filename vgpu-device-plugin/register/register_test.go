@@ -16,7 +16,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/notify"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/health"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/register"
@@ -145,9 +145,9 @@ func TestRegistrarWritesOnlyChangesAndAnswersHandshake(t *testing.T) {
 
 	waitFor(t, "the first registration", func() bool { return api.count() == 1 })
 	want := map[string]string{
-		vgpu.AnnotationRegister:    "GPU-0,10,15360,NVIDIA-Tesla T4,true,hami-core,0:GPU-1,10,40960,NVIDIA-NVIDIA A100-SXM4-40GB,true,mig,0:",
-		vgpu.AnnotationMIGGeometry: "GPU-1,group1:",
-		vgpu.AnnotationHandshake:   "Reported_2026.05.01 08:00:00",
+		vgpuproto.AnnotationRegister:    "GPU-0,10,15360,NVIDIA-Tesla T4,true,hami-core,0:GPU-1,10,40960,NVIDIA-NVIDIA A100-SXM4-40GB,true,mig,0:",
+		vgpuproto.AnnotationMIGGeometry: "GPU-1,group1:",
+		vgpuproto.AnnotationHandshake:   "Reported_2026.05.01 08:00:00",
 	}
 	if diff := cmp.Diff(want, api.last()); diff != "" {
 		t.Errorf("first patch (-want +got):\n%s", diff)
@@ -156,7 +156,7 @@ func TestRegistrarWritesOnlyChangesAndAnswersHandshake(t *testing.T) {
 
 	tracker.SetUnhealthy("GPU-0", "Xid 79")
 	waitFor(t, "the health change", func() bool { return api.count() == 2 })
-	if got := api.last()[vgpu.AnnotationRegister]; !strings.Contains(got, "GPU-0,10,15360,NVIDIA-Tesla T4,false") {
+	if got := api.last()[vgpuproto.AnnotationRegister]; !strings.Contains(got, "GPU-0,10,15360,NVIDIA-Tesla T4,false") {
 		t.Errorf("registration after the Xid = %q, want GPU-0 unhealthy", got)
 	}
 	geoMu.Lock()
@@ -164,26 +164,26 @@ func TestRegistrarWritesOnlyChangesAndAnswersHandshake(t *testing.T) {
 	geoMu.Unlock()
 	migChanged.Broadcast()
 	waitFor(t, "the geometry change", func() bool { return api.count() == 3 })
-	if got := api.last()[vgpu.AnnotationMIGGeometry]; got != "GPU-1,group2:" {
+	if got := api.last()[vgpuproto.AnnotationMIGGeometry]; got != "GPU-1,group2:" {
 		t.Errorf("geometry annotation = %q", got)
 	}
 
 	// Volcano v1.10's scheduler asks for a handshake: answered no sooner than
 	// 30 s after the previous report.
 	clk.Step(10 * time.Second)
-	api.edit(func(n *v1.Node) { n.Annotations[vgpu.AnnotationHandshake] = "Requesting_2026.05.01 08:00:10" })
+	api.edit(func(n *v1.Node) { n.Annotations[vgpuproto.AnnotationHandshake] = "Requesting_2026.05.01 08:00:10" })
 	settle(t, api, 3)
 	clk.Step(20 * time.Second)
 	waitFor(t, "the handshake answer", func() bool { return api.count() == 4 })
-	if diff := cmp.Diff(map[string]string{vgpu.AnnotationHandshake: "Reported_2026.05.01 08:00:30"}, api.last()); diff != "" {
+	if diff := cmp.Diff(map[string]string{vgpuproto.AnnotationHandshake: "Reported_2026.05.01 08:00:30"}, api.last()); diff != "" {
 		t.Errorf("handshake answer (-want +got):\n%s", diff)
 	}
 	settle(t, api, 4)
 
 	// Someone removes the registration: it is written again.
-	api.edit(func(n *v1.Node) { delete(n.Annotations, vgpu.AnnotationRegister) })
+	api.edit(func(n *v1.Node) { delete(n.Annotations, vgpuproto.AnnotationRegister) })
 	waitFor(t, "the rewrite", func() bool { return api.count() == 5 })
-	if _, ok := api.last()[vgpu.AnnotationRegister]; !ok {
+	if _, ok := api.last()[vgpuproto.AnnotationRegister]; !ok {
 		t.Errorf("rewrite patch %v lacks the registration", api.last())
 	}
 }

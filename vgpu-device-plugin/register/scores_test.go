@@ -11,7 +11,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/internal/notify"
-	"github.com/vgpushare/vshare/protocol/vgpu"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/register"
@@ -48,7 +48,7 @@ func TestRegistrarPublishesScoresOnce(t *testing.T) {
 
 	waitFor(t, "the first registration", func() bool { return api.count() == 1 })
 	first := api.last()
-	scores, err := vgpu.DecodeScores(first[vgpu.AnnotationHAMiScore], srv.UUIDs())
+	scores, err := vgpuproto.DecodeScores(first[vgpuproto.AnnotationHAMiScore], srv.UUIDs())
 	if err != nil {
 		t.Fatalf("published scores: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestRegistrarPublishesScoresOnce(t *testing.T) {
 			t.Errorf("score %d->%d = %d, want %d", c.a, c.b, got, c.want)
 		}
 	}
-	cards, err := vgpu.DecodeRegister(first[vgpu.AnnotationRegister])
+	cards, err := vgpuproto.DecodeRegister(first[vgpuproto.AnnotationRegister])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +76,12 @@ func TestRegistrarPublishesScoresOnce(t *testing.T) {
 	settle(t, api, 1)
 
 	// Someone removes the scores: written again, alone with the handshake.
-	api.edit(func(n *v1.Node) { delete(n.Annotations, vgpu.AnnotationHAMiScore) })
+	api.edit(func(n *v1.Node) { delete(n.Annotations, vgpuproto.AnnotationHAMiScore) })
 	waitFor(t, "the rewrite", func() bool { return api.count() == 2 })
-	if got := api.last()[vgpu.AnnotationHAMiScore]; got != first[vgpu.AnnotationHAMiScore] {
-		t.Errorf("rewritten scores = %q, want %q", got, first[vgpu.AnnotationHAMiScore])
+	if got := api.last()[vgpuproto.AnnotationHAMiScore]; got != first[vgpuproto.AnnotationHAMiScore] {
+		t.Errorf("rewritten scores = %q, want %q", got, first[vgpuproto.AnnotationHAMiScore])
 	}
-	if _, ok := api.last()[vgpu.AnnotationRegister]; ok {
+	if _, ok := api.last()[vgpuproto.AnnotationRegister]; ok {
 		t.Errorf("rewrite patch %v carries the unchanged registration", api.last())
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/kube"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // Run runs the agent until ctx ends or a part fails.
@@ -57,7 +57,7 @@ func Serve(ctx context.Context, s ServeOptions) error {
 	// can say what was pending when a request came (allocation.Journal).
 	journal := allocation.NewJournal(Protocol(cw), 0, nil)
 	run, err := nodeagent.Start(ctx, nodeagent.Setup{Name: "Simulated Ascend node agent", Node: o.NodeName, Client: s.Client,
-		LockName: ascend.NodeLockName, PodIndexers: Indexers(cw), PodHandler: journal, PodListed: journal.Listed})
+		LockName: ascendproto.NodeLockName, PodIndexers: Indexers(cw), PodHandler: journal, PodListed: journal.Listed})
 	if err != nil {
 		return err
 	}

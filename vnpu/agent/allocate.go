@@ -15,7 +15,7 @@ import (
 
 	"github.com/vgpushare/vshare/nodeagent"
 	"github.com/vgpushare/vshare/nodeagent/allocation"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // Defaults of AllocatorOptions.
@@ -68,11 +68,11 @@ type AllocatorOptions struct {
 // still names a card of that type (the agents of a node's other chip types
 // share the bind-phase).
 func Protocol(commonWord string) allocation.Protocol {
-	keys := ascend.KeysFor(commonWord)
+	keys := ascendproto.KeysFor(commonWord)
 	marker := "," + commonWord + ","
 	return allocation.Protocol{
-		ToAllocate: keys.ToAllocate, BindPhase: ascend.AnnotationBindPhase, Node: ascend.AnnotationAssignedNode,
-		Allocating: ascend.BindPhaseAllocating, Success: ascend.BindPhaseSuccess, Failed: ascend.BindPhaseFailed,
+		ToAllocate: keys.ToAllocate, BindPhase: ascendproto.AnnotationBindPhase, Node: ascendproto.AnnotationAssignedNode,
+		Allocating: ascendproto.BindPhaseAllocating, Success: ascendproto.BindPhaseSuccess, Failed: ascendproto.BindPhaseFailed,
 		Serves: func(pod *v1.Pod) bool { return strings.Contains(pod.Annotations[keys.ToAllocate], marker) },
 	}
 }
@@ -81,7 +81,7 @@ func Protocol(commonWord string) allocation.Protocol {
 // use; calls are serialised, as the protocol needs.
 type Allocator struct {
 	opts     AllocatorOptions
-	keys     ascend.Keys
+	keys     ascendproto.Keys
 	protocol allocation.Protocol
 	// arrivals says which pods a request may be served (built from opts).
 	arrivals allocation.Arrivals
@@ -106,7 +106,7 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	keys := ascend.KeysFor(opts.Inventory.Entry().CommonWord)
+	keys := ascendproto.KeysFor(opts.Inventory.Entry().CommonWord)
 	protocol := Protocol(opts.Inventory.Entry().CommonWord)
 	arrivals := allocation.Arrivals{Node: opts.Node, Protocol: protocol, Informer: opts.Lookup.Pending,
 		Journal: opts.Journal, LivePods: opts.LivePods, Count: opts.CountPending}
@@ -142,13 +142,13 @@ func (a *Allocator) allocateOne(ctx context.Context, ids []string, arrived alloc
 	}
 	resp := a.respond(c)
 	c.entries[c.idx] = nil
-	consumed := ascend.EncodeAssignments(c.entries)
-	done := ascend.NextPending(c.entries) < 0
+	consumed := ascendproto.EncodeAssignments(c.entries)
+	done := ascendproto.NextPending(c.entries) < 0
 	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
 		return nil, err
 	}
 	klog.V(2).InfoS("Allocated Ascend chips", "pod", klog.KObj(c.pod), "container", c.ctr.Name,
-		"chips", resp.Envs[ascend.EnvVisibleDevices], "podDone", done)
+		"chips", resp.Envs[ascendproto.EnvVisibleDevices], "podDone", done)
 	return resp, nil
 }
 

@@ -13,13 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // phyIDs maps the pod's cards of container ctr to the chips' physical IDs.
 func (h *harness) phyIDs(pod *v1.Pod, ctr int) string {
 	h.t.Helper()
-	entries, err := ascend.DecodeAssignments(pod.Annotations[h.keys.Allocated])
+	entries, err := ascendproto.DecodeAssignments(pod.Annotations[h.keys.Allocated])
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -61,18 +61,18 @@ func TestAllocateTemplateMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Allocate container 0: %v", err)
 	}
-	want := map[string]string{ascend.EnvVisibleDevices: h.phyIDs(pod, 0), ascend.EnvVNPUSpecs: "vir05_1c_16g"}
+	want := map[string]string{ascendproto.EnvVisibleDevices: h.phyIDs(pod, 0), ascendproto.EnvVNPUSpecs: "vir05_1c_16g"}
 	if diff := cmp.Diff(want, first.Envs); diff != "" {
 		t.Errorf("container 0 env (-want +got):\n%s", diff)
 	}
 	mid := h.pod("p")
-	if mid.Annotations[ascend.AnnotationBindPhase] != ascend.BindPhaseAllocating {
-		t.Errorf("bind-phase after container 0 = %q, want allocating", mid.Annotations[ascend.AnnotationBindPhase])
+	if mid.Annotations[ascendproto.AnnotationBindPhase] != ascendproto.BindPhaseAllocating {
+		t.Errorf("bind-phase after container 0 = %q, want allocating", mid.Annotations[ascendproto.AnnotationBindPhase])
 	}
 	if v := mid.Annotations[h.keys.ToAllocate]; !strings.HasPrefix(v, ";;") || !strings.Contains(v, ",Ascend910B3,") {
 		t.Errorf("devices-to-allocate after container 0 = %q, want container 0 consumed and container 2 left", v)
 	}
-	if _, held := h.node().Annotations[ascend.NodeLockName]; !held {
+	if _, held := h.node().Annotations[ascendproto.NodeLockName]; !held {
 		t.Error("node lock released before the last container was served")
 	}
 
@@ -80,13 +80,13 @@ func TestAllocateTemplateMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Allocate container 2: %v", err)
 	}
-	want = map[string]string{ascend.EnvVisibleDevices: h.phyIDs(pod, 2)}
+	want = map[string]string{ascendproto.EnvVisibleDevices: h.phyIDs(pod, 2)}
 	if diff := cmp.Diff(want, second.Envs); diff != "" {
 		t.Errorf("container 2 env, whole chips without a template (-want +got):\n%s", diff)
 	}
 	done := h.pod("p")
-	if done.Annotations[ascend.AnnotationBindPhase] != ascend.BindPhaseSuccess {
-		t.Errorf("bind-phase = %q, want success", done.Annotations[ascend.AnnotationBindPhase])
+	if done.Annotations[ascendproto.AnnotationBindPhase] != ascendproto.BindPhaseSuccess {
+		t.Errorf("bind-phase = %q, want success", done.Annotations[ascendproto.AnnotationBindPhase])
 	}
 	if strings.Contains(done.Annotations[h.keys.ToAllocate], "Ascend910B3") {
 		t.Errorf("devices-to-allocate = %q, want every container consumed", done.Annotations[h.keys.ToAllocate])
@@ -94,8 +94,8 @@ func TestAllocateTemplateMode(t *testing.T) {
 	if done.Annotations[h.keys.Allocated] != pod.Annotations[h.keys.Allocated] {
 		t.Error("devices-allocated changed; the scheduler's accounting reads it")
 	}
-	if v, held := h.node().Annotations[ascend.NodeLockName]; held {
-		t.Errorf("node lock %s=%q still held after the pod was served", ascend.NodeLockName, v)
+	if v, held := h.node().Annotations[ascendproto.NodeLockName]; held {
+		t.Errorf("node lock %s=%q still held after the pod was served", ascendproto.NodeLockName, v)
 	}
 
 	// The pod is done: asking again finds nothing to serve.
@@ -106,8 +106,8 @@ func TestAllocateTemplateMode(t *testing.T) {
 
 func TestAllocateHAMiCoreMode(t *testing.T) {
 	h := newHarness(t, Spec{Node: testNode, Entry: entryOf(t, "Ascend910B3"), Count: 2, HAMiCore: true})
-	if got := h.node().Annotations[ascend.AnnotationNodeHAMiCore]; got != "true" {
-		t.Fatalf("node annotation %s = %q, want true", ascend.AnnotationNodeHAMiCore, got)
+	if got := h.node().Annotations[ascendproto.AnnotationNodeHAMiCore]; got != "true" {
+		t.Fatalf("node annotation %s = %q, want true", ascendproto.AnnotationNodeHAMiCore, got)
 	}
 	pod := h.schedule(h.npuPod("p", ctr{1, 4096, 30}), nil)
 	resp, err := h.allocate(h.ids(1)...)
@@ -116,11 +116,11 @@ func TestAllocateHAMiCoreMode(t *testing.T) {
 	}
 	phy := h.phyIDs(pod, 0)
 	want := map[string]string{
-		ascend.EnvVisibleDevices: phy,
-		EnvMemQuota:              "4096",
-		EnvPriority:              "30",
-		EnvGlobalShm:             "/hami-shared-region/" + phy + "_global_registry",
-		EnvLocalShm:              "/hami-vnpu-shmem/vnpu_local_shmem",
+		ascendproto.EnvVisibleDevices: phy,
+		EnvMemQuota:                   "4096",
+		EnvPriority:                   "30",
+		EnvGlobalShm:                  "/hami-shared-region/" + phy + "_global_registry",
+		EnvLocalShm:                   "/hami-vnpu-shmem/vnpu_local_shmem",
 	}
 	if diff := cmp.Diff(want, resp.Envs); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
@@ -138,7 +138,7 @@ func TestAllocateHAMiCoreMode(t *testing.T) {
 	if diff := cmp.Diff(wantMounts, mounts); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
-	if got := h.pod("p").Annotations[ascend.AnnotationBindPhase]; got != ascend.BindPhaseSuccess {
+	if got := h.pod("p").Annotations[ascendproto.AnnotationBindPhase]; got != ascendproto.BindPhaseSuccess {
 		t.Errorf("bind-phase = %q, want success", got)
 	}
 }
@@ -161,26 +161,28 @@ func TestAllocateRefusals(t *testing.T) {
 		noPodAtAll bool
 	}{
 		{name: "bound to another node", edit: func(_ *harness, p *v1.Pod) { p.Spec.NodeName = "n2" },
-			code: codes.PermissionDenied, msg: `bound to node "n2", not n1`, wantPhase: ascend.BindPhaseAllocating},
-		{name: "written for another node", edit: func(_ *harness, p *v1.Pod) { p.Annotations[ascend.AnnotationAssignedNode] = "n2" },
-			code: codes.PermissionDenied, msg: `hami.io/vgpu-node="n2" was not written for node n1`, wantPhase: ascend.BindPhaseFailed},
+			code: codes.PermissionDenied, msg: `bound to node "n2", not n1`, wantPhase: ascendproto.BindPhaseAllocating},
+		{name: "written for another node", edit: func(_ *harness, p *v1.Pod) { p.Annotations[ascendproto.AnnotationAssignedNode] = "n2" },
+			code: codes.PermissionDenied, msg: `hami.io/vgpu-node="n2" was not written for node n1`, wantPhase: ascendproto.BindPhaseFailed},
 		{name: "chip the node does not have", edit: func(h *harness, p *v1.Pod) {
 			p.Annotations[h.keys.ToAllocate] = "Ascend910B3-n9-0,Ascend910B3,65536,0:;"
-		}, code: codes.PermissionDenied, msg: "node n1 has no such Ascend910B3 chip", wantPhase: ascend.BindPhaseFailed, lockFreed: true},
+		}, code: codes.PermissionDenied, msg: "node n1 has no such Ascend910B3 chip", wantPhase: ascendproto.BindPhaseFailed, lockFreed: true},
 		{name: "runtime info missing", edit: func(h *harness, p *v1.Pod) { delete(p.Annotations, h.keys.RuntimeInfo) },
-			code: codes.PermissionDenied, msg: "annotation huawei.com/Ascend910B3 missing", wantPhase: ascend.BindPhaseFailed, lockFreed: true},
+			code: codes.PermissionDenied, msg: "annotation huawei.com/Ascend910B3 missing", wantPhase: ascendproto.BindPhaseFailed, lockFreed: true},
 		{name: "unknown template", edit: func(h *harness, p *v1.Pod) {
 			p.Annotations[h.keys.RuntimeInfo] = strings.Replace(p.Annotations[h.keys.RuntimeInfo], "vir05_1c_16g", "vir99", 1)
-		}, code: codes.PermissionDenied, msg: `template "vir99"`, wantPhase: ascend.BindPhaseFailed, lockFreed: true},
-		{name: "stale", edit: func(_ *harness, p *v1.Pod) { p.Annotations[ascend.AnnotationBindTime] = stale },
-			code: codes.FailedPrecondition, msg: "old, more than 5m0s", wantPhase: ascend.BindPhaseFailed, lockFreed: true},
-		{name: "bind-phase not allocating", edit: func(_ *harness, p *v1.Pod) { p.Annotations[ascend.AnnotationBindPhase] = ascend.BindPhaseSuccess },
-			code: codes.FailedPrecondition, msg: `hami.io/bind-phase="success", want allocating`, wantPhase: ascend.BindPhaseSuccess},
+		}, code: codes.PermissionDenied, msg: `template "vir99"`, wantPhase: ascendproto.BindPhaseFailed, lockFreed: true},
+		{name: "stale", edit: func(_ *harness, p *v1.Pod) { p.Annotations[ascendproto.AnnotationBindTime] = stale },
+			code: codes.FailedPrecondition, msg: "old, more than 5m0s", wantPhase: ascendproto.BindPhaseFailed, lockFreed: true},
+		{name: "bind-phase not allocating", edit: func(_ *harness, p *v1.Pod) {
+			p.Annotations[ascendproto.AnnotationBindPhase] = ascendproto.BindPhaseSuccess
+		},
+			code: codes.FailedPrecondition, msg: `hami.io/bind-phase="success", want allocating`, wantPhase: ascendproto.BindPhaseSuccess},
 		{name: "count differs from the request", edit: func(h *harness, p *v1.Pod) {
 			p.Spec.Containers[0].Resources.Limits[v1.ResourceName(h.inv.Entry().ResourceName)] = *resourceQuantity(2)
-		}, code: codes.PermissionDenied, msg: "asks for 2 of huawei.com/Ascend910B3, the allocation has 1 chips", wantPhase: ascend.BindPhaseFailed, lockFreed: true},
+		}, code: codes.PermissionDenied, msg: "asks for 2 of huawei.com/Ascend910B3, the allocation has 1 chips", wantPhase: ascendproto.BindPhaseFailed, lockFreed: true},
 		{name: "device never advertised", ids: []string{"GPU-0-0"}, code: codes.InvalidArgument, msg: `device "GPU-0-0" was not advertised`,
-			wantPhase: ascend.BindPhaseAllocating},
+			wantPhase: ascendproto.BindPhaseAllocating},
 		{name: "no pod", noPodAtAll: true, code: codes.NotFound, msg: "no pending Ascend910B3 pod matches a request for 1 devices"},
 	}
 	for _, tc := range tests {
@@ -205,10 +207,10 @@ func TestAllocateRefusals(t *testing.T) {
 				return
 			}
 			p := h.pod("p")
-			if got := p.Annotations[ascend.AnnotationBindPhase]; got != tc.wantPhase {
+			if got := p.Annotations[ascendproto.AnnotationBindPhase]; got != tc.wantPhase {
 				t.Errorf("bind-phase = %q, want %q", got, tc.wantPhase)
 			}
-			if _, held := h.node().Annotations[ascend.NodeLockName]; held == tc.lockFreed {
+			if _, held := h.node().Annotations[ascendproto.NodeLockName]; held == tc.lockFreed {
 				t.Errorf("node lock held = %v, want %v", held, !tc.lockFreed)
 			}
 		})
@@ -229,10 +231,10 @@ func TestAllocatePicksTheMatchingPod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Allocate 1 chip: %v", err)
 	}
-	if got, want := r2.Envs[ascend.EnvVisibleDevices], h.phyIDs(two, 0); got != want {
+	if got, want := r2.Envs[ascendproto.EnvVisibleDevices], h.phyIDs(two, 0); got != want {
 		t.Errorf("two-chip request got %q, want pod two's %q", got, want)
 	}
-	if got, want := r1.Envs[ascend.EnvVisibleDevices], h.phyIDs(one, 0); got != want {
+	if got, want := r1.Envs[ascendproto.EnvVisibleDevices], h.phyIDs(one, 0); got != want {
 		t.Errorf("one-chip request got %q, want pod one's %q", got, want)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/nodeagent/allocation/allocationtest"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // The tests here are the vGPU agent's (vgpu-device-plugin/allocate,
@@ -52,8 +52,8 @@ func TestAllocateServesALatePodWithoutListing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Allocate: %v", err)
 	}
-	if got := h.pod(late.Name).Annotations[ascend.AnnotationBindPhase]; got != ascend.BindPhaseSuccess {
-		t.Errorf("late's bind-phase = %q, want %q", got, ascend.BindPhaseSuccess)
+	if got := h.pod(late.Name).Annotations[ascendproto.AnnotationBindPhase]; got != ascendproto.BindPhaseSuccess {
+		t.Errorf("late's bind-phase = %q, want %q", got, ascendproto.BindPhaseSuccess)
 	}
 	if n := h.lists.Load(); n != 0 {
 		t.Errorf("LivePods called %d times, want 0", n)
@@ -107,8 +107,8 @@ func TestAllocateNeverServesAPodBoundAfterItsPodLeft(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("refused %s after the informer caught up, want at once (InformerWait is 1 s)", d)
 	}
-	if got := h.pod("b").Annotations[ascend.AnnotationBindPhase]; got != ascend.BindPhaseAllocating {
-		t.Errorf("b's bind-phase = %q, want it left %q for its own request", got, ascend.BindPhaseAllocating)
+	if got := h.pod("b").Annotations[ascendproto.AnnotationBindPhase]; got != ascendproto.BindPhaseAllocating {
+		t.Errorf("b's bind-phase = %q, want it left %q for its own request", got, ascendproto.BindPhaseAllocating)
 	}
 	if n := h.lists.Load(); n != 0 {
 		t.Errorf("LivePods called %d times, want 0", n)
@@ -118,7 +118,7 @@ func TestAllocateNeverServesAPodBoundAfterItsPodLeft(t *testing.T) {
 	if err != nil {
 		t.Fatalf("b's own Allocate: %v", err)
 	}
-	if got, want := resp.Envs[ascend.EnvVisibleDevices], h.phyIDs(b, 0); got != want {
+	if got, want := resp.Envs[ascendproto.EnvVisibleDevices], h.phyIDs(b, 0); got != want {
 		t.Errorf("b's own request got %q, want b's %q", got, want)
 	}
 	if got, want := h.pendingSources(), []string{allocation.PendingFromJournal, allocation.PendingFromInformer}; !cmp.Equal(got, want) {
@@ -169,7 +169,7 @@ func TestAllocateServesOnlyWhatTheAPIServerListed(t *testing.T) {
 	if err := <-done; status.Code(err) != codes.NotFound {
 		t.Fatalf("Allocate = %v, want NotFound (later was bound after the request came)", err)
 	}
-	if got := h.pod(later.Name).Annotations[ascend.AnnotationBindPhase]; got != ascend.BindPhaseAllocating {
-		t.Errorf("later's bind-phase = %q, want %q", got, ascend.BindPhaseAllocating)
+	if got := h.pod(later.Name).Annotations[ascendproto.AnnotationBindPhase]; got != ascendproto.BindPhaseAllocating {
+		t.Errorf("later's bind-phase = %q, want %q", got, ascendproto.BindPhaseAllocating)
 	}
 }

@@ -10,13 +10,13 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // Limits on the simulated node.
 const (
 	// MaxChips is the most chips one agent simulates (the backend's limit).
-	MaxChips = ascend.MaxCards
+	MaxChips = ascendproto.MaxCards
 	// hamiCorePercent is a whole chip's core capacity in hami-core mode.
 	hamiCorePercent = 100
 	// networkGroupSize is how many Ascend910 chips HAMi's plugin puts in
@@ -120,8 +120,8 @@ func NewInventory(s Spec) (*Inventory, error) {
 	if cores == 0 {
 		cores = e.AICore
 	}
-	if mem <= 0 || mem > ascend.MaxMemoryMiB {
-		return nil, fmt.Errorf("inventory: memory=%d MiB: want 1 to %d", mem, ascend.MaxMemoryMiB)
+	if mem <= 0 || mem > ascendproto.MaxMemoryMiB {
+		return nil, fmt.Errorf("inventory: memory=%d MiB: want 1 to %d", mem, ascendproto.MaxMemoryMiB)
 	}
 	if cores <= 0 {
 		return nil, fmt.Errorf("inventory: aiCore=%d: want more than 0", cores)
@@ -140,8 +140,8 @@ func NewInventory(s Spec) (*Inventory, error) {
 	if split == 0 {
 		split = DefaultSplitCount(e)
 	}
-	if split < 1 || split > ascend.MaxCount {
-		return nil, fmt.Errorf("inventory: split count %d: want 1 to %d", split, ascend.MaxCount)
+	if split < 1 || split > ascendproto.MaxCount {
+		return nil, fmt.Errorf("inventory: split count %d: want 1 to %d", split, ascendproto.MaxCount)
 	}
 	inv := &Inventory{entry: e, hamiCore: s.HAMiCore, splitCount: split,
 		chips: make([]Chip, s.Count), byUUID: make(map[string]int, s.Count)}
@@ -213,16 +213,16 @@ func (inv *Inventory) Chip(uuid string) (Chip, bool) {
 // does: count = split count, devmem, devcore = AI cores (100 in hami-core
 // mode), type = commonWord, numa, health and custominfo.NetworkID.
 func (inv *Inventory) Register() (string, error) {
-	cards := make([]ascend.RegisteredCard, len(inv.chips))
+	cards := make([]ascendproto.RegisteredCard, len(inv.chips))
 	for i, c := range inv.chips {
 		devcore := c.AICore
 		if inv.hamiCore {
 			devcore = hamiCorePercent
 		}
-		cards[i] = ascend.RegisteredCard{ID: c.UUID, Index: c.PhyID, Count: int32(inv.splitCount), DevmemMiB: c.MemoryMiB,
+		cards[i] = ascendproto.RegisteredCard{ID: c.UUID, Index: c.PhyID, Count: int32(inv.splitCount), DevmemMiB: c.MemoryMiB,
 			Devcore: devcore, Type: inv.entry.CommonWord, NUMA: c.NUMA, Healthy: c.Healthy, NetworkID: c.NetworkID}
 	}
-	return ascend.EncodeRegister(cards)
+	return ascendproto.EncodeRegister(cards)
 }
 
 // Devices lists the virtual devices ListAndWatch advertises: SplitCount

@@ -6,7 +6,7 @@
 //
 //   - Registration: the node annotations hami.io/node-register-<commonWord>
 //     (a JSON list of HAMi device.DeviceInfo, encoded by
-//     protocol/ascend.EncodeRegister) and hami-vnpu-core ("true" in
+//     protocol/ascendproto.EncodeRegister) and hami-vnpu-core ("true" in
 //     hami-core mode), patched only when they differ from the node; and
 //     the handshake hami.io/node-handshake-<commonWord> =
 //     "Reported_<time>", renewed every handshake interval (the real plugin

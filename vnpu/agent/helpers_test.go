@@ -23,7 +23,7 @@ import (
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 	"github.com/vgpushare/vshare/nodeagent/kube"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
@@ -57,7 +57,7 @@ type harness struct {
 	client   *fake.Clientset
 	inv      *Inventory
 	backend  *ascendbackend.Backend
-	keys     ascend.Keys
+	keys     ascendproto.Keys
 	register *pluginapi.RegisterRequest
 	dp       pluginapi.DevicePluginClient
 	devices  []*pluginapi.Device
@@ -90,9 +90,9 @@ func newHarnessWith(t *testing.T, s Spec, wrap func(PodLookup) PodLookup) *harne
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, inv: newInventory(t, s), keys: ascend.KeysFor(s.Entry.CommonWord),
+	h := &harness{t: t, ctx: ctx, inv: newInventory(t, s), keys: ascendproto.KeysFor(s.Entry.CommonWord),
 		client: fake.NewSimpleClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}})}
-	patcher := kube.Patcher{Client: h.client, Node: testNode, LockName: ascend.NodeLockName}
+	patcher := kube.Patcher{Client: h.client, Node: testNode, LockName: ascendproto.NodeLockName}
 	reg, err := NewRegistrar(RegistrarOptions{Node: testNode, Inventory: h.inv, Patcher: patcher})
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func (h *harness) schedule(pod *v1.Pod, edit func(*v1.Pod)) *v1.Pod {
 	if n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}
-	n.Annotations[ascend.NodeLockName] = nodelock.Format(time.Now(), types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+	n.Annotations[ascendproto.NodeLockName] = nodelock.Format(time.Now(), types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 	if _, err := h.client.CoreV1().Nodes().Update(h.ctx, n, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}

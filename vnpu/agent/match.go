@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // candidate is a pod whose next unserved container matches the request.
@@ -22,11 +22,11 @@ type candidate struct {
 	pod *v1.Pod
 	// entries is devices-to-allocate as this agent last knows it and idx
 	// the container entry being served.
-	entries [][]ascend.CardAssignment
+	entries [][]ascendproto.CardAssignment
 	idx     int
 	ctr     *v1.Container
 	// runtime is huawei.com/<commonWord> by card UUID.
-	runtime  map[string]ascend.RuntimeEntry
+	runtime  map[string]ascendproto.RuntimeEntry
 	bindTime int64
 }
 
@@ -90,21 +90,21 @@ func (a *Allocator) match(pod *v1.Pod, n int, now time.Time) (*candidate, error)
 	if pod.Spec.NodeName != a.opts.Node {
 		return nil, fmt.Errorf("pod %s: bound to node %q, not %s: %w", ref, pod.Spec.NodeName, a.opts.Node, ErrNotBound)
 	}
-	if phase != ascend.BindPhaseAllocating {
-		return nil, fmt.Errorf("pod %s: %s=%q, want %s: %w", ref, ascend.AnnotationBindPhase, phase, ascend.BindPhaseAllocating, ErrNotAllocating)
+	if phase != ascendproto.BindPhaseAllocating {
+		return nil, fmt.Errorf("pod %s: %s=%q, want %s: %w", ref, ascendproto.AnnotationBindPhase, phase, ascendproto.BindPhaseAllocating, ErrNotAllocating)
 	}
-	if node := pod.Annotations[ascend.AnnotationAssignedNode]; node != a.opts.Node {
-		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, ascend.AnnotationAssignedNode, node, a.opts.Node, ErrForged)
+	if node := pod.Annotations[ascendproto.AnnotationAssignedNode]; node != a.opts.Node {
+		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, ascendproto.AnnotationAssignedNode, node, a.opts.Node, ErrForged)
 	}
-	bindTime, err := allocation.BindTime(pod, ascend.AnnotationBindTime, now, a.opts.StaleAfter)
+	bindTime, err := allocation.BindTime(pod, ascendproto.AnnotationBindTime, now, a.opts.StaleAfter)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := ascend.DecodeAssignments(toAllocate)
+	entries, err := ascendproto.DecodeAssignments(toAllocate)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %s: %v: %w", ref, a.keys.ToAllocate, err, ErrForged)
 	}
-	idx := ascend.NextPending(entries)
+	idx := ascendproto.NextPending(entries)
 	if idx < 0 {
 		return nil, fmt.Errorf("pod %s: no container left to serve in %s: %w", ref, a.keys.ToAllocate, errSkip)
 	}
@@ -180,11 +180,11 @@ func (a *Allocator) checkRuntime(c *candidate) error {
 	if !ok {
 		return fmt.Errorf("annotation %s missing: %w", key, ErrForged)
 	}
-	list, err := ascend.DecodeRuntimeInfo(value)
+	list, err := ascendproto.DecodeRuntimeInfo(value)
 	if err != nil {
 		return fmt.Errorf("annotation %s=%q: %v: %w", key, value, err, ErrForged)
 	}
-	c.runtime = make(map[string]ascend.RuntimeEntry, len(list))
+	c.runtime = make(map[string]ascendproto.RuntimeEntry, len(list))
 	for _, r := range list {
 		c.runtime[r.UUID] = r
 	}

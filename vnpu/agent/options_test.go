@@ -13,7 +13,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 func parseFlags(t *testing.T, args ...string) *Options {
@@ -148,7 +148,7 @@ func TestServe(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the agent did not register with the kubelet")
 	}
-	key := ascend.KeysFor("Ascend310P").Register
+	key := ascendproto.KeysFor("Ascend310P").Register
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		n, err := client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/nodeagent/registrar"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // RegistrarOptions configure a Registrar.
@@ -46,10 +46,10 @@ func NewRegistrar(opts RegistrarOptions) (*Registrar, error) {
 		return nil, err
 	}
 	cw := opts.Inventory.Entry().CommonWord
-	keys := ascend.KeysFor(cw)
+	keys := ascendproto.KeysFor(cw)
 	desired := map[string]string{
-		keys.Register:                 reg,
-		ascend.AnnotationNodeHAMiCore: strconv.FormatBool(opts.Inventory.HAMiCore()),
+		keys.Register:                      reg,
+		ascendproto.AnnotationNodeHAMiCore: strconv.FormatBool(opts.Inventory.HAMiCore()),
 	}
 	return registrar.New(registrar.Options{
 		Node: opts.Node, What: "Ascend", Desired: func() map[string]string { return desired },

@@ -14,9 +14,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	ascendbackend "github.com/vgpushare/vshare/backends/ascend"
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/nodeagent/kube"
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // TestRegistrationDecodes checks that what the agent registers is what
@@ -26,13 +26,13 @@ func TestRegistrationDecodes(t *testing.T) {
 	tests := []struct {
 		name     string
 		spec     Spec
-		want     []api.CardUsage
+		want     []device.CardUsage
 		status   []string // substrings of GetStatus
 		noStatus []string
 	}{{
 		name: "910B3 template, HAMi's network groups",
 		spec: Spec{Entry: entryOf(t, "Ascend910B3"), Count: 6, Unhealthy: []int{2}},
-		want: []api.CardUsage{
+		want: []device.CardUsage{
 			{ID: "Ascend910B3-n1-0", Index: 0, Type: "Ascend910B3", Healthy: true, MemoryTotalMiB: 65536, CoresTotal: 20, MaxPods: 4},
 			{ID: "Ascend910B3-n1-1", Index: 1, Type: "Ascend910B3", Healthy: true, MemoryTotalMiB: 65536, CoresTotal: 20, MaxPods: 4},
 			{ID: "Ascend910B3-n1-2", Index: 2, Type: "Ascend910B3", Healthy: false, MemoryTotalMiB: 65536, CoresTotal: 20, MaxPods: 4},
@@ -45,7 +45,7 @@ func TestRegistrationDecodes(t *testing.T) {
 	}, {
 		name: "310P hami-core, flags override memory and split count",
 		spec: Spec{Entry: entryOf(t, "Ascend310P"), Count: 2, HAMiCore: true, MemoryMiB: 21527, SplitCount: 10, NUMA: []int{0, 1}},
-		want: []api.CardUsage{
+		want: []device.CardUsage{
 			{ID: "Ascend310P-n1-0", Index: 0, Type: "Ascend310P", Healthy: true, MemoryTotalMiB: 21527, CoresTotal: 100, MaxPods: 10},
 			{ID: "Ascend310P-n1-1", Index: 1, Type: "Ascend310P", Healthy: true, MemoryTotalMiB: 21527, CoresTotal: 100, MaxPods: 10},
 		},
@@ -54,7 +54,7 @@ func TestRegistrationDecodes(t *testing.T) {
 	}, {
 		name: "910B4 with explicit network IDs",
 		spec: Spec{Entry: entryOf(t, "Ascend910B4"), Count: 2, NetworkIDs: []int64{7}},
-		want: []api.CardUsage{
+		want: []device.CardUsage{
 			{ID: "Ascend910B4-n1-0", Index: 0, Type: "Ascend910B4", Healthy: true, MemoryTotalMiB: 32768, CoresTotal: 20, MaxPods: 4},
 			{ID: "Ascend910B4-n1-1", Index: 1, Type: "Ascend910B4", Healthy: true, MemoryTotalMiB: 32768, CoresTotal: 20, MaxPods: 4},
 		},
@@ -84,7 +84,7 @@ func TestRegistrationDecodes(t *testing.T) {
 			if err != nil || d == nil {
 				t.Fatalf("NewDevices = %v, %v; want the simulated chips", d, err)
 			}
-			got, _ := d.(api.CardReporter).CardUsage()
+			got, _ := d.(device.CardReporter).CardUsage()
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("decoded chips (-want +got):\n%s", diff)
 			}
@@ -136,7 +136,7 @@ func TestRegistrarPatchesOnlyChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := ascend.KeysFor("Ascend910B3")
+	keys := ascendproto.KeysFor("Ascend910B3")
 	observe := func(rv string, edit func(map[string]string)) {
 		n, err := client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpushare/vshare/protocol/ascend"
+	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
 // The hami-vnpu-core (soft slicing) environment and paths HAMi's Ascend
@@ -43,15 +43,15 @@ func (a *Allocator) respond(c *candidate) *pluginapi.ContainerAllocateResponse {
 		chip, _ := a.opts.Inventory.Chip(card.UUID) // check made sure it exists
 		ids[i] = strconv.Itoa(chip.PhyID)
 	}
-	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{ascend.EnvVisibleDevices: strings.Join(ids, ",")}}
-	mode := c.pod.Annotations[ascend.AnnotationVNPUMode]
-	if mode == ascend.ModeHAMiCore || (mode == "" && a.opts.Inventory.HAMiCore()) {
+	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{ascendproto.EnvVisibleDevices: strings.Join(ids, ",")}}
+	mode := c.pod.Annotations[ascendproto.AnnotationVNPUMode]
+	if mode == ascendproto.ModeHAMiCore || (mode == "" && a.opts.Inventory.HAMiCore()) {
 		a.softSlicing(resp, c, ids[0])
 		return resp
 	}
 	for _, card := range entry {
 		if t := c.runtime[card.UUID].Temp; t != "" {
-			resp.Envs[ascend.EnvVNPUSpecs] = t
+			resp.Envs[ascendproto.EnvVNPUSpecs] = t
 			break
 		}
 	}

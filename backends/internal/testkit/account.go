@@ -8,13 +8,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Devices is what the accounting checks need of a backend's state.
 type Devices interface {
-	api.Devices
-	api.CardReporter
+	device.Devices
+	device.CardReporter
 }
 
 // Accounted is one pod accounted by Account, with the state before it.
@@ -22,7 +22,7 @@ type Accounted struct {
 	d           Devices
 	pod         *v1.Pod
 	status      string
-	usage       []api.CardUsage
+	usage       []device.CardUsage
 	description string
 }
 

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpushare/vshare/deviceshare/api"
+	"github.com/vgpushare/vshare/device"
 )
 
 // Namespace is the namespace of every pod Pod builds.
@@ -59,7 +59,7 @@ func Pairs(kv ...string) map[string]string {
 
 // NewDevices returns the backend's Devices for the node with the pods
 // accounted, failing the test when the node has none or a pod is refused.
-func NewDevices(t testing.TB, b api.Backend, node *v1.Node, pods ...*v1.Pod) api.Devices {
+func NewDevices(t testing.TB, b device.Backend, node *v1.Node, pods ...*v1.Pod) device.Devices {
 	t.Helper()
 	d, err := b.NewDevices(node)
 	if err != nil {
@@ -77,7 +77,7 @@ func NewDevices(t testing.TB, b api.Backend, node *v1.Node, pods ...*v1.Pod) api
 }
 
 // Allocate allocates the pod, failing the test on an error.
-func Allocate(t testing.TB, d api.Devices, pod *v1.Pod, policy string) *api.Reservation {
+func Allocate(t testing.TB, d device.Devices, pod *v1.Pod, policy string) *device.Reservation {
 	t.Helper()
 	r, err := d.Allocate(pod, policy)
 	if err != nil {
@@ -87,7 +87,7 @@ func Allocate(t testing.TB, d api.Devices, pod *v1.Pod, policy string) *api.Rese
 }
 
 // Usage returns the per-card usage the Devices report.
-func Usage(d api.CardReporter) []api.CardUsage {
+func Usage(d device.CardReporter) []device.CardUsage {
 	u, _ := d.CardUsage()
 	return u
 }

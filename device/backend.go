@@ -1,0 +1,64 @@
+package device
+
+import (
+	v1 "k8s.io/api/core/v1"
+)
+
+// Backend is one device type: it recognises the pods that ask for it and
+// decodes nodes' inventories. A Backend is long-lived and safe for concurrent
+// use; per-node state lives in the Devices it creates.
+type Backend interface {
+	// Name is the device type's stable name, used in logs, metrics and
+	// failure reasons (for example "gpushare" or "hamivgpu").
+	Name() string
+	// HasDeviceRequest reports whether the pod asks for this device type.
+	HasDeviceRequest(pod *v1.Pod) bool
+	// ValidateRequest rejects requests that no node could ever satisfy
+	// (negative or non-numeric values, a share above 100%...), with an error
+	// naming the container, the resource, the value and what is allowed.
+	ValidateRequest(pod *v1.Pod) error
+	// InventoryKey returns the parts of the node NewDevices reads, so the
+	// ledger decodes a node again only when they change.
+	InventoryKey(node *v1.Node) string
+	// NewDevices decodes the node's inventory. It returns (nil, nil) when the
+	// node has no devices of this type, and an error naming the annotation and
+	// the problem when the inventory is malformed.
+	NewDevices(node *v1.Node) (Devices, error)
+}
+
+// BatchScorer is implemented by backends whose node score depends on the
+// other candidate nodes (for example topology-aware Ascend placement). The
+// plugin calls it from its BatchNodeOrderFn.
+type BatchScorer interface {
+	// BatchScore scores every candidate node, by node name, in [0, MaxScore].
+	BatchScore(pod *v1.Pod, policy string, nodes map[string]Devices) map[string]float64
+}
+
+// NodeLocker is implemented by backends whose node agents expect a node
+// lock while an allocation is in flight (deviceshare.NodeLockEnable). The
+// lock is the node annotation LockName(); its value is the lock time.
+type NodeLocker interface {
+	// LockName is the node annotation key of the lock (upstream Volcano uses
+	// "gpu" for GPU share and the device name for vGPU); "" means the device
+	// type takes no lock.
+	LockName() string
+}
+
+// ResultKeyer is implemented by backends whose FilterNode and ScoreNode
+// results for a pod depend only on a key of the pod's request, the node's
+// Devices, the node's idle CPU and memory where the Devices take them
+// (the fragment policy's SetHostIdle), and an epoch the backend moves
+// whenever anything else they read changes. The plugin then keeps, per
+// session, one result per key and node in a dense table, and answers
+// every further pod of the same key from it until the node changes: most
+// of a session's pods share a few keys, and the table saves the walk
+// through each node's Devices that a per-node cache still costs.
+type ResultKeyer interface {
+	// ResultKey returns the pod's request key under the policy: two pods
+	// with one key get the same FilterNode and ScoreNode results on the
+	// same node. ok is false when the results must not be shared.
+	ResultKey(pod *v1.Pod, policy string) (key string, ok bool)
+	// ResultEpoch changes (grows) whenever results for an unchanged key
+	// and node may change: for example a new learned workload.
+	ResultEpoch() uint64
+}
