@@ -11,7 +11,7 @@
 // configuration's runtimeClassName. Validate (the validating webhook,
 // pods and the pod templates of Deployments, StatefulSets, DaemonSets,
 // ReplicaSets, Jobs, CronJobs and Volcano Jobs) parses every request with
-// the scheduler's own backends (deviceshare.DefaultBackends, the same
+// the scheduler's own backends (registry.Build, the same
 // ValidateRequest and messages), and refuses a share in a privileged
 // container, in a hostPID pod, beside CUDA_DISABLE_CONTROL, or under a
 // mount over the paths the agent mounts, and any hostPath volume at,

@@ -13,10 +13,11 @@ import (
 	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/backends/gpushare"
 	"github.com/vgpushare/vshare/backends/mindcluster"
+	"github.com/vgpushare/vshare/backends/registry"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
-	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -42,7 +43,7 @@ type Options struct {
 	// deviceshare arguments): which device types are on. The webhook
 	// builds the scheduler's own backends from them, so a request is
 	// parsed and refused with the scheduler's code and messages.
-	Args deviceshare.Args
+	Args pluginargs.Args
 	// Config returns the device configuration being served (the
 	// ConfigMap's, through a config.Loader) and its generation.
 	Config func() (*config.Config, uint64)
@@ -95,7 +96,7 @@ func (p *Policy) current() ([]device.Backend, *config.Config, error) {
 	if p.built && gen == p.gen {
 		return p.backends, p.cfg, nil
 	}
-	bs, err := deviceshare.DefaultBackends(p.opts.Args, cfg, clock.RealClock{})
+	bs, err := registry.Build(p.opts.Args, cfg, clock.RealClock{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("device backends for configuration generation %d: %w", gen, err)
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -29,7 +29,7 @@ func newPolicy(t *testing.T, edit func(*config.Config)) *Policy {
 		edit(cfg)
 	}
 	p, err := NewPolicy(Options{
-		Args:           deviceshare.Args{VGPUEnable: true},
+		Args:           pluginargs.Args{VGPUEnable: true},
 		Config:         func() (*config.Config, uint64) { return cfg, 1 },
 		SchedulerName:  DefaultSchedulerName,
 		AgentHostPaths: []string{"/usr/local/vgpu", "/var/lib/vshare/vgpu"},
@@ -199,7 +199,7 @@ func TestMutateAscendPerEntry(t *testing.T) {
 	}
 	e := &cfg.VNPUs.Configs[0]
 	e.OverwriteEnv, e.RuntimeClassName = true, "ascend"
-	p, err := NewPolicy(Options{Args: deviceshare.Args{AscendHAMiVNPUEnable: true},
+	p, err := NewPolicy(Options{Args: pluginargs.Args{AscendHAMiVNPUEnable: true},
 		Config: func() (*config.Config, uint64) { return cfg, 1 }, SchedulerName: DefaultSchedulerName})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
+	"k8s.io/client-go/kubernetes"
 )
 
 // The widget backend is a minimal device type whose memory resource no
@@ -151,7 +153,7 @@ func (d *widgetDevices) Advertised() v1.ResourceList {
 // device totals in the node's status; then the pod binds with its card.
 func TestUnadvertisedResourceIsAdvertisedAndPodBinds(t *testing.T) {
 	c := newCluster(t, schedulerConf(`      deviceshare.GPUSharingEnable: true`), nil, nil)
-	c.st.factory = func(Args, *config.Config, clock.PassiveClock) ([]device.Backend, error) {
+	c.st.factory = func(context.Context, kubernetes.Interface, pluginargs.Args, *config.Config, clock.PassiveClock) ([]device.Backend, error) {
 		return []device.Backend{widgetBackend{}}, nil
 	}
 	t.Cleanup(c.st.Close)

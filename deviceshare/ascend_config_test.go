@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
@@ -93,4 +94,12 @@ func (c *cluster) waitForBackends(t *testing.T, want ...string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func backendNames(bs []device.Backend) []string {
+	out := make([]string, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, b.Name())
+	}
+	return out
 }

@@ -111,7 +111,7 @@ func benchAllocate(b *testing.B, impl, conf string, nodes, npods int) {
 		if impl == "builtin" {
 			framework.RegisterPluginBuilder(PluginName, builtin.New)
 		} else {
-			st = NewState(Options{})
+			st = newTestState(Options{})
 			framework.RegisterPluginBuilder(PluginName, st.Builder())
 		}
 		nodeList := make([]*v1.Node, nodes)

@@ -23,6 +23,8 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
 
+	"github.com/vgpushare/vshare/backends/registry"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -65,7 +67,7 @@ func vgpuBenchNode(i int) *v1.Node {
 
 // vgpuBenchConf is gang and deviceshare (VGPUEnable, with the schedule
 // policy) in the first tier and predicates in the second, in the order of
-// the shipped configuration (config/deploy: deviceshare in tier 0 beside
+// the shipped configuration (deploy: deviceshare in tier 0 beside
 // gang, predicates in tier 1): Volcano runs predicates in tier order and
 // stops at the first that fails, so a node whose cards cannot take the pod
 // is not also checked by the predicates plugin.
@@ -227,7 +229,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, podsOf func(
 		case "noop":
 			framework.RegisterPluginBuilder(PluginName, func(framework.Arguments) framework.Plugin { return timed(noopPlugin{}) })
 		default:
-			st = NewState(Options{})
+			st = newTestState(Options{})
 			build := st.Builder()
 			framework.RegisterPluginBuilder(PluginName, func(a framework.Arguments) framework.Plugin { return timed(build(a)) })
 		}
@@ -331,7 +333,7 @@ func samplePeakHeap() func() uint64 {
 // ledger (Volcano's NodeInfos and pods are built before measuring).
 func BenchmarkVGPULedgerMemory(b *testing.B) {
 	nodes := 1000
-	backends, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil)
+	backends, err := registry.Build(pluginargs.Args{VGPUEnable: true}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // they are older than intentTTL; fresh ones stay.
 func TestBinderDropsUnclaimedNotes(t *testing.T) {
 	clk := testingclock.NewFakeClock(testTime)
-	st := NewState(Options{Clock: clk})
+	st := newTestState(Options{Clock: clk})
 	defer st.Close()
 	b := st.binder
 	b.annotate("stale", "n1", map[string]string{"k": "v"}, nil, nil, nil)
@@ -47,7 +47,7 @@ func TestBinderDropsUnclaimedNotes(t *testing.T) {
 func TestBinderRefusesAllocationOnAStaleInventory(t *testing.T) {
 	b := shareBackend(t)
 	reg := prometheus.NewRegistry()
-	st := NewState(Options{Registerer: reg})
+	st := newTestState(Options{Registerer: reg})
 	defer st.Close()
 	node := gpuNode("n1", 2, 8000)
 	st.ledger.Sync(nodeInfo(t, node), []device.Backend{b})

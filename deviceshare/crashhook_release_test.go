@@ -28,7 +28,7 @@ func TestReleaseBinderIgnoresCrashEnv(t *testing.T) {
 	for _, value := range []string{"call:1", "1", "not a number"} {
 		t.Run(value, func(t *testing.T) {
 			t.Setenv(releaseCrashEnv, value)
-			st := NewState(Options{})
+			st := newTestState(Options{})
 			defer st.Close()
 			if st.binder.crash != nil {
 				t.Fatalf("release binder armed a crash hook: %+v", st.binder.crash)

@@ -76,7 +76,7 @@ func crashBinderHalts(t *testing.T, value string) (*Binder, *fake.Clientset, *[]
 	}
 	var halts atomic.Int64
 	h.halt = func() { halts.Add(1) }
-	st := NewState(Options{})
+	st := newTestState(Options{})
 	t.Cleanup(st.Close)
 	st.binder.crash = h
 	return st.binder, client, &exits, &bound, &halts
@@ -152,7 +152,7 @@ func TestCrashHookHaltsBindsPastTheCrash(t *testing.T) {
 // nothing.
 func TestCrashHookInertUnlessSet(t *testing.T) {
 	t.Setenv(EnvTestCrashAtBind, "")
-	st := NewState(Options{})
+	st := newTestState(Options{})
 	defer st.Close()
 	if st.binder.crash != nil {
 		t.Fatalf("hook armed with %s unset: %+v", EnvTestCrashAtBind, st.binder.crash)

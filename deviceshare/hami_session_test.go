@@ -103,7 +103,7 @@ func TestBinderTakesOverDanglingHAMiLock(t *testing.T) {
 				objs = append(objs, phasePod(holder.Name, "allocating"))
 			}
 			client := fake.NewSimpleClientset(objs...)
-			st := NewState(Options{})
+			st := newTestState(Options{})
 			defer st.Close()
 			task := vcapi.NewTaskInfo(pod)
 			task.NodeName = "n1"

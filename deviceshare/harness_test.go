@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpushare/vshare/backends/registry"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,7 +132,7 @@ func newClusterWithEvictor(t *testing.T, schedulerConf string, nodes []*v1.Node,
 func newClusterWith(t testing.TB, schedulerConf string, nodes []*v1.Node, queues []*schedulingv1beta1.Queue, evictor *util.FakeEvictor) *cluster {
 	t.Helper()
 	clk := testingclock.NewFakeClock(testTime)
-	st := NewState(Options{Clock: clk})
+	st := newTestState(Options{Clock: clk})
 	framework.RegisterPluginBuilder(PluginName, st.Builder())
 	actions, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(schedulerConf)
 	if err != nil {
@@ -315,4 +316,13 @@ func fitMessage(ssn *framework.Session, pod *v1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// newTestState is NewState with, unless opts name one, the backend factory
+// the scheduler command passes (registry.Scheduler).
+func newTestState(opts Options) *State {
+	if opts.Backends == nil {
+		opts.Backends = registry.Scheduler()
+	}
+	return NewState(opts)
 }

@@ -9,6 +9,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/nodelock"
 )
@@ -17,7 +18,7 @@ import (
 // session and borrows the long-lived State.
 type plugin struct {
 	st      *State
-	args    Args
+	args    pluginargs.Args
 	argsErr error
 	sess    *sessionState
 	// ssn is the session the plugin serves, for job priorities and queues.
@@ -27,8 +28,8 @@ type plugin struct {
 var _ framework.Plugin = (*plugin)(nil)
 
 func (st *State) newPlugin(arguments framework.Arguments) *plugin {
-	args, err := ParseArgs(arguments)
-	if unknown := UnknownKeys(arguments); len(unknown) > 0 && err == nil {
+	args, err := pluginargs.Parse(arguments)
+	if unknown := pluginargs.UnknownKeys(arguments); len(unknown) > 0 && err == nil {
 		klog.V(4).InfoS("Ignoring unknown deviceshare arguments", "keys", unknown)
 	}
 	return &plugin{st: st, args: args, argsErr: err}
@@ -50,7 +51,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 		return
 	}
 	cfg, generation := p.st.watchConfig(ssn.KubeClient(), p.args)
-	backends, err := p.st.backendsFor(p.args, cfg, generation)
+	backends, err := p.st.backendsFor(ssn.KubeClient(), p.args, cfg, generation)
 	if err != nil {
 		p.argsErr = err
 		p.st.reportArgs(err)
@@ -120,7 +121,7 @@ func (p *plugin) registerMisconfigured(ssn *framework.Session) {
 
 // newSessionState builds the session's read-mostly view: per node the
 // ledger's devices, node locks, and per pending task its device request.
-func (st *State) newSessionState(args Args, backends []device.Backend, ssn *framework.Session) *sessionState {
+func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend, ssn *framework.Session) *sessionState {
 	view, assumedPods, inflight := st.ledger.view()
 	s := &sessionState{
 		args:        args,

@@ -58,7 +58,7 @@ func BenchmarkShippedConfPlacement(b *testing.B) {
 }
 
 // shippedSchedulerConf is the chart's rendered volcano-scheduler.conf
-// (config/deploy/manifests/vshare.yaml) with SchedulePolicy fragment and
+// (deploy/manifests/vshare.yaml) with SchedulePolicy fragment and
 // the rankorder tie-break ahead of every plugin.
 func shippedSchedulerConf(b *testing.B) string {
 	b.Helper()
@@ -83,6 +83,6 @@ func shippedSchedulerConf(b *testing.B) string {
 		conf = strings.Replace(conf, "- plugins:\n", "- plugins:\n  - name: rankorder\n", 1)
 		return conf
 	}
-	b.Fatal("no volcano-scheduler-configmap in config/deploy/manifests/vshare.yaml")
+	b.Fatal("no volcano-scheduler-configmap in deploy/manifests/vshare.yaml")
 	return ""
 }

@@ -11,8 +11,8 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/plugins/util"
 
-	"github.com/vgpushare/vshare/backends/podres"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/device/podres"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 

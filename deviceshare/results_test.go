@@ -8,7 +8,9 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
+	"github.com/vgpushare/vshare/backends/registry"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 )
 
 // A pod of the same request key as one placed earlier in the session must
@@ -91,7 +93,7 @@ func TestResultTableEntryValidity(t *testing.T) {
 // The stamp of a node moves on every write to its devices and a release
 // makes it volatile, whatever path writes.
 func TestSessionDevicesMoveTheirNodesStamp(t *testing.T) {
-	backends, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil)
+	backends, err := registry.Build(pluginargs.Args{VGPUEnable: true}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,7 +232,7 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 		}
 		return true, nil, nil
 	})
-	st := NewState(Options{})
+	st := newTestState(Options{})
 	defer st.Close()
 	binder := st.binder
 	var tasks []*vcapi.TaskInfo
@@ -501,7 +501,7 @@ func TestBinderUncertainBind(t *testing.T) {
 			}
 			return true, nil, nil
 		})
-		st := NewState(Options{})
+		st := newTestState(Options{})
 		t.Cleanup(st.Close)
 		st.binder.turns.wait = 300 * time.Millisecond
 		pods := map[string]*v1.Pod{"a": a, "b": b}

@@ -9,6 +9,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 )
 
 // sessionState is one scheduling session's view of the devices. It reads
@@ -21,7 +22,7 @@ import (
 // handlers, which are the only writers. Everything read concurrently is built
 // in newSessionState and only its fields' contents change afterwards.
 type sessionState struct {
-	args     Args
+	args     pluginargs.Args
 	backends []device.Backend
 	nodes    map[string]*sessionNode
 	// slab holds the session's nodes; a node's index in it is its index

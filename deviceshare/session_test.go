@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -197,7 +198,7 @@ func TestInvalidArgumentsKeepDevicePodsPendingWithReason(t *testing.T) {
 		t.Errorf("a pod without device requests must still schedule: %v", binds)
 	}
 	c.expectNoBind()
-	for _, want := range []string{"deviceshare plugin arguments are invalid", ArgGPUNumberEnable} {
+	for _, want := range []string{"deviceshare plugin arguments are invalid", pluginargs.ArgGPUNumberEnable} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("fit error %q does not contain %q", msg, want)
 		}

@@ -20,19 +20,25 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
 )
 
 // BackendFactory builds the enabled backends for validated arguments and
-// the device configuration in force.
-type BackendFactory func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]device.Backend, error)
+// the device configuration in force (registry.Scheduler in the scheduler
+// command). client is the session's API client (nil without one), for
+// backends that watch objects of their own; ctx ends when the State closes.
+type BackendFactory func(ctx context.Context, client kubernetes.Interface, args pluginargs.Args, cfg *config.Config,
+	clk clock.PassiveClock) ([]device.Backend, error)
 
 // Options configure a State.
 type Options struct {
 	// Clock stamps annotations and node locks; defaults to the real clock.
 	Clock clock.Clock
-	// Backends builds the enabled backends; defaults to DefaultBackends.
+	// Backends builds the enabled backends. Without it every session
+	// fails to build them and pods asking for devices stay pending with
+	// that error.
 	Backends BackendFactory
 	// Registerer receives the plugin's metrics; nil disables them.
 	Registerer prometheus.Registerer
@@ -51,9 +57,6 @@ type State struct {
 	metrics *metrics
 	binder  *Binder
 	adv     *advertiser
-	// deviceInfo serves MindCluster's device-info ConfigMaps to the
-	// MindCluster backend; it starts with the first session's client.
-	deviceInfo *deviceInfoWatch
 	// quotas serves the ResourceQuotas (quota.go); it starts with the
 	// first session's client.
 	quotas *quotaWatch
@@ -109,10 +112,9 @@ func NewState(opts Options) *State {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	deviceInfo := &deviceInfoWatch{}
 	if opts.Backends == nil {
-		opts.Backends = func(args Args, cfg *config.Config, clk clock.PassiveClock) ([]device.Backend, error) {
-			return DefaultBackends(args, cfg, clk, WithDeviceInfo(deviceInfo))
+		opts.Backends = func(context.Context, kubernetes.Interface, pluginargs.Args, *config.Config, clock.PassiveClock) ([]device.Backend, error) {
+			return nil, errors.New("no backend factory: the scheduler command must pass one to deviceshare.Register")
 		}
 	}
 	st := &State{
@@ -121,7 +123,6 @@ func NewState(opts Options) *State {
 		ledger:  NewLedger(opts.Clock),
 		metrics: newMetrics(opts.Registerer),
 	}
-	st.deviceInfo = deviceInfo
 	st.binder = newBinder(st)
 	st.metrics.collectCards(st.ledger)
 	st.quotas = &quotaWatch{}
@@ -151,10 +152,8 @@ func (st *State) Close() {
 
 // watchConfig returns the device configuration and its generation, starting
 // the ConfigMap watch on first use and moving it when the arguments name
-// another ConfigMap. Without a client only the defaults are served. With
-// the MindCluster backend enabled it also starts the device-info ConfigMap
-// watch (once).
-func (st *State) watchConfig(client kubernetes.Interface, args Args) (*config.Config, uint64) {
+// another ConfigMap. Without a client only the defaults are served.
+func (st *State) watchConfig(client kubernetes.Interface, args pluginargs.Args) (*config.Config, uint64) {
 	st.mu.Lock()
 	if st.configs == nil {
 		st.configs = config.NewLoader(config.LoaderOptions{
@@ -170,9 +169,6 @@ func (st *State) watchConfig(client kubernetes.Interface, args Args) (*config.Co
 			// The names were validated with the arguments; keep serving
 			// the configuration in force.
 			klog.ErrorS(err, "Cannot watch the device ConfigMap", "configMap", klog.KRef(args.ConfigMapNamespace, args.ConfigMapName))
-		}
-		if args.AscendMindClusterVNPUEnable {
-			st.deviceInfo.start(st.configsCtx, client)
 		}
 	}
 	return loader.Snapshot()
@@ -248,9 +244,10 @@ func (st *State) Ledger() *Ledger { return st.ledger }
 // PluginName, replacing Volcano's built-in plugin, and the binder that takes
 // node locks. It also silences the node PATCHes of Volcano's built-in vGPU
 // device code (see volcano.SilenceBuiltinVGPU). Call it once, after
-// volcano.sh/volcano/pkg/scheduler/plugins has been initialised.
-func Register() *State {
-	st := NewState(Options{Registerer: prometheus.DefaultRegisterer})
+// volcano.sh/volcano/pkg/scheduler/plugins has been initialised. backends
+// builds the device backends (registry.Scheduler).
+func Register(backends BackendFactory) *State {
+	st := NewState(Options{Registerer: prometheus.DefaultRegisterer, Backends: backends})
 	volcano.SilenceBuiltinVGPU()
 	volcano.QuietBuiltinVGPUPodGauges()
 	volcano.Register(PluginName, st.Builder(), st.Binder())
@@ -260,15 +257,15 @@ func Register() *State {
 // backendsFor returns the backends for the arguments and configuration,
 // rebuilding them only when the arguments that shape them or the
 // configuration's generation change.
-func (st *State) backendsFor(args Args, cfg *config.Config, generation uint64) ([]device.Backend, error) {
+func (st *State) backendsFor(client kubernetes.Interface, args pluginargs.Args, cfg *config.Config, generation uint64) ([]device.Backend, error) {
 	key := fmt.Sprintf("%t/%t/%t/%t/%t/%d/%s", args.GPUSharingEnable, args.GPUNumberEnable, args.VGPUEnable,
-		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation, exclusiveKey(args.ExclusiveRules))
+		args.AscendHAMiVNPUEnable, args.AscendMindClusterVNPUEnable, generation, pluginargs.ExclusiveKey(args.ExclusiveRules))
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if key == st.backendsKey && st.backends != nil {
 		return st.backends, nil
 	}
-	backends, err := st.factory(args, cfg, st.clock)
+	backends, err := st.factory(st.configsCtx, client, args, cfg, st.clock)
 	if err != nil {
 		return nil, err
 	}
@@ -306,4 +303,4 @@ func (st *State) reportArgs(err error) {
 
 // PluginName is the name the plugin registers under, replacing Volcano's
 // built-in plugin of the same name.
-const PluginName = "deviceshare"
+const PluginName = pluginargs.PluginName

@@ -10,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/vgpushare/vshare/backends/registry"
 	"github.com/vgpushare/vshare/backends/vgpu"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -144,7 +146,7 @@ func TestVGPUExclusiveRulesFollowLabels(t *testing.T) {
 // problem of the Sync that decodes it (one node event), and not again
 // until the annotation changes.
 func TestLedgerReportsCordonWarnings(t *testing.T) {
-	backends, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil)
+	backends, err := registry.Build(pluginargs.Args{VGPUEnable: true}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

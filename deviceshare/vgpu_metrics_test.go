@@ -10,14 +10,16 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
+	"github.com/vgpushare/vshare/backends/registry"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 func TestVGPUCardMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	st := NewState(Options{Clock: testingclock.NewFakeClock(testTime), Registerer: reg})
+	st := newTestState(Options{Clock: testingclock.NewFakeClock(testTime), Registerer: reg})
 	defer st.Close()
-	backends, err := DefaultBackends(Args{VGPUEnable: true}, nil, st.clock)
+	backends, err := registry.Build(pluginargs.Args{VGPUEnable: true}, nil, st.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

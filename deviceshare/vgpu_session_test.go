@@ -14,9 +14,11 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/util"
 
+	"github.com/vgpushare/vshare/backends/registry"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/nodelock"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -345,12 +347,12 @@ func TestVGPUNodeLockExpiry(t *testing.T) {
 	}
 }
 
-func TestDefaultBackendsBuildsVGPU(t *testing.T) {
+func TestRegistryBuildsVGPU(t *testing.T) {
 	cfg := config.Default()
 	cfg.NVIDIA.ResourceMemoryName = "example.com/gpumem"
-	backends, err := DefaultBackends(Args{VGPUEnable: true}, cfg, nil)
+	backends, err := registry.Build(pluginargs.Args{VGPUEnable: true}, cfg, nil)
 	if err != nil || len(backends) != 1 || backends[0].Name() != vgpu.Name {
-		t.Fatalf("DefaultBackends = %v, %v; want the vGPU backend", backends, err)
+		t.Fatalf("registry.Build = %v, %v; want the vGPU backend", backends, err)
 	}
 	if _, mem, _, _ := backends[0].(*vgpu.Backend).Resources(); mem != "example.com/gpumem" {
 		t.Errorf("memory resource = %s, want the configured name", mem)
@@ -358,8 +360,8 @@ func TestDefaultBackendsBuildsVGPU(t *testing.T) {
 	if diff := cmp.Diff([]string{"hamivgpu"}, appendLocks(nil, true, backends[0], &device.Reservation{})); diff != "" {
 		t.Errorf("node lock names (-want +got):\n%s", diff)
 	}
-	if _, err := DefaultBackends(Args{VGPUEnable: true}, nil, nil); err != nil {
-		t.Errorf("DefaultBackends without a configuration: %v", err)
+	if _, err := registry.Build(pluginargs.Args{VGPUEnable: true}, nil, nil); err != nil {
+		t.Errorf("registry.Build without a configuration: %v", err)
 	}
 	var _ device.NodeLocker = backends[0].(*vgpu.Backend)
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpushare/vshare/config/deploy"
-	"github.com/vgpushare/vshare/config/deploy/agentflags"
+	"github.com/vgpushare/vshare/deploy"
+	"github.com/vgpushare/vshare/deploy/agentflags"
 )
 
 // readDoc returns a page of this directory.
@@ -68,7 +68,7 @@ func TestConfigurationCoversCode(t *testing.T) {
 	const page = "configuration.md"
 	text := readDoc(t, page)
 	t.Run("plugin arguments", func(t *testing.T) {
-		args, err := deploy.StringConstants("../deviceshare", false, "Arg")
+		args, err := deploy.StringConstants("../deviceshare/pluginargs", false, "Arg")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,6 +71,34 @@ func pictureEdges(t *testing.T) (groups []group, edges map[string]bool) {
 	return groups, edges
 }
 
+// TestArchitectureIsAStack: the picture lists groups from the top of the
+// stack (commands) to the bottom (protocols and leaves), and every group
+// imports only groups drawn below it, so no import runs back up.
+func TestArchitectureIsAStack(t *testing.T) {
+	groups, edges := pictureEdges(t)
+	line := map[string]int{}
+	for i, g := range groups {
+		if _, dup := line[string(g)]; dup {
+			t.Errorf("architecture.md import picture: group %s drawn twice", g)
+		}
+		line[string(g)] = i
+	}
+	for e := range edges {
+		from, to, _ := strings.Cut(e, " ──► ")
+		if to == "Volcano" {
+			continue
+		}
+		i, ok := line[to]
+		if !ok {
+			t.Errorf("architecture.md import picture: %s imports %s, which has no line of its own", from, to)
+			continue
+		}
+		if i <= line[from] {
+			t.Errorf("architecture.md import picture: %s imports %s, drawn above it: an arrow up", from, to)
+		}
+	}
+}
+
 // groupOf names the most specific group holding pkg ("" if none).
 func groupOf(groups []group, pkg string) string {
 	best := group("")

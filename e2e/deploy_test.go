@@ -27,16 +27,16 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/config/deploy/schedconf"
-	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/deploy/schedconf"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
 // chartDir and manifestsDir are relative to this package's directory.
 const (
-	chartDir     = "../config/deploy/helm/vshare"
-	manifestsDir = "../config/deploy/manifests"
+	chartDir     = "../deploy/helm/vshare"
+	manifestsDir = "../deploy/manifests"
 )
 
 // deployVariant is one rendering of the chart and what it must produce.
@@ -57,7 +57,7 @@ type rendered struct {
 	objects   []*unstructured.Unstructured
 	// args, devices, daemonSet and deployment are nil when the chart
 	// rendered no such object.
-	args       *deviceshare.Args
+	args       *pluginargs.Args
 	devices    *config.Config
 	daemonSet  *appsv1.DaemonSet
 	deployment *appsv1.Deployment
@@ -95,7 +95,7 @@ func deployVariants() []deployVariant {
 				}, r.kinds()); diff != "" {
 					t.Errorf("object kinds (-want +got):\n%s", diff)
 				}
-				want := deviceshare.Args{VGPUEnable: true, SchedulePolicy: "binpack", ScheduleWeight: 10, NodeLockExpiry: nodelock.DefaultTTL,
+				want := pluginargs.Args{VGPUEnable: true, SchedulePolicy: "binpack", ScheduleWeight: 10, NodeLockExpiry: nodelock.DefaultTTL,
 					ConfigMapName: config.DefaultConfigMapName, ConfigMapNamespace: config.DefaultConfigMapNamespace}
 				if diff := cmp.Diff(want, *r.args); diff != "" {
 					t.Errorf("deviceshare arguments (-want +got):\n%s", diff)
@@ -556,7 +556,7 @@ func checkAgentCommandLine(t *testing.T, ctx context.Context, ds *appsv1.DaemonS
 // in it, so an agent that gets as far as loading NVML (absent here) accepted
 // its command line. It also checks that every path the agent hands to the
 // kubelet is under a hostPath mounted at its own path. (The agent cannot be
-// linked into this test: see package config/deploy/schedconf.)
+// linked into this test: see package deploy/schedconf.)
 func agentCommandLineError(ctx context.Context, ds *appsv1.DaemonSet) error {
 	spec := ds.Spec.Template.Spec
 	c := spec.Containers[0]

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/kubectlvshare"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -34,7 +35,7 @@ func TestExclusiveRules(t *testing.T) {
 	ctx := setup(t, ns, 8*time.Minute)
 	useScheduler(ctx, t, framework.SchedulerSpec{Conf: schedConf(
 		"deviceshare.VGPUEnable: true", "deviceshare.SchedulePolicy: binpack", "deviceshare.ScheduleWeight: 10",
-		deviceshare.ArgGPUExclusiveRules+": [{"+exclusiveLabel+`: "yes"}]`)})
+		pluginargs.ArgGPUExclusiveRules+": [{"+exclusiveLabel+`: "yes"}]`)})
 	node := gpuNodes[0]
 	pinned := map[string]string{"kubernetes.io/hostname": node}
 	matching := framework.VGPUTask{Name: "m", Replicas: 4, VGPUs: 1, MemoryMiB: 2000, Cores: 10,

@@ -50,7 +50,7 @@ const (
 // device ConfigMap edit repeated, a pod the agent refuses) and reads what each ServiceAccount did from the API
 // server's audit log: no request was refused, every verb our roles grant
 // was used, and every request of the agent is one of its roles' rules.
-// config/deploy's TestRBACGrantsExactlyTheCallsInTheSource checks the same
+// deploy's TestRBACGrantsExactlyTheCallsInTheSource checks the same
 // rules against every call in the source.
 func TestSecurityRBACAudit(t *testing.T) {
 	ctx := setup(t, auditNS, 10*time.Minute)

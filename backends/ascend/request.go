@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/backends/podres"
+	"github.com/vgpushare/vshare/device/podres"
 	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 

@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpushare/vshare/backends/podres"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/device/podres"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 

@@ -28,8 +28,8 @@ import (
 
 	"github.com/vgpushare/vshare/admission"
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/config/deploy/schedconf"
-	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/deploy/schedconf"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 )
 
 type options struct {
@@ -186,19 +186,19 @@ func run(o options) error {
 // schedulerArgs reads the deviceshare plugin's arguments from the
 // scheduler's configuration file, with Volcano's and the plugin's own
 // parsers (schedconf, as the deployment checks read it).
-func schedulerArgs(file string) (deviceshare.Args, error) {
+func schedulerArgs(file string) (pluginargs.Args, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return deviceshare.Args{}, fmt.Errorf("read the scheduler configuration: %w", err)
+		return pluginargs.Args{}, fmt.Errorf("read the scheduler configuration: %w", err)
 	}
 	a, err := schedconf.SchedulerArgs(string(data))
 	if err != nil {
-		return deviceshare.Args{}, fmt.Errorf("%s: %w", file, err)
+		return pluginargs.Args{}, fmt.Errorf("%s: %w", file, err)
 	}
 	return a, nil
 }
 
-func enabled(a deviceshare.Args) []string {
+func enabled(a pluginargs.Args) []string {
 	var out []string
 	for name, on := range map[string]bool{"gpushare": a.GPUSharingEnable, "gpunumber": a.GPUNumberEnable, "vgpu": a.VGPUEnable,
 		"ascend": a.AscendHAMiVNPUEnable, "mindcluster": a.AscendMindClusterVNPUEnable} {

@@ -28,6 +28,7 @@ import (
 	_ "volcano.sh/volcano/pkg/scheduler/plugins"
 	_ "volcano.sh/volcano/pkg/scheduler/util/assert"
 
+	"github.com/vgpushare/vshare/backends/registry"
 	"github.com/vgpushare/vshare/deviceshare"
 )
 
@@ -39,7 +40,7 @@ func Main(args []string) int {
 
 	// Volcano's plugins package registered the built-in deviceshare in its
 	// init, which has run by now; this registration replaces it.
-	st := deviceshare.Register()
+	st := deviceshare.Register(registry.Scheduler())
 
 	fs := pflag.CommandLine
 	logFlushFreq := fs.Duration("log-flush-frequency", 5*time.Second, "Maximum number of seconds between log flushes")

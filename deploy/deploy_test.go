@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/config/deploy"
+	"github.com/vgpushare/vshare/deploy"
 )
 
 // TestPlainDeviceConfigIsDefault: the ConfigMap the plain manifests ship
@@ -51,7 +51,7 @@ func values(t *testing.T, path ...string) map[string]any {
 // TestChartValuesListEveryArgument: the chart's deviceshare values are
 // exactly the plugin's argument keys (read from deviceshare/args.go).
 func TestChartValuesListEveryArgument(t *testing.T) {
-	consts, err := deploy.StringConstants("../../deviceshare", false, "Arg")
+	consts, err := deploy.StringConstants("../deviceshare/pluginargs", false, "Arg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func present(tree any, path []string) bool {
 // TestDashboardMetricsExist: every metric the Grafana dashboard queries is
 // defined by the scheduler plugin or the node agent's exporter.
 func TestDashboardMetricsExist(t *testing.T) {
-	defined, err := deploy.MetricNames("../../deviceshare", "../../vgpu-device-plugin/monitor")
+	defined, err := deploy.MetricNames("../deviceshare", "../vgpu-device-plugin/monitor")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package deviceshare
+package pluginargs
 
 import (
 	"errors"
@@ -53,8 +53,8 @@ func FuzzParseArgs(f *testing.F) {
 		if err := yaml.Unmarshal(doc, &in); err != nil {
 			return
 		}
-		a, err := ParseArgs(in)
-		if again, err2 := ParseArgs(in); !sameError(err, err2) || (err == nil && !reflect.DeepEqual(again, a)) {
+		a, err := Parse(in)
+		if again, err2 := Parse(in); !sameError(err, err2) || (err == nil && !reflect.DeepEqual(again, a)) {
 			t.Fatalf("ParseArgs is not deterministic: %+v, %v then %+v, %v", a, err, again, err2)
 		}
 		checkUnknownKeys(t, in)
@@ -70,7 +70,7 @@ func FuzzParseArgs(f *testing.F) {
 			ArgSchedulePolicy: a.SchedulePolicy, ArgScheduleWeight: a.ScheduleWeight,
 			ArgKnownGeometriesCMName: a.ConfigMapName, ArgKnownGeometriesCMNamespace: a.ConfigMapNamespace,
 		}
-		again, err := ParseArgs(back)
+		again, err := Parse(back)
 		if err != nil {
 			t.Fatalf("ParseArgs(written back %v): %v", back, err)
 		}

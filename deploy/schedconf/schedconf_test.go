@@ -8,9 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/config/deploy"
-	"github.com/vgpushare/vshare/config/deploy/schedconf"
-	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/deploy"
+	"github.com/vgpushare/vshare/deploy/schedconf"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/nodelock"
 )
 
@@ -30,7 +30,7 @@ func TestPlainSchedulerConfParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := deviceshare.Args{
+	want := pluginargs.Args{
 		VGPUEnable: true, SchedulePolicy: "binpack", ScheduleWeight: 10, NodeLockExpiry: nodelock.DefaultTTL,
 		ConfigMapName: config.DefaultConfigMapName, ConfigMapNamespace: config.DefaultConfigMapNamespace,
 	}

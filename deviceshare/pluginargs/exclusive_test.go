@@ -1,4 +1,4 @@
-package deviceshare
+package pluginargs
 
 import (
 	"strings"
@@ -47,10 +47,10 @@ deviceshare.GPUExclusiveRules:
 			if err := yaml.Unmarshal([]byte(tt.conf), &in); err != nil {
 				t.Fatal(err)
 			}
-			a, err := ParseArgs(in)
+			a, err := Parse(in)
 			if len(tt.wantErr) > 0 {
 				if err == nil {
-					t.Fatalf("ParseArgs accepted %s", tt.conf)
+					t.Fatalf("Parse accepted %s", tt.conf)
 				}
 				for _, s := range tt.wantErr {
 					if !strings.Contains(err.Error(), s) {
@@ -77,7 +77,7 @@ func TestParseExclusiveRulesTooMany(t *testing.T) {
 	for i := range rules {
 		rules[i] = map[string]interface{}{"app": "a"}
 	}
-	_, err := ParseArgs(framework.Arguments{ArgGPUExclusiveRules: rules})
+	_, err := Parse(framework.Arguments{ArgGPUExclusiveRules: rules})
 	if err == nil || !strings.Contains(err.Error(), ArgGPUExclusiveRules) || !strings.Contains(err.Error(), "64") {
 		t.Fatalf("error %v, want one naming %s and the limit 64", err, ArgGPUExclusiveRules)
 	}

@@ -10,8 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/config/deploy"
-	"github.com/vgpushare/vshare/config/deploy/agentflags"
+	"github.com/vgpushare/vshare/deploy"
+	"github.com/vgpushare/vshare/deploy/agentflags"
 )
 
 // TestPlainAgentCommandLine parses the plain manifests' node agent

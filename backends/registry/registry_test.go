@@ -1,4 +1,4 @@
-package deviceshare
+package registry
 
 import (
 	"strings"
@@ -6,9 +6,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
@@ -37,12 +39,12 @@ func backendNames(bs []device.Backend) []string {
 	return out
 }
 
-// TestDefaultBackendsFollowsTheVNPUEntries is what a configuration
-// generation change does: the plugin calls DefaultBackends with the new
+// TestBuildFollowsTheVNPUEntries is what a configuration
+// generation change does: the plugin calls Build with the new
 // configuration, so an added vnpus entry becomes a chip type and a removed
 // one stops being served.
-func TestDefaultBackendsFollowsTheVNPUEntries(t *testing.T) {
-	args := Args{AscendHAMiVNPUEnable: true}
+func TestBuildFollowsTheVNPUEntries(t *testing.T) {
+	args := pluginargs.Args{AscendHAMiVNPUEnable: true}
 	tests := []struct {
 		name string
 		cfg  *config.Config
@@ -67,23 +69,23 @@ func TestDefaultBackendsFollowsTheVNPUEntries(t *testing.T) {
 		})
 	}
 	if len(backendNames(mustBackends(t, args, nil))) == 0 {
-		t.Error("DefaultBackends without a configuration built no Ascend backend")
+		t.Error("Build without a configuration built no Ascend backend")
 	}
 }
 
-func mustBackends(t *testing.T, args Args, cfg *config.Config) []device.Backend {
+func mustBackends(t *testing.T, args pluginargs.Args, cfg *config.Config) []device.Backend {
 	t.Helper()
-	bs, err := DefaultBackends(args, cfg, nil)
+	bs, err := Build(args, cfg, nil)
 	if err != nil {
-		t.Fatalf("DefaultBackends: %v", err)
+		t.Fatalf("Build: %v", err)
 	}
 	return bs
 }
 
-func TestDefaultBackendsAscendModeFromTheConfig(t *testing.T) {
+func TestBuildAscendModeFromTheConfig(t *testing.T) {
 	cfg := withChips(t, "Ascend910B3")
 	cfg.VNPUs.HAMiVNPUCore = true
-	bs := mustBackends(t, Args{AscendHAMiVNPUEnable: true}, cfg)
+	bs := mustBackends(t, pluginargs.Args{AscendHAMiVNPUEnable: true}, cfg)
 	d, err := bs[0].NewDevices(npuNodeOf("Ascend910B3"))
 	if err != nil || d == nil {
 		t.Fatalf("NewDevices = %v, %v", d, err)
@@ -95,7 +97,7 @@ func TestDefaultBackendsAscendModeFromTheConfig(t *testing.T) {
 
 // npuNodeOf is a node with one card registered for the chip type.
 func npuNodeOf(commonWord string) *v1.Node {
-	n := npuNode("n", true, "NPU-0")
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 	n.Annotations = map[string]string{ascendproto.KeysFor(commonWord).Register: `[{"id":"NPU-0","count":7,"devmem":65536,"health":true}]`}
 	return n
 }

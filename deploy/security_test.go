@@ -8,7 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/config/deploy"
+	"github.com/vgpushare/vshare/deploy"
 )
 
 // TestPlainManifestsLeastPrivilege: the chart's defaults give each pod no

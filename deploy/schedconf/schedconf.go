@@ -19,7 +19,7 @@ import (
 	_ "volcano.sh/volcano/pkg/scheduler/actions"
 	_ "volcano.sh/volcano/pkg/scheduler/plugins"
 
-	"github.com/vgpushare/vshare/deviceshare"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 )
 
 // SchedulerArgs reads a volcano-scheduler.conf the way vc-scheduler does
@@ -28,28 +28,28 @@ import (
 // plugin's own parser. Unknown "deviceshare." keys are an error here,
 // although the plugin only logs them, because a chart should not render a
 // typo.
-func SchedulerArgs(conf string) (deviceshare.Args, error) {
+func SchedulerArgs(conf string) (pluginargs.Args, error) {
 	_, tiers, _, _, err := scheduler.UnmarshalSchedulerConf(conf)
 	if err != nil {
-		return deviceshare.Args{}, fmt.Errorf("volcano-scheduler.conf: %w", err)
+		return pluginargs.Args{}, fmt.Errorf("volcano-scheduler.conf: %w", err)
 	}
 	var found []framework.Arguments
 	for _, tier := range tiers {
 		for _, p := range tier.Plugins {
-			if p.Name == deviceshare.PluginName {
+			if p.Name == pluginargs.PluginName {
 				found = append(found, p.Arguments)
 			}
 		}
 	}
 	if len(found) != 1 {
-		return deviceshare.Args{}, fmt.Errorf("volcano-scheduler.conf: want the %s plugin once, found it %d times", deviceshare.PluginName, len(found))
+		return pluginargs.Args{}, fmt.Errorf("volcano-scheduler.conf: want the %s plugin once, found it %d times", pluginargs.PluginName, len(found))
 	}
-	if unknown := deviceshare.UnknownKeys(found[0]); len(unknown) > 0 {
-		return deviceshare.Args{}, fmt.Errorf("volcano-scheduler.conf: unknown %s arguments %v", deviceshare.PluginName, unknown)
+	if unknown := pluginargs.UnknownKeys(found[0]); len(unknown) > 0 {
+		return pluginargs.Args{}, fmt.Errorf("volcano-scheduler.conf: unknown %s arguments %v", pluginargs.PluginName, unknown)
 	}
-	args, err := deviceshare.ParseArgs(found[0])
+	args, err := pluginargs.Parse(found[0])
 	if err != nil {
-		return deviceshare.Args{}, fmt.Errorf("volcano-scheduler.conf: %w", err)
+		return pluginargs.Args{}, fmt.Errorf("volcano-scheduler.conf: %w", err)
 	}
 	return args, nil
 }

@@ -1,4 +1,4 @@
-package deviceshare
+package pluginargs
 
 import (
 	"fmt"
@@ -104,9 +104,9 @@ func parseExclusiveRule(path *field.Path, item interface{}) (map[string]string, 
 	return labels, errs
 }
 
-// exclusiveKey identifies the rules for the backend cache: backends are
+// ExclusiveKey identifies the rules for the backend cache: backends are
 // built again when the rules change.
-func exclusiveKey(rules []device.ExclusiveRule) string {
+func ExclusiveKey(rules []device.ExclusiveRule) string {
 	parts := make([]string, len(rules))
 	for i, r := range rules {
 		parts[i] = r.String()

@@ -1,4 +1,4 @@
-package deviceshare
+package pluginargs
 
 import (
 	"errors"
@@ -10,11 +10,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
 )
+
+// PluginName is the plugin's name in volcano-scheduler.conf, which it
+// registers under, replacing Volcano's built-in plugin of the same name.
+const PluginName = "deviceshare"
 
 // Argument keys, identical to upstream Volcano's deviceshare plugin.
 const (
@@ -77,10 +80,10 @@ var boolArgs = []string{
 	ArgAscendMindClusterVNPUEnable, ArgAscendHAMiVNPUEnable,
 }
 
-// ParseArgs reads and validates the plugin arguments. Every problem is
+// Parse reads and validates the plugin arguments. Every problem is
 // reported, each naming the key, the value and what is allowed; on error the
 // returned Args must not be used to serve requests.
-func ParseArgs(in framework.Arguments) (Args, error) {
+func Parse(in map[string]interface{}) (Args, error) {
 	a := Args{
 		SchedulePolicy:     DefaultSchedulePolicy,
 		ScheduleWeight:     DefaultScheduleWeight,
@@ -169,7 +172,7 @@ func ParseArgs(in framework.Arguments) (Args, error) {
 
 // UnknownKeys lists "deviceshare."-prefixed keys this plugin does not know,
 // sorted, so a typo is reported instead of silently ignored.
-func UnknownKeys(in framework.Arguments) []string {
+func UnknownKeys(in map[string]interface{}) []string {
 	known := map[string]bool{
 		ArgSchedulePolicy: true, ArgScheduleWeight: true, ArgNodeLockExpiry: true,
 		ArgKnownGeometriesCMName: true, ArgKnownGeometriesCMNamespace: true, ArgGPUExclusiveRules: true,
@@ -187,7 +190,7 @@ func UnknownKeys(in framework.Arguments) []string {
 	return out
 }
 
-func parseName(in framework.Arguments, key string, dst *string, valid func(string) []string) field.ErrorList {
+func parseName(in map[string]interface{}, key string, dst *string, valid func(string) []string) field.ErrorList {
 	raw, ok := in[key]
 	if !ok {
 		return nil

@@ -1,4 +1,4 @@
-package deviceshare
+package mindcluster
 
 import (
 	"context"
@@ -14,36 +14,35 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpushare/vshare/backends/mindcluster"
 	"github.com/vgpushare/vshare/protocol/mindclusterproto"
 )
 
-// deviceInfoSyncTimeout bounds how long the first session waits for the
+// DeviceInfoSyncTimeout bounds how long the first session waits for the
 // device-info informer's initial list, so that nodes whose chip lists live
 // only in their ConfigMaps are not reported invalid at startup.
-const deviceInfoSyncTimeout = 10 * time.Second
+const DeviceInfoSyncTimeout = 10 * time.Second
 
-// deviceInfoWatch serves MindCluster's per-node device-info ConfigMaps
+// DeviceInfoWatch serves MindCluster's per-node device-info ConfigMaps
 // (kube-system/mindx-dl-deviceinfo-<node>) from one informer over
 // kube-system's ConfigMaps, started with the first session's client. The
 // informer keeps only the data of ConfigMaps with the device-info prefix;
 // others are stored as bare names (the API offers no prefix selector).
-// It implements mindcluster.DeviceInfoSource and is safe for concurrent use.
+// It implements DeviceInfoSource and is safe for concurrent use.
 //
 // Locking: mu guards started and store; the store is the informer's
 // thread-safe cache.
-type deviceInfoWatch struct {
+type DeviceInfoWatch struct {
 	mu      sync.Mutex
 	started bool
 	store   cache.Store
 }
 
-var _ mindcluster.DeviceInfoSource = (*deviceInfoWatch)(nil)
+var _ DeviceInfoSource = (*DeviceInfoWatch)(nil)
 
-// start runs the informer until ctx ends, once; later calls are no-ops. It
-// waits for the initial list for at most deviceInfoSyncTimeout; the store
+// Start runs the informer until ctx ends, once; later calls are no-ops. It
+// waits for the initial list for at most DeviceInfoSyncTimeout; the store
 // serves only once that wait is over.
-func (w *deviceInfoWatch) start(ctx context.Context, client kubernetes.Interface) {
+func (w *DeviceInfoWatch) Start(ctx context.Context, client kubernetes.Interface) {
 	w.mu.Lock()
 	if w.started || client == nil {
 		w.mu.Unlock()
@@ -63,7 +62,7 @@ func (w *deviceInfoWatch) start(ctx context.Context, client kubernetes.Interface
 		klog.ErrorS(err, "Cannot trim the device-info informer's objects; keeping them whole")
 	}
 	go informer.Run(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, deviceInfoSyncTimeout)
+	syncCtx, cancel := context.WithTimeout(ctx, DeviceInfoSyncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
 		klog.InfoS("MindCluster device-info ConfigMaps not listed yet; nodes use their annotations until they are",
@@ -78,7 +77,7 @@ func (w *deviceInfoWatch) start(ctx context.Context, client kubernetes.Interface
 
 // DeviceInfo returns the node's device-info ConfigMap, if the informer has
 // seen it. The object is the informer's: callers must not modify it.
-func (w *deviceInfoWatch) DeviceInfo(node string) (*v1.ConfigMap, bool) {
+func (w *DeviceInfoWatch) DeviceInfo(node string) (*v1.ConfigMap, bool) {
 	w.mu.Lock()
 	store := w.store
 	w.mu.Unlock()

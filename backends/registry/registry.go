@@ -1,7 +1,16 @@
-package deviceshare
+// Package registry builds the device backends the deviceshare plugin's
+// arguments enable. It sits apart from the plugin, as kube-scheduler keeps
+// its in-tree registry apart from its framework: the plugin (deviceshare)
+// works on the device contract alone and is handed a factory by the
+// scheduler command (cmd/vc-scheduler); the admission webhook builds the
+// same backends to validate pods without linking the plugin.
+package registry
 
 import (
+	"context"
 	"fmt"
+
+	"k8s.io/client-go/kubernetes"
 
 	"k8s.io/utils/clock"
 
@@ -11,14 +20,15 @@ import (
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 )
 
-// DefaultBackends builds the backends the arguments enable. GPU share and
+// Build builds the backends the arguments enable. GPU share and
 // GPU number read nothing from the device configuration; the HAMi vGPU
 // backend reads its nvidia: section and the HAMi Ascend backends its vnpus:
 // section (nil means the defaults).
 //
-// The plugin calls it again whenever the configuration generation changes,
+// The plugin calls it (through Scheduler) again whenever the configuration generation changes,
 // so a vnpus entry added to the ConfigMap becomes a schedulable chip type at
 // the next generation without a restart. Removing an entry drops its
 // backend: the ledger forgets that chip type's cards, so no new pod gets
@@ -27,10 +37,10 @@ import (
 // comes back, its cards are accounted again from the pods' annotations.
 //
 // The MindCluster 310P backend reads the device-info ConfigMaps through the
-// source WithDeviceInfo gives (the State's informer); without one, nodes'
+// source WithDeviceInfo gives (Scheduler's informer); without one, nodes'
 // annotations alone describe their chips.
-func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock, opts ...BackendOption) ([]device.Backend, error) {
-	var o backendOptions
+func Build(args pluginargs.Args, cfg *config.Config, clk clock.PassiveClock, opts ...Option) ([]device.Backend, error) {
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -73,16 +83,31 @@ func DefaultBackends(args Args, cfg *config.Config, clk clock.PassiveClock, opts
 	return out, nil
 }
 
-// BackendOption adjusts what DefaultBackends builds.
-type BackendOption func(*backendOptions)
+// Option adjusts what Build builds.
+type Option func(*options)
 
-type backendOptions struct {
+type options struct {
 	deviceInfo mindcluster.DeviceInfoSource
 }
 
 // WithDeviceInfo gives the MindCluster backend its device-info ConfigMaps.
-func WithDeviceInfo(src mindcluster.DeviceInfoSource) BackendOption {
-	return func(o *backendOptions) { o.deviceInfo = src }
+func WithDeviceInfo(src mindcluster.DeviceInfoSource) Option {
+	return func(o *options) { o.deviceInfo = src }
+}
+
+// Scheduler returns the factory the scheduler command hands the plugin:
+// Build, with MindCluster's device-info ConfigMaps served from one
+// informer (mindcluster.DeviceInfoWatch), started with the first client the
+// factory is given while the MindCluster backend is enabled and running
+// until ctx ends. The factory is safe for concurrent use.
+func Scheduler() func(ctx context.Context, client kubernetes.Interface, args pluginargs.Args, cfg *config.Config, clk clock.PassiveClock) ([]device.Backend, error) {
+	watch := &mindcluster.DeviceInfoWatch{}
+	return func(ctx context.Context, client kubernetes.Interface, args pluginargs.Args, cfg *config.Config, clk clock.PassiveClock) ([]device.Backend, error) {
+		if args.AscendMindClusterVNPUEnable && client != nil {
+			watch.Start(ctx, client)
+		}
+		return Build(args, cfg, clk, WithDeviceInfo(watch))
+	}
 }
 
 // ascendBackends builds one HAMi Ascend backend per vnpus entry, in the
