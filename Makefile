@@ -83,12 +83,12 @@ smoke: build
 fuzz:
 	hack/fuzz.sh
 
-# deviceshare's test-only crash hook is compiled only with the vsharetest tag
+# The scheduler's test-only crash hook (deviceshare/bind) is compiled only with the vsharetest tag
 # (as the e2e framework builds the scheduler); its own tests run with it.
 # (TestReleaseSchedulerHasNoCrashHook, in the first run, checks the release build.)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -race -count=1 -tags vsharetest -run 'CrashHook' ./deviceshare/
+	$(GO) test -race -count=1 -tags vsharetest -run 'CrashHook' ./deviceshare/bind/
 
 lint: vet staticcheck
 
@@ -96,7 +96,7 @@ lint: vet staticcheck
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./e2e/...
-	$(GO) vet -tags vsharetest ./deviceshare/
+	$(GO) vet -tags vsharetest ./deviceshare/bind/
 
 $(STATICCHECK):
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -31,11 +31,11 @@ type component struct {
 var components = []component{
 	{pkg: "./cmd/vc-scheduler", serviceAccount: "volcano-scheduler", skipRoles: map[string]bool{"ClusterRole/volcano-scheduler": true},
 		notGranted: map[deploy.APICall]string{
-			{Resource: "pods", Verb: "list"}: "deviceshare/podwatch.go reads Volcano's own pod informer (Session.InformerFactory), " +
+			{Resource: "pods", Verb: "list"}: "deviceshare/bind/podwatch.go reads Volcano's own pod informer (Session.InformerFactory), " +
 				"which Volcano's scheduler cache lists and watches under Volcano's ClusterRole",
-			{Resource: "pods", Verb: "watch"}: "deviceshare/podwatch.go reads Volcano's own pod informer (Session.InformerFactory), " +
+			{Resource: "pods", Verb: "watch"}: "deviceshare/bind/podwatch.go reads Volcano's own pod informer (Session.InformerFactory), " +
 				"which Volcano's scheduler cache lists and watches under Volcano's ClusterRole",
-			{Resource: "pods", Verb: "get"}: "Volcano's ClusterRole grants it: deviceshare/serial.go gets a pod only when Volcano's " +
+			{Resource: "pods", Verb: "get"}: "Volcano's ClusterRole grants it: deviceshare/bind/serial.go gets a pod only when Volcano's " +
 				"pod informer does not have it (gone), and nodelock's podGone only before a lock takeover",
 		}},
 	{pkg: "./cmd/vgpu-device-plugin", serviceAccount: "vgpu-device-plugin", notGranted: map[deploy.APICall]string{

@@ -10,6 +10,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/bind"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
 	"github.com/vgpushare/vshare/protocol/nodelock"
@@ -111,7 +112,6 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	alloc.annotated = device.ApplyReservation(task.Pod, merged)
 	alloc.queue, alloc.held = p.queueOf(task), s.held(sn, req.backends, alloc.annotated)
 	s.queues.add(alloc.queue, alloc.held, 1)
-	p.chargeQuota(task, req, alloc)
 	s.allocs[task.UID] = alloc
 	if pipelined {
 		// A pipelined task is bound in a later session, if at all; its
@@ -119,22 +119,25 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		// pipelined state across sessions either), so the ledger assumes
 		// nothing and no node lock is due. The binder's note only records
 		// the choice: a later session's allocation replaces it.
-		p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, nil, nil, nil)
+		p.st.binder.Decisions.Record(task.Pod.UID, bind.Decision{Node: task.NodeName, Annotations: merged.Annotations})
+		p.chargeQuota(task, req, alloc)
 		klog.V(4).InfoS("Reserved devices for a pipelined task", "plugin", PluginName, "pod", klog.KObj(task.Pod),
 			"node", task.NodeName, "annotations", merged.Annotations)
 		return
 	}
 	sn.inSession++
-	var locks *nodeLocks
+	var locks *bind.NodeLocks
 	if len(lockKeys) > 0 {
-		locks = &nodeLocks{keys: lockKeys, agent: agentLocks, ttl: s.args.NodeLockExpiry}
+		locks = &bind.NodeLocks{Keys: lockKeys, Agent: agentLocks, TTL: s.args.NodeLockExpiry}
 	}
-	inv := make([]inventoryStamp, len(alloc.parts))
+	inv := make([]bind.InventoryStamp, len(alloc.parts))
 	for j, part := range alloc.parts {
-		inv[j] = inventoryStamp{backend: s.backends[req.backends[j]].Name(), gen: part.devices.gen}
+		inv[j] = bind.InventoryStamp{Backend: s.backends[req.backends[j]].Name(), Gen: part.devices.gen}
 	}
-	p.st.binder.annotate(task.UID, task.NodeName, merged.Annotations, locks, orderedKeys(s.backends, req.backends), inv)
-	p.st.ledger.Assume(task.Pod.UID, task.NodeName, merged.Annotations)
+	p.st.binder.Decisions.Record(task.Pod.UID, bind.Decision{Node: task.NodeName, Annotations: merged.Annotations, Locks: locks,
+		Ordered: bind.OrderedKeys(s.backends, req.backends), Inventories: inv, Assumed: true})
+	// After the decision is recorded: a refusal must outlive it.
+	p.chargeQuota(task, req, alloc)
 	klog.V(4).InfoS("Allocated devices", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", task.NodeName,
 		"annotations", merged.Annotations)
 }
@@ -161,7 +164,7 @@ func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, pipelined bool) (
 // bound this session, so there is nothing to refuse.
 func (p *plugin) refuse(task *vcapi.TaskInfo, pipelined bool, err error) {
 	if !pipelined {
-		p.st.binder.refuse(task.UID, err)
+		p.st.binder.Decisions.Refuse(task.Pod.UID, err)
 	}
 }
 
@@ -176,9 +179,8 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 		p.rollback(alloc)
 		s.queues.add(alloc.queue, alloc.held, -1)
 		p.unchargeQuota(task, alloc)
-		p.st.binder.forget(task.UID)
+		p.st.binder.Decisions.Forget(task.Pod.UID)
 		if !alloc.pipelined {
-			p.st.ledger.Forget(task.Pod.UID)
 			if sn := s.nodes[alloc.node]; sn != nil {
 				sn.inSession--
 			}

@@ -50,24 +50,9 @@
 //     The ResourceQuotas come from an informer started with the first
 //     session's client; until it has listed them, vGPU pods wait.
 //
-// The Binder replaces Volcano's default binder: it puts the noted
-// allocation annotations on the v1.Binding (the API server copies them onto
-// the pod), takes node locks where the bind happens and refuses binds whose
-// allocation failed, or was made on a node inventory a later session has
-// seen replaced (ledger generations, inventoryChanged). For device types
-// whose node agent serves the oldest pending pod (device.OrderedAgent) it binds
-// one pod per node at a time (serial.go, agentTurns): a bind waits until the
-// pods its turn waits for are served — the pod bound last, a pod whose bind
-// request ended without an answer, and, once per process, the pods a
-// previous scheduler process left pending (inherit).
-//
-// TEST ONLY: VSHARE_TEST_CRASH_AT_BIND (crashhook.go), read once when the
-// State is created and inert when unset, makes the process exit at a chosen
-// Bind call or right before a chosen bind request: the e2e fault campaign's
-// scheduler-crash-mid-session and TestSchedulerCrashMidSession. It exists
-// only in binaries built with the vsharetest build tag, as the e2e framework
-// builds the scheduler it runs; release builds (images/, make build) compile
-// the inert twin crashhook_release.go instead, and
-// TestReleaseSchedulerHasNoCrashHook checks the built binary. Its own unit
-// tests run with go test -tags vsharetest ./deviceshare/.
+// The bind side lives in deviceshare/bind: the State hands its Binder the
+// clock, the ledger's inventory generations (Ledger.InventoryGen) and the
+// bind counters, and every allocation the sessions make is recorded once,
+// as a bind.Decision, which the binder claims at bind and the ledger
+// accounts until the informer shows the pod (see that package).
 package deviceshare

@@ -63,7 +63,7 @@ type boundPod struct {
 
 // recordingBinder stands in for the API server's side of a bind: it
 // records what the plugin's Binder would put on the v1.Binding (node and
-// annotations, from the binder's notes) and honours its refusals, the
+// annotations, from the binder's Claim) and honours its refusals, the
 // stale-inventory one included (so every session test also checks that an
 // allocation carries the generations of the inventories it was made on).
 type recordingBinder struct {
@@ -76,26 +76,17 @@ type recordingBinder struct {
 func (b *recordingBinder) Bind(_ kubernetes.Interface, tasks []*vcapi.TaskInfo) map[vcapi.TaskID]string {
 	errs := map[vcapi.TaskID]string{}
 	for _, t := range tasks {
-		n := b.st.binder.take(t.UID)
-		if n != nil && n.refused != nil {
-			errs[t.UID] = n.refused.Error()
+		c, err := b.st.binder.Claim(t)
+		if err != nil {
+			errs[t.UID] = err.Error()
 			continue
 		}
-		if n != nil && n.node == t.NodeName {
-			if err := b.st.binder.inventoryChanged(t.NodeName, n.inventories); err != nil {
-				errs[t.UID] = err.Error()
-				continue
-			}
-		}
 		key := t.Namespace + "/" + t.Name
-		ann := t.Pod.Annotations
 		var locks []string
-		if n != nil && n.node == t.NodeName {
-			ann = bindingAnnotations(t.Pod, n.annotations)
-			if n.locks != nil {
-				locks = n.locks.keys
-			}
+		if c.Decision != nil && c.Decision.Locks != nil {
+			locks = c.Decision.Locks.Keys
 		}
+		ann := c.Annotations
 		b.mu.Lock()
 		b.binds[key] = boundPod{Node: t.NodeName, Annotations: ann, Locks: locks}
 		b.mu.Unlock()

@@ -3,7 +3,6 @@ package deviceshare
 import (
 	"maps"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +11,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/bind"
 )
 
 // Ledger is the long-lived device state of every node, kept across
@@ -20,23 +20,24 @@ import (
 // decoded again only when its InventoryKey changes and a pod is accounted
 // again only when its allocation annotations change.
 //
-// It also holds assumptions: allocations this scheduler made whose pods have
-// not come back from the informer with their annotations yet (the bind is in
-// flight). Volcano's cache already shows such a pod on its node, in Binding
-// state, but without annotations; the ledger accounts it from the assumption
-// so the next session cannot hand out the same capacity. An assumption ends
-// when the pod shows its annotations (confirmed) or is no longer on the node
-// (bind failed, pod deleted, pipelined task not bound).
+// It also accounts assumed decisions (bind.Decisions, the binder's one
+// record of each allocation): allocations this scheduler made whose pods
+// have not come back from the informer with their annotations yet (the bind
+// is in flight). Volcano's cache already shows such a pod on its node, in
+// Binding state, but without annotations; the ledger accounts it from the
+// decision so the next session cannot hand out the same capacity, and
+// settles the decision when the pod shows its annotations (confirmed) or is
+// no longer on the node (bind failed, pod deleted).
 //
-// Locking: mu guards every field. Sync runs at session open, Assume and
-// Forget from the session's event handlers, Stats from metrics collection.
+// Locking: mu guards every field (the decisions have their own lock, taken
+// after mu). Sync runs at session open, Stats from metrics collection.
 // Devices handed to a session are only read by it (sessions copy on write);
 // the next Sync runs after that session has closed.
 type Ledger struct {
-	mu      sync.Mutex
-	clock   clock.PassiveClock
-	nodes   map[string]*nodeLedger
-	assumed map[types.UID]*assumption
+	mu        sync.Mutex
+	clock     clock.PassiveClock
+	nodes     map[string]*nodeLedger
+	decisions *bind.Decisions
 	// gens numbers decoded inventories (deviceLedger.gen).
 	gens uint64
 }
@@ -73,37 +74,13 @@ type accountedPod struct {
 	seen bool
 }
 
-type assumption struct {
-	node        string
-	annotations map[string]string
-	since       time.Time
-	// effective caches the annotated copy of source.
-	source    *v1.Pod
-	effective *v1.Pod
-}
-
 // NewLedger returns an empty ledger.
 func NewLedger(clk clock.PassiveClock) *Ledger {
 	return &Ledger{
-		clock:   clk,
-		nodes:   make(map[string]*nodeLedger),
-		assumed: make(map[types.UID]*assumption),
+		clock:     clk,
+		nodes:     make(map[string]*nodeLedger),
+		decisions: bind.New(bind.Options{Clock: clk}).Decisions,
 	}
-}
-
-// Assume records that the pod was allocated on node with these annotations
-// by this scheduler.
-func (l *Ledger) Assume(uid types.UID, node string, annotations map[string]string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.assumed[uid] = &assumption{node: node, annotations: annotations, since: l.clock.Now()}
-}
-
-// Forget drops an assumption (the allocation was discarded in-session).
-func (l *Ledger) Forget(uid types.UID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.assumed, uid)
 }
 
 // SyncResult is what one Sync saw, for logs, metrics and events.
@@ -136,7 +113,7 @@ func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backen
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var res SyncResult
-	assumedSeen := make(map[types.UID]bool, len(l.assumed))
+	assumedSeen := make(map[types.UID]bool)
 	for name, ni := range nodes {
 		if ni == nil || ni.Node == nil {
 			continue
@@ -173,13 +150,7 @@ func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backen
 		}
 		nl.seen = false
 	}
-	for uid := range l.assumed {
-		if !assumedSeen[uid] {
-			res.Dropped++
-			delete(l.assumed, uid)
-		}
-	}
-	res.Assumed = len(l.assumed)
+	res.Dropped, res.Assumed = l.decisions.SettleUnseen(assumedSeen)
 	return res
 }
 
@@ -216,13 +187,13 @@ func (l *Ledger) syncPods(name string, ni *vcapi.NodeInfo, dl *deviceLedger, ass
 		}
 		uid := task.Pod.UID
 		pod := task.Pod
-		if a := l.assumed[uid]; a != nil && a.node == name {
-			if carries(pod, a.annotations) {
+		if d := l.decisions.Assumed(uid); d != nil && d.Node == name {
+			if carries(pod, d.Annotations) {
 				res.Confirmed++
-				delete(l.assumed, uid)
+				l.decisions.Settle(uid)
 			} else {
 				assumedSeen[uid] = true
-				pod = a.effectivePod(pod)
+				pod = d.Effective(pod)
 			}
 		}
 		if !dl.backend.HasDeviceRequest(pod) {
@@ -269,16 +240,6 @@ func (l *Ledger) unaccount(name string, dl *deviceLedger, uid types.UID, ap *acc
 	}
 }
 
-// effectivePod returns pod with the assumed annotations, reusing the copy
-// while the informer object is unchanged.
-func (a *assumption) effectivePod(pod *v1.Pod) *v1.Pod {
-	if a.source != pod || a.effective == nil {
-		a.source = pod
-		a.effective = device.ApplyReservation(pod, &device.Reservation{Annotations: a.annotations})
-	}
-	return a.effective
-}
-
 // deviceView is what a session may read of one node's devices of one type.
 type deviceView struct {
 	devices device.Devices
@@ -300,20 +261,20 @@ func (l *Ledger) view() (map[string]map[string]deviceView, map[types.UID]*v1.Pod
 		}
 		out[name] = m
 	}
-	effective := make(map[types.UID]*v1.Pod, len(l.assumed))
-	inflight := make(map[string]bool, len(l.assumed))
-	for uid, a := range l.assumed {
-		if a.effective != nil {
-			effective[uid] = a.effective
+	effective := make(map[types.UID]*v1.Pod)
+	inflight := make(map[string]bool)
+	l.decisions.EachAssumed(func(uid types.UID, d *bind.Decision) {
+		if e := d.Cached(); e != nil {
+			effective[uid] = e
 		}
-		inflight[a.node] = true
-	}
+		inflight[d.Node] = true
+	})
 	return out, effective, inflight
 }
 
-// inventoryGen returns the generation of the node's inventory of backend
+// InventoryGen returns the generation of the node's inventory of backend
 // (deviceLedger.gen); false when the ledger has none.
-func (l *Ledger) inventoryGen(node, backend string) (uint64, bool) {
+func (l *Ledger) InventoryGen(node, backend string) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	nl := l.nodes[node]
@@ -336,7 +297,7 @@ type Stats struct {
 func (l *Ledger) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Stats{Nodes: len(l.nodes), Assumed: len(l.assumed)}
+	s := Stats{Nodes: len(l.nodes), Assumed: l.decisions.CountAssumed()}
 	for _, nl := range l.nodes {
 		for _, dl := range nl.devices {
 			if dl.invErr != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/gpushare"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/bind"
 	"github.com/vgpushare/vshare/protocol/gpushareproto"
 )
 
@@ -173,7 +174,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	node := gpuNode("n1", 2, 8000)
 	inFlight := runningPod("p", "n1", "", 5000) // bound, annotations not seen yet
 	l.Sync(nodeInfo(t, node), []device.Backend{b})
-	l.Assume(inFlight.UID, "n1", map[string]string{gpushareproto.AnnotationGPUIndex: "1", gpushareproto.AnnotationPredicateTime: "1"})
+	l.decisions.Record(inFlight.UID, bind.Decision{Node: "n1", Annotations: map[string]string{gpushareproto.AnnotationGPUIndex: "1", gpushareproto.AnnotationPredicateTime: "1"}, Assumed: true})
 
 	res := l.Sync(nodeInfo(t, node, inFlight), []device.Backend{b})
 	if res.Assumed != 1 {
@@ -194,7 +195,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	}
 
 	// A bind that fails: the pod is not on the node in the next snapshot.
-	l.Assume("uid-q", "n1", map[string]string{gpushareproto.AnnotationGPUIndex: "0"})
+	l.decisions.Record("uid-q", bind.Decision{Node: "n1", Annotations: map[string]string{gpushareproto.AnnotationGPUIndex: "0"}, Assumed: true})
 	res = l.Sync(nodeInfo(t, node, confirmed), []device.Backend{b})
 	if res.Dropped != 1 || l.Stats().Assumed != 0 {
 		t.Errorf("after a failed bind = %+v, want the assumption dropped", res)

@@ -66,8 +66,8 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	p.sess.quotas = p.openQuotas(ssn)
 	p.explainInvalidRequests(ssn)
 	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
-	p.st.binder.followPods(ssn)
-	p.st.binder.turns.inherit(ssn.Nodes, allOrderedKeys(backends))
+	p.st.binder.FollowPods(ssn.InformerFactory())
+	p.st.binder.Inherit(ssn.Nodes, backends)
 	p.register(ssn)
 	p.st.metrics.observeSync(res, p.st.clock.Since(start))
 	klog.V(3).InfoS("Device ledger synced", "plugin", PluginName, "nodes", res.Nodes, "decoded", res.Decoded,

@@ -56,7 +56,7 @@ tiers:
 			for _, task := range job.TaskStatusIndex[vcapi.Pipelined] {
 				if task.Name == "high" {
 					pipelined = true
-					pipelinedIndex = c.st.binder.annotationsFor(task.UID)["volcano.sh/gpu-index"]
+					pipelinedIndex = c.st.binder.Decisions.AnnotationsFor(task.Pod.UID)["volcano.sh/gpu-index"]
 				}
 			}
 		}

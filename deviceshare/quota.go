@@ -289,7 +289,7 @@ func (p *plugin) chargeQuota(task *vcapi.TaskInfo, req *taskRequest, alloc *sess
 	}
 	if q.unknown != "" {
 		if asksQuotaNamer(p.sess, req) && !alloc.pipelined {
-			p.st.binder.refuse(task.UID, errors.New(q.unknown))
+			p.st.binder.Decisions.Refuse(task.Pod.UID, errors.New(q.unknown))
 		}
 		return
 	}
@@ -301,7 +301,7 @@ func (p *plugin) chargeQuota(task *vcapi.TaskInfo, req *taskRequest, alloc *sess
 		klog.ErrorS(nil, "Allocation would pass a namespace quota; its bind is refused", "plugin", PluginName,
 			"pod", klog.KObj(task.Pod), "node", task.NodeName, "reason", reason)
 		if !alloc.pipelined {
-			p.st.binder.refuse(task.UID, errors.New(reason))
+			p.st.binder.Decisions.Refuse(task.Pod.UID, errors.New(reason))
 		}
 	}
 	addHeld(q.used, task.Namespace, alloc.held, 1)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/bind"
 	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
@@ -55,7 +56,7 @@ type State struct {
 	factory BackendFactory
 	ledger  *Ledger
 	metrics *metrics
-	binder  *Binder
+	binder  *bind.Binder
 	adv     *advertiser
 	// quotas serves the ResourceQuotas (quota.go); it starts with the
 	// first session's client.
@@ -123,7 +124,10 @@ func NewState(opts Options) *State {
 		ledger:  NewLedger(opts.Clock),
 		metrics: newMetrics(opts.Registerer),
 	}
-	st.binder = newBinder(st)
+	st.binder = bind.New(bind.Options{Clock: opts.Clock, Inventories: st.ledger, Metrics: bind.Metrics{
+		NodeLockBusy: st.metrics.nodeLockBusy, AgentWaited: st.metrics.agentWaited, InventoryRefused: st.metrics.inventoryRefused,
+	}})
+	st.ledger.decisions = st.binder.Decisions
 	st.metrics.collectCards(st.ledger)
 	st.quotas = &quotaWatch{}
 	st.metrics.collectQuotas(st.quotas)
@@ -142,6 +146,8 @@ func (st *State) Builder() framework.PluginBuilder {
 // Binder returns the pod binder that takes node locks at bind time; Register
 // makes it the scheduler cache's binder.
 func (st *State) Binder() cache.Binder { return st.binder }
+
+var _ cache.Binder = (*bind.Binder)(nil)
 
 // Close stops the State's background work (node resource advertising,
 // the ConfigMap watches).

@@ -186,7 +186,7 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (Binaries, error) {
 
 // TestTags are the build tags of every binary the harness builds: e2e, and
 // vsharetest, which compiles in the test-only hooks of this project's
-// binaries (the scheduler's VSHARE_TEST_CRASH_AT_BIND, deviceshare/
+// binaries (the scheduler's VSHARE_TEST_CRASH_AT_BIND, deviceshare/bind/
 // crashhook.go) that the crash tests and the fault campaign arm. Release
 // builds (images/, make build) never set vsharetest, so the hooks are absent
 // from what ships.

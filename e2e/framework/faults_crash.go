@@ -11,11 +11,11 @@ import (
 )
 
 // The test-only crash hook exists only in schedulers built with the
-// vsharetest tag (deviceshare/crashhook.go; the harness builds with
+// vsharetest tag (deviceshare/bind/crashhook.go; the harness builds with
 // TestTags), so its names are spelt here rather than imported: this package
 // is built without that tag.
 const (
-	// envCrashAtBind is deviceshare.EnvTestCrashAtBind.
+	// envCrashAtBind is bind.EnvTestCrashAtBind (deviceshare/bind).
 	envCrashAtBind = "VSHARE_TEST_CRASH_AT_BIND"
 	// crashHookMessage starts the line the hook writes before the
 	// scheduler exits.
@@ -23,7 +23,7 @@ const (
 )
 
 // CrashAtBind is the scheduler environment that arms deviceshare's
-// test-only crash hook (deviceshare.EnvTestCrashAtBind): value "N" exits
+// test-only crash hook (bind.EnvTestCrashAtBind (deviceshare/bind)): value "N" exits
 // right before the process's N-th bind request, "call:N" when the binder's
 // N-th Bind call arrives (Volcano makes one per task), before it binds.
 func CrashAtBind(value string) []string {

@@ -41,7 +41,7 @@ type SchedulerSpec struct {
 	// deviceshare).
 	Binary string
 	// Env is added to the scheduler's environment, for example the
-	// test-only deviceshare.EnvTestCrashAtBind (CrashAtBind).
+	// test-only bind.EnvTestCrashAtBind (deviceshare/bind) (CrashAtBind).
 	Env []string
 }
 

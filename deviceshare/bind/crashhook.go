@@ -1,6 +1,6 @@
 //go:build vsharetest
 
-package deviceshare
+package bind
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package deviceshare
+package bind
 
 import (
 	"context"
@@ -26,27 +26,28 @@ import (
 // refused and the pod is scheduled again in a later session.
 const agentWait = 10 * time.Second
 
-// orderedKey names one device type, whose node agent serves pods in order
+// OrderedKey names one device type, whose node agent serves pods in order
 // (device.OrderedAgent), for the binder.
-type orderedKey struct {
+type OrderedKey struct {
 	backend string
 	pending func(*v1.Pod) bool
 }
 
 // allOrderedKeys returns the ordered device types among backends.
-func allOrderedKeys(backends []device.Backend) []orderedKey {
+func allOrderedKeys(backends []device.Backend) []OrderedKey {
 	idx := make([]int, len(backends))
 	for i := range idx {
 		idx[i] = i
 	}
-	return orderedKeys(backends, idx)
+	return OrderedKeys(backends, idx)
 }
 
-func orderedKeys(backends []device.Backend, idx []int) []orderedKey {
-	var out []orderedKey
+// OrderedKeys returns the ordered device types among backends[idx...].
+func OrderedKeys(backends []device.Backend, idx []int) []OrderedKey {
+	var out []OrderedKey
 	for _, i := range idx {
 		if a, ok := backends[i].(device.OrderedAgent); ok {
-			out = append(out, orderedKey{backend: backends[i].Name(), pending: a.AgentPending})
+			out = append(out, OrderedKey{backend: backends[i].Name(), pending: a.AgentPending})
 		}
 	}
 	return out
@@ -119,9 +120,9 @@ func (a *agentTurns) turn(name string) *agentTurn {
 // kubelet admits them out of order. Call it at session open, before the
 // session's binds; a type is inherited once per process, since later binds
 // of it go through its turns.
-func (a *agentTurns) inherit(nodes map[string]*vcapi.NodeInfo, keys []orderedKey) {
+func (a *agentTurns) inherit(nodes map[string]*vcapi.NodeInfo, keys []OrderedKey) {
 	a.mu.Lock()
-	var fresh []orderedKey
+	var fresh []OrderedKey
 	for _, k := range keys {
 		if !a.inherited[k.backend] {
 			a.inherited[k.backend] = true
@@ -167,7 +168,7 @@ type heldTurns []*agentTurn
 // wait for each other crosswise), and waits for the node agent to serve the
 // pods the turns wait for, except self (the pod about to be bound, whose
 // earlier bind may have ended without an answer). On error nothing is held.
-func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, node string, self types.UID, keys []orderedKey) (heldTurns, error) {
+func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, node string, self types.UID, keys []OrderedKey) (heldTurns, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}

@@ -1,6 +1,6 @@
 //go:build vsharetest
 
-package deviceshare
+package bind
 
 import (
 	"strings"
@@ -76,10 +76,9 @@ func crashBinderHalts(t *testing.T, value string) (*Binder, *fake.Clientset, *[]
 	}
 	var halts atomic.Int64
 	h.halt = func() { halts.Add(1) }
-	st := newTestState(Options{})
-	t.Cleanup(st.Close)
-	st.binder.crash = h
-	return st.binder, client, &exits, &bound, &halts
+	binder := New(Options{})
+	binder.crash = h
+	return binder, client, &exits, &bound, &halts
 }
 
 func crashTasks(names, nodes string) []*vcapi.TaskInfo {
@@ -152,10 +151,9 @@ func TestCrashHookHaltsBindsPastTheCrash(t *testing.T) {
 // nothing.
 func TestCrashHookInertUnlessSet(t *testing.T) {
 	t.Setenv(EnvTestCrashAtBind, "")
-	st := newTestState(Options{})
-	defer st.Close()
-	if st.binder.crash != nil {
-		t.Fatalf("hook armed with %s unset: %+v", EnvTestCrashAtBind, st.binder.crash)
+	binder := New(Options{})
+	if binder.crash != nil {
+		t.Fatalf("hook armed with %s unset: %+v", EnvTestCrashAtBind, binder.crash)
 	}
 	var h *crashHook
 	h.beforeCall(crashTasks("a", "n1"))

@@ -1,4 +1,4 @@
-package deviceshare
+package bind
 
 import (
 	"sync"

@@ -1,4 +1,4 @@
-package deviceshare
+package bind
 
 import (
 	"context"
@@ -18,32 +18,55 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
-	"volcano.sh/volcano/pkg/scheduler/framework"
 
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/nodelock"
+	"k8s.io/client-go/informers"
+	"k8s.io/utils/clock"
 )
 
 // bindTimeout bounds one pod's lock-and-bind round trips.
 const bindTimeout = 30 * time.Second
 
-// intentTTL bounds how long an unclaimed per-task note is kept (a pipelined
-// task is never bound and never deallocated).
-const intentTTL = 10 * time.Minute
+// Options are what a Binder is handed by the plugin.
+type Options struct {
+	// Clock stamps decisions and node locks; nil means the real clock.
+	Clock clock.PassiveClock
+	// Inventories tells whether a node's inventory changed since an
+	// allocation was made on it (the plugin's ledger); nil checks nothing.
+	Inventories InventoryView
+	// Metrics counts what binds did; nil members count nothing.
+	Metrics Metrics
+}
 
-// sweepEvery is how often take looks for expired notes.
-const sweepEvery = time.Minute
+// InventoryView is the one thing the binder reads of the plugin's ledger:
+// the generation of a node's decoded inventory of one device type.
+type InventoryView interface {
+	InventoryGen(node, backend string) (uint64, bool)
+}
+
+// Metrics are the binder's counters (the plugin registers them).
+type Metrics struct {
+	// NodeLockBusy counts a bind that found a node lock held.
+	NodeLockBusy func()
+	// AgentWaited counts a bind that waited for the node agent, with
+	// "served" or "refused".
+	AgentWaited func(result string)
+	// InventoryRefused counts a bind refused for a stale inventory.
+	InventoryRefused func()
+}
 
 // Binder binds pods the way Volcano's default binder does (a v1.Binding
 // carrying the pod's annotations) and adds three things: the allocation
-// annotations the session noted for the pod go on the binding, so the
+// annotations the session decided for the pod go on the binding, so the
 // allocation travels with the bind; it takes the node lock right before the
 // bind when deviceshare.NodeLockEnable asked for one, releasing it if the
 // bind fails; and it refuses the bind of a pod whose device allocation
 // failed in the session, so such a pod is retried instead of starting
 // without its cards.
 //
-// It is Volcano's cache.Binder (Register checks it at compile time).
+// It is Volcano's cache.Binder (the plugin checks it at compile time).
 //
 // TEST-ONLY, in binaries built with the vsharetest tag (the e2e
 // framework's): with VSHARE_TEST_CRASH_AT_BIND (read once at start,
@@ -51,94 +74,59 @@ const sweepEvery = time.Minute
 // a chosen bind request, as the e2e fault campaign's
 // scheduler-crash-mid-session fault; unset, the hook does nothing. Release
 // builds have only the inert twin (crashhook_release.go).
-//
-// Locking: mu guards notes; Bind runs on the cache's bind goroutine while
-// sessions add notes.
 type Binder struct {
-	st    *State
-	mu    sync.Mutex
-	notes map[vcapi.TaskID]*bindNote
-	// swept is when take last dropped expired notes.
-	swept time.Time
+	clock   clock.PassiveClock
+	inv     InventoryView
+	metrics Metrics
+	// Decisions are the sessions' allocations, from the session to the
+	// bind and, for the ledger, until the informer shows the pod.
+	Decisions *Decisions
 	// turns serialise binds per node for device types whose node agent
 	// serves pending pods in order (device.OrderedAgent).
 	turns *agentTurns
 	// crash is the TEST-ONLY crash hook (crashhook.go with the vsharetest
 	// tag, crashhook_release.go without); nil, and inert, unless armed.
 	crash *crashHook
-	// podsOnce hands turns the scheduler's pod informer (followPods).
+	// podsOnce hands turns the scheduler's pod informer (FollowPods).
 	podsOnce sync.Once
 }
 
-type bindNote struct {
-	since time.Time
-	node  string
-	// annotations record the allocation; they are added to the pod's own
-	// annotations on the v1.Binding.
-	annotations map[string]string
-	locks       *nodeLocks
-	// ordered are the allocated device types whose node agent serves one
-	// pending pod per node at a time.
-	ordered []orderedKey
-	// inventories are the node's inventories the allocation was made on.
-	inventories []inventoryStamp
-	refused     error
-}
-
-// inventoryStamp names the ledger's generation of one device type's
-// inventory on a node (deviceLedger.gen).
-type inventoryStamp struct {
-	backend string
-	gen     uint64
-}
-
-// nodeLocks are the node locks a bind takes first, and how long a lock
-// found on the node holds (deviceshare.NodeLockExpiry).
-type nodeLocks struct {
-	keys []string
-	// agent are the keys reservations asked for (device.Reservation.NodeLocks):
-	// a live one whose holder pod is gone or terminated is taken over, as
-	// HAMi's scheduler does, since that agent would never release it.
-	agent []string
-	ttl   time.Duration
-}
-
-func newBinder(st *State) *Binder {
-	b := &Binder{st: st, notes: make(map[vcapi.TaskID]*bindNote), turns: newAgentTurns(), crash: crashHookFromEnv()}
-	b.turns.waited = st.metrics.agentWaited
+// New returns a Binder with no decision yet.
+func New(opts Options) *Binder {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	m := opts.Metrics
+	if m.NodeLockBusy == nil {
+		m.NodeLockBusy = func() {}
+	}
+	if m.AgentWaited == nil {
+		m.AgentWaited = func(string) {}
+	}
+	if m.InventoryRefused == nil {
+		m.InventoryRefused = func() {}
+	}
+	b := &Binder{clock: opts.Clock, inv: opts.Inventories, metrics: m, Decisions: newDecisions(opts.Clock),
+		turns: newAgentTurns(), crash: crashHookFromEnv()}
+	b.turns.waited = m.AgentWaited
 	return b
 }
 
-// followPods hands the agent turns the session's pod informer, once: the
+// FollowPods hands the agent turns the scheduler's pod informer, once: the
 // scheduler cache's informer factory lives as long as the scheduler.
-func (b *Binder) followPods(ssn *framework.Session) {
+func (b *Binder) FollowPods(factory informers.SharedInformerFactory) {
 	b.podsOnce.Do(func() {
-		if w := newPodWatch(ssn.InformerFactory()); w != nil {
+		if w := newPodWatch(factory); w != nil {
 			b.turns.pods.Store(w)
 		}
 	})
 }
 
-func (b *Binder) note(uid vcapi.TaskID) *bindNote {
-	n := b.notes[uid]
-	if n == nil {
-		n = &bindNote{}
-		b.notes[uid] = n
-	}
-	n.since = b.st.clock.Now()
-	return n
-}
-
-// annotate records an allocation made in a session: the annotations to
-// send with the pod's binding to node, the node locks to take first, the
-// device types whose node agent must have served the node's previous pod
-// first, and the inventories it was made on. It clears an earlier refusal
-// of the task.
-func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]string, locks *nodeLocks, ordered []orderedKey, inv []inventoryStamp) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := b.note(uid)
-	n.node, n.annotations, n.locks, n.ordered, n.inventories, n.refused = node, annotations, locks, ordered, inv, nil
+// Inherit gives the agent turns of the backends whose agents serve pods in
+// order the pods the session shows still pending with them (see
+// agentTurns.inherit). Call it at session open.
+func (b *Binder) Inherit(nodes map[string]*vcapi.NodeInfo, backends []device.Backend) {
+	b.turns.inherit(nodes, allOrderedKeys(backends))
 }
 
 // inventoryChanged returns an error when one of the node's inventories the
@@ -147,57 +135,46 @@ func (b *Binder) annotate(uid vcapi.TaskID, node string, annotations map[string]
 // session's open). The bind is refused and the pod placed again on what the
 // node reports now. A bind that waited for the node agent is the common
 // case: the wait may last agentWait.
-func (b *Binder) inventoryChanged(node string, inv []inventoryStamp) error {
+func (b *Binder) inventoryChanged(node string, inv []InventoryStamp) error {
+	if b.inv == nil {
+		return nil
+	}
 	for _, s := range inv {
-		if gen, ok := b.st.ledger.inventoryGen(node, s.backend); !ok || gen != s.gen {
+		if gen, ok := b.inv.InventoryGen(node, s.Backend); !ok || gen != s.Gen {
 			return fmt.Errorf("node %s reported a new %s inventory (a card's health, size or cordon) after this allocation was made; "+
-				"the pod is placed again on what the node reports now", node, s.backend)
+				"the pod is placed again on what the node reports now", node, s.Backend)
 		}
 	}
 	return nil
 }
 
-// annotationsFor returns the allocation annotations noted for the task.
-func (b *Binder) annotationsFor(uid vcapi.TaskID) map[string]string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := b.notes[uid]; n != nil {
-		return n.annotations
-	}
-	return nil
+// Claim is what a bind sends for a task: the annotations the API server
+// copies onto the pod, and the decision they came from (nil when the
+// session decided nothing for this task on its node).
+type Claim struct {
+	Annotations map[string]string
+	Decision    *Decision
+	// refused marks the session's own refusal (its error says why).
+	refused bool
 }
 
-func (b *Binder) refuse(uid vcapi.TaskID, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.note(uid).refused = err
-}
-
-func (b *Binder) forget(uid vcapi.TaskID) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.notes, uid)
-}
-
-// take removes and returns the task's note. At most once per sweepEvery it
-// also drops notes nobody claimed within intentTTL, so a burst of binds does
-// not walk every note once per pod.
-func (b *Binder) take(uid vcapi.TaskID) *bindNote {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := b.notes[uid]
-	delete(b.notes, uid)
-	now := b.st.clock.Now()
-	if now.Sub(b.swept) < sweepEvery {
-		return n
+// Claim takes the task's decision for the bind and checks it: a refused
+// allocation, or one made on an inventory the node has since replaced, is
+// an error and nothing may be bound. A decision made for another node is
+// stale and ignored.
+func (b *Binder) Claim(task *vcapi.TaskInfo) (Claim, error) {
+	d := b.Decisions.claim(task.Pod.UID)
+	if d != nil && d.refused != nil {
+		return Claim{refused: true}, fmt.Errorf("bind refused: %w", d.refused)
 	}
-	b.swept = now
-	for id, other := range b.notes {
-		if now.Sub(other.since) > intentTTL {
-			delete(b.notes, id)
-		}
+	if d == nil || d.Node != task.NodeName {
+		return Claim{Annotations: task.Pod.Annotations}, nil
 	}
-	return n
+	if err := b.inventoryChanged(task.NodeName, d.Inventories); err != nil {
+		b.metrics.InventoryRefused()
+		return Claim{}, err
+	}
+	return Claim{Annotations: bindingAnnotations(task.Pod, d.Annotations), Decision: d}, nil
 }
 
 // Bind binds the tasks and returns an error message per task that failed.
@@ -245,49 +222,48 @@ func (b *Binder) Bind(client kubernetes.Interface, tasks []*vcapi.TaskInfo) map[
 }
 
 func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) error {
-	n := b.take(task.UID)
-	if n != nil && n.refused != nil {
-		return fmt.Errorf("bind refused: %w", n.refused)
+	pod := task.Pod
+	podName := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	c, err := b.Claim(task)
+	switch {
+	case err != nil && c.refused:
+		return err
+	case err != nil:
+		return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bindTimeout)
 	defer cancel()
-	pod := task.Pod
-	podName := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	annotations := pod.Annotations
-	if n != nil && n.node != task.NodeName {
-		n = nil // noted for another node; that allocation is stale
-	}
-	if n != nil {
-		annotations = bindingAnnotations(pod, n.annotations)
-	}
+	annotations, n := c.Annotations, c.Decision
 	var turns heldTurns
 	if n != nil {
 		var err error
-		if turns, err = b.turns.acquire(ctx, client, task.NodeName, pod.UID, n.ordered); err != nil {
+		if turns, err = b.turns.acquire(ctx, client, task.NodeName, pod.UID, n.Ordered); err != nil {
 			return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
 		}
 	}
 	var bound *agentBoundPod
 	defer func() { turns.release(bound) }()
-	if n != nil {
-		if err := b.inventoryChanged(task.NodeName, n.inventories); err != nil {
-			b.st.metrics.inventoryRefused()
+	if n != nil && len(turns) > 0 {
+		// The wait for the node agent may have lasted agentWait: check the
+		// inventory again.
+		if err := b.inventoryChanged(task.NodeName, n.Inventories); err != nil {
+			b.metrics.InventoryRefused()
 			return fmt.Errorf("bind pod %s to node %s: %w", podName, task.NodeName, err)
 		}
 	}
 	var held []string
-	if n != nil && n.locks != nil {
-		for _, key := range n.locks.keys {
+	if n != nil && n.Locks != nil {
+		for _, key := range n.Locks.Keys {
 			var err error
-			if slices.Contains(n.locks.agent, key) {
-				err = nodelock.AcquireOrTakeOver(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl, podGone(client))
+			if slices.Contains(n.Locks.Agent, key) {
+				err = nodelock.AcquireOrTakeOver(ctx, client, task.NodeName, key, podName, b.clock.Now(), n.Locks.TTL, podGone(client))
 			} else {
-				err = nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.st.clock.Now(), n.locks.ttl)
+				err = nodelock.Acquire(ctx, client, task.NodeName, key, podName, b.clock.Now(), n.Locks.TTL)
 			}
 			if err != nil {
 				b.release(ctx, client, task.NodeName, held, podName)
 				if errors.Is(err, nodelock.ErrHeld) {
-					b.st.metrics.nodeLockBusy()
+					b.metrics.NodeLockBusy()
 				}
 				return err
 			}
@@ -308,13 +284,13 @@ func (b *Binder) bindOne(client kubernetes.Interface, task *vcapi.TaskInfo) erro
 		Target:     v1.ObjectReference{Kind: "Node", Name: task.NodeName},
 	}
 	b.crash.beforeBind(task) // test-only, inert unless armed: a crash after the locks, before the bind
-	err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	err = client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
 	if len(turns) > 0 && (err == nil || !definite(err)) {
 		// Bound, or maybe bound: the next bind through these turns waits
 		// for this pod (for an uncertain one, until the API server shows
 		// it was not bound by this bind or that the agent served it).
 		bound = &agentBoundPod{pod: podName, uid: pod.UID, bindID: bindID, uncertain: err != nil, pending: func(p *v1.Pod) bool {
-			for _, k := range n.ordered {
+			for _, k := range n.Ordered {
 				if k.pending(p) {
 					return true
 				}

@@ -1,6 +1,6 @@
 //go:build !vsharetest
 
-package deviceshare
+package bind
 
 import vcapi "volcano.sh/volcano/pkg/scheduler/api"
 

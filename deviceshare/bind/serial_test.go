@@ -1,4 +1,4 @@
-package deviceshare
+package bind
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func boundAs(p *v1.Pod) *agentBoundPod {
 		bindID: "bind-" + p.Name, pending: pendingPhase}
 }
 
-var testKeys = []orderedKey{{backend: "widget", pending: pendingPhase}}
+var testKeys = []OrderedKey{{backend: "widget", pending: pendingPhase}}
 
 // A second bind to a node waits until the node agent has served the pod
 // bound before it, and no longer; results are counted.
@@ -232,9 +232,7 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 		}
 		return true, nil, nil
 	})
-	st := newTestState(Options{})
-	defer st.Close()
-	binder := st.binder
+	binder := New(Options{})
 	var tasks []*vcapi.TaskInfo
 	for _, x := range []struct {
 		pod  *v1.Pod
@@ -242,7 +240,7 @@ func TestBinderBindsOneAgentPendingPodPerNode(t *testing.T) {
 	}{{a, "n1"}, {b, "n1"}, {c, "n2"}} {
 		task := vcapi.NewTaskInfo(x.pod)
 		task.NodeName = x.node
-		binder.annotate(task.UID, x.node, map[string]string{testPhaseKey: "allocating"}, nil, testKeys, nil)
+		binder.Decisions.Record(task.Pod.UID, Decision{Node: x.node, Annotations: map[string]string{testPhaseKey: "allocating"}, Ordered: testKeys, Assumed: true})
 		tasks = append(tasks, task)
 	}
 	if errs := binder.Bind(client, tasks); len(errs) != 0 {
@@ -421,7 +419,7 @@ func TestAgentTurnInheritsPendingPods(t *testing.T) {
 	}
 	turns := newAgentTurns()
 	turns.wait = 5 * time.Second
-	otherType := orderedKey{backend: "gadget", pending: func(*v1.Pod) bool { return true }}
+	otherType := OrderedKey{backend: "gadget", pending: func(*v1.Pod) bool { return true }}
 	turns.inherit(nodes, testKeys)
 	turns.inherit(nodes, testKeys) // a later session: nothing twice
 	ctx := context.Background()
@@ -429,8 +427,8 @@ func TestAgentTurnInheritsPendingPods(t *testing.T) {
 	// Another node, another device type: no wait.
 	for _, c := range []struct {
 		node string
-		keys []orderedKey
-	}{{"n2", testKeys}, {"n1", []orderedKey{otherType}}} {
+		keys []OrderedKey
+	}{{"n2", testKeys}, {"n1", []OrderedKey{otherType}}} {
 		h, err := turns.acquire(ctx, client, c.node, "", c.keys)
 		if err != nil {
 			t.Fatalf("acquire %s %s: %v", c.node, c.keys[0].backend, err)
@@ -501,15 +499,14 @@ func TestBinderUncertainBind(t *testing.T) {
 			}
 			return true, nil, nil
 		})
-		st := newTestState(Options{})
-		t.Cleanup(st.Close)
-		st.binder.turns.wait = 300 * time.Millisecond
+		binder := New(Options{})
+		binder.turns.wait = 300 * time.Millisecond
 		pods := map[string]*v1.Pod{"a": a, "b": b}
 		return env{client: client, bind: func(name string) error {
 			task := vcapi.NewTaskInfo(pods[name])
 			task.NodeName = "n1"
-			st.binder.annotate(task.UID, "n1", map[string]string{testPhaseKey: "allocating"}, nil, testKeys, nil)
-			for _, msg := range st.binder.Bind(client, []*vcapi.TaskInfo{task}) {
+			binder.Decisions.Record(task.Pod.UID, Decision{Node: "n1", Annotations: map[string]string{testPhaseKey: "allocating"}, Ordered: testKeys, Assumed: true})
+			for _, msg := range binder.Bind(client, []*vcapi.TaskInfo{task}) {
 				return errors.New(msg)
 			}
 			return nil

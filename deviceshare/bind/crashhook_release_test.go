@@ -1,6 +1,6 @@
 //go:build !vsharetest
 
-package deviceshare
+package bind
 
 import (
 	"bytes"
@@ -28,10 +28,9 @@ func TestReleaseBinderIgnoresCrashEnv(t *testing.T) {
 	for _, value := range []string{"call:1", "1", "not a number"} {
 		t.Run(value, func(t *testing.T) {
 			t.Setenv(releaseCrashEnv, value)
-			st := newTestState(Options{})
-			defer st.Close()
-			if st.binder.crash != nil {
-				t.Fatalf("release binder armed a crash hook: %+v", st.binder.crash)
+			binder := New(Options{})
+			if binder.crash != nil {
+				t.Fatalf("release binder armed a crash hook: %+v", binder.crash)
 			}
 			client := fake.NewSimpleClientset(phasePod("a", ""), phasePod("b", ""))
 			var bound atomic.Int64
@@ -48,7 +47,7 @@ func TestReleaseBinderIgnoresCrashEnv(t *testing.T) {
 				task.NodeName = "n" + name
 				tasks = append(tasks, task)
 			}
-			st.binder.Bind(client, tasks)
+			binder.Bind(client, tasks)
 			if bound.Load() != 2 {
 				t.Errorf("%d bindings with %s=%s, want 2", bound.Load(), releaseCrashEnv, value)
 			}
