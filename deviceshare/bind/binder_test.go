@@ -117,3 +117,22 @@ func TestBinderRefusesAllocationOnAStaleInventory(t *testing.T) {
 		t.Errorf("bind of a refused task: %q, want the session's refusal", msg)
 	}
 }
+
+// A refusal recorded after the decision (a namespace quota the allocation
+// would pass, found once the decision is recorded) fails the bind, and the
+// decision stays what the ledger accounts until it settles it: the refused
+// pod is on its node in Volcano's cache until the failed bind is undone.
+func TestRefusalAfterTheDecisionKeepsItAssumed(t *testing.T) {
+	b := New(Options{})
+	pod := phasePod("q", "")
+	b.Decisions.Record(pod.UID, Decision{Node: "n1", Annotations: map[string]string{"k": "v"}, Assumed: true})
+	b.Decisions.Refuse(pod.UID, errors.New("namespace quota exceeded"))
+	task := vcapi.NewTaskInfo(pod)
+	task.NodeName = "n1"
+	if _, err := b.Claim(task); err == nil || err.Error() != "bind refused: namespace quota exceeded" {
+		t.Fatalf("Claim after a refusal: %v, want the refusal", err)
+	}
+	if d := b.Decisions.Assumed(pod.UID); d == nil || d.Annotations["k"] != "v" {
+		t.Errorf("assumed decision after the refusal = %+v, want the recorded one", d)
+	}
+}
