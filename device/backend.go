@@ -47,7 +47,7 @@ type NodeLocker interface {
 // ResultKeyer is implemented by backends whose FilterNode and ScoreNode
 // results for a pod depend only on a key of the pod's request, the node's
 // Devices, the node's idle CPU and memory where the Devices take them
-// (the fragment policy's SetHostIdle), and an epoch the backend moves
+// (HostAware), and an epoch the backend moves
 // whenever anything else they read changes. The plugin then keeps, per
 // session, one result per key and node in a dense table, and answers
 // every further pod of the same key from it until the node changes: most
@@ -61,4 +61,24 @@ type ResultKeyer interface {
 	// ResultEpoch changes (grows) whenever results for an unchanged key
 	// and node may change: for example a new learned workload.
 	ResultEpoch() uint64
+}
+
+// Host is what a node has free outside its cards: Volcano's NodeInfo.Idle
+// CPU in milli-cores and memory in MiB. The zero value (Known false) means
+// unknown, taken as plentiful.
+type Host struct {
+	CPUMilli, MemMiB int64
+	Known            bool
+}
+
+// HostAware is implemented by Devices whose card choice and score weigh the
+// node's free CPU and memory (the vGPU fragment policy: a card no pod can
+// use beside the node's CPU and memory is stranded). The plugin calls these
+// instead of FilterNode, ScoreNode and Allocate with the node's idle
+// resources as an argument: nothing is stored on the Devices, which
+// Volcano's concurrent predicates read at once.
+type HostAware interface {
+	FilterNodeOn(pod *v1.Pod, policy string, host Host) *Status
+	ScoreNodeOn(pod *v1.Pod, policy string, host Host) float64
+	AllocateOn(pod *v1.Pod, policy string, host Host) (*Reservation, error)
 }

@@ -67,12 +67,11 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 			p.refuse(task, pipelined, fmt.Errorf("node %s has no usable %s devices", task.NodeName, s.backends[i].Name()))
 			return
 		}
+		var host device.Host
 		if s.args.SchedulePolicy == device.PolicyFragment && p.ssn != nil {
-			if idle := volcano.NodeIdle(p.ssn, task.NodeName); idle != nil {
-				tellHost(d.write(), idle, task.Resreq)
-			}
+			host = hostOf(s.args.SchedulePolicy, volcano.NodeIdle(p.ssn, task.NodeName), task.Resreq)
 		}
-		r, err := allocateOn(d, task.Pod, s.args.SchedulePolicy, pipelined)
+		r, err := allocateOn(d, task.Pod, s.args.SchedulePolicy, host, pipelined)
 		if err != nil {
 			p.rollback(alloc)
 			p.st.metrics.allocated(s.backends[i].Name(), "error")
@@ -146,11 +145,11 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 // be bound now must not get cards terminating pods still hold: when some
 // are terminating on the node, the cards are chosen on now() and the
 // choice is then accounted in the view.
-func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, pipelined bool) (*device.Reservation, error) {
+func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, host device.Host, pipelined bool) (*device.Reservation, error) {
 	if pipelined || len(d.releasing) == 0 {
-		return d.write().Allocate(pod, policy)
+		return allocateWith(d.write(), pod, policy, host)
 	}
-	r, err := d.now().Allocate(pod, policy)
+	r, err := allocateWith(d.now(), pod, policy, host)
 	if err != nil || r == nil {
 		return r, err
 	}

@@ -12,7 +12,7 @@ import (
 // plugin feeds it two things the Devices interface does not carry: the
 // requests of pending pods (requestObserver) and the node's free CPU and
 // memory, since a card a node cannot host any pod for is stranded too
-// (hostAware).
+// (device.HostAware, passed with each call).
 
 // bareNodeScorer is implemented by backends whose fragment policy also
 // places pods that ask for no devices at all: such a pod's CPU and memory
@@ -30,13 +30,6 @@ type requestObserver interface {
 	ObserveRequest(pod *v1.Pod)
 }
 
-// hostAware is implemented by Devices whose score depends on the node's
-// free CPU (milli-cores) and memory (MiB). The value is transient: it is
-// set right before ScoreNode or Allocate and not copied by DeepCopy.
-type hostAware interface {
-	SetHostIdle(cpuMilli, memMiB int64)
-}
-
 // observeRequest shows a pending pod's request to the backends it asks.
 func observeRequest(backends []device.Backend, idx []int, pod *v1.Pod) {
 	for _, i := range idx {
@@ -46,19 +39,42 @@ func observeRequest(backends []device.Backend, idx []int, pod *v1.Pod) {
 	}
 }
 
-// tellHost gives the devices the node's idle CPU and memory, plus what
-// the task being placed already took from them (Volcano updates the
-// node before raising the allocation event).
-func tellHost(d device.Devices, idle *vcapi.Resource, taken *vcapi.Resource) {
-	h, ok := d.(hostAware)
-	if !ok || idle == nil {
-		return
+// hostOf is the node's idle CPU and memory for the fragment policy, plus
+// what the task being placed already took from them (Volcano updates the
+// node before raising the allocation event); unknown under other policies
+// or without an idle figure.
+func hostOf(policy string, idle, taken *vcapi.Resource) device.Host {
+	if policy != device.PolicyFragment || idle == nil {
+		return device.Host{}
 	}
 	cpu, mem := idle.MilliCPU, idle.Memory
 	if taken != nil {
 		cpu, mem = cpu+taken.MilliCPU, mem+taken.Memory
 	}
-	h.SetHostIdle(int64(cpu), int64(mem)/(1<<20))
+	return device.Host{CPUMilli: int64(cpu), MemMiB: int64(mem) / (1 << 20), Known: true}
+}
+
+// filterOn, scoreOn and allocateWith call the Devices with the node's host
+// resources where they take them (device.HostAware).
+func filterOn(d device.Devices, pod *v1.Pod, policy string, h device.Host) *device.Status {
+	if ha, ok := d.(device.HostAware); ok && h.Known {
+		return ha.FilterNodeOn(pod, policy, h)
+	}
+	return d.FilterNode(pod, policy)
+}
+
+func scoreOn(d device.Devices, pod *v1.Pod, policy string, h device.Host) float64 {
+	if ha, ok := d.(device.HostAware); ok && h.Known {
+		return ha.ScoreNodeOn(pod, policy, h)
+	}
+	return d.ScoreNode(pod, policy)
+}
+
+func allocateWith(d device.Devices, pod *v1.Pod, policy string, h device.Host) (*device.Reservation, error) {
+	if ha, ok := d.(device.HostAware); ok && h.Known {
+		return ha.AllocateOn(pod, policy, h)
+	}
+	return d.Allocate(pod, policy)
 }
 
 // hostOnlyScore is the fragment policy's score of a node for a task that
@@ -84,8 +100,7 @@ func (s *sessionState) hostOnlyScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo)
 			score += bs.BareNodeScore()
 			continue
 		}
-		tellHost(d.read(), node.Idle, nil)
-		score += d.read().ScoreNode(task.Pod, device.PolicyFragment)
+		score += scoreOn(d.read(), task.Pod, device.PolicyFragment, hostOf(device.PolicyFragment, node.Idle, nil))
 	}
 	return score
 }

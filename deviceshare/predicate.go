@@ -129,13 +129,10 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 			unresolvable = true
 			continue
 		}
-		if s.args.SchedulePolicy == device.PolicyFragment {
-			// The fragment policy's card choice weighs the node's idle CPU
-			// and memory: the predicate sees the node as the score and
-			// the allocation do.
-			tellHost(d.read(), node.Idle, nil)
-		}
-		st := d.read().FilterNode(pod, s.args.SchedulePolicy)
+		// The fragment policy's card choice weighs the node's idle CPU and
+		// memory: the predicate sees the node as the score and the
+		// allocation do.
+		st := filterOn(d.read(), pod, s.args.SchedulePolicy, hostOf(s.args.SchedulePolicy, node.Idle, nil))
 		if st.IsSuccess() {
 			if len(d.releasing) > 0 && volcano.WillBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
 				fail(name, ReasonTerminating, status(device.Unschedulable, ReasonTerminating))

@@ -56,10 +56,7 @@ func (s *sessionState) deviceScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo, r
 			continue
 		}
 		if d := sn.devices[i]; d != nil && d.invErr == nil {
-			if s.args.SchedulePolicy == device.PolicyFragment {
-				tellHost(d.read(), node.Idle, nil)
-			}
-			score += d.read().ScoreNode(task.Pod, s.args.SchedulePolicy)
+			score += scoreOn(d.read(), task.Pod, s.args.SchedulePolicy, hostOf(s.args.SchedulePolicy, node.Idle, nil))
 		}
 	}
 	return score * float64(s.args.ScheduleWeight)

@@ -22,6 +22,13 @@ import (
 // whenever FilterNode does. A pod without a request gets a nil
 // reservation; a pod already accounted here is an error.
 func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, error) {
+	return d.AllocateOn(pod, policy, device.Host{})
+}
+
+// AllocateOn is Allocate on a node with host free outside its cards
+// (device.HostAware), which the fragment policy's card choice weighs, as
+// FilterNodeOn did.
+func (d *Devices) AllocateOn(pod *v1.Pod, policy string, host device.Host) (*device.Reservation, error) {
 	var req podRequest
 	err := d.b.parse(pod, policy, &req)
 	if err != nil {
@@ -33,7 +40,7 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, err
 	if err := cardledger.CheckNew(d.ledger, pod); err != nil {
 		return nil, err
 	}
-	var s scratch
+	s := scratch{host: hostOf(host)}
 	st := d.unservable(&req)
 	var picks []pick
 	if st == nil {

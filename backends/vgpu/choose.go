@@ -29,6 +29,9 @@ type scratch struct {
 	// forced are, when a phased choice failed (choosePhased), the cards
 	// the failed container had to take; nil otherwise.
 	forced []int32
+	// host is the node's free CPU and memory for this call (the fragment
+	// policy's card ranking reads it; zero: unknown, plentiful).
+	host hostIdle
 }
 
 // choose picks the cards of every container of req, in container order,
@@ -55,7 +58,7 @@ func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []card
 			}
 		}
 		if req.cardPolicy == PolicyFragment && cr.nums == 1 {
-			d.fragRank(cr, work, cands)
+			d.fragRank(cr, work, cands, s.host)
 		}
 		sel := d.selectCards(req, cands, int(cr.nums), s.selBuf[:0])
 		if sel == nil {

@@ -138,8 +138,6 @@ type ledger = cardledger.Ledger[*holding]
 type Devices struct {
 	*shared
 	cards []cardState
-	// host is the node's free CPU for the fragment policy (SetHostIdle).
-	host hostIdle
 	// gen counts changes to cards; memo holds FilterNode's latest results
 	// (see FilterNode).
 	gen  uint64
@@ -220,6 +218,7 @@ type fragInputs struct {
 
 var (
 	_ device.Devices      = (*Devices)(nil)
+	_ device.HostAware    = (*Devices)(nil)
 	_ device.Advertiser   = (*Devices)(nil)
 	_ device.CardReporter = (*Devices)(nil)
 )

@@ -22,6 +22,13 @@ import (
 // none of them changes.
 // Statuses are never modified by their readers.
 func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
+	return d.FilterNodeOn(pod, policy, device.Host{})
+}
+
+// FilterNodeOn is FilterNode on a node with host free outside its cards
+// (device.HostAware), which the fragment policy's card choice weighs.
+func (d *Devices) FilterNodeOn(pod *v1.Pod, policy string, host device.Host) *device.Status {
+	h := hostOf(host)
 	req, err := d.b.request(pod, policy)
 	if err != nil {
 		return device.NewStatus(device.Error, "invalid vGPU request: "+err.Error())
@@ -33,10 +40,10 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 	// resources, the pod's own and the learned workload: they are part of
 	// the entry's identity.
 	t := d.b.frag.target.Load()
-	fi := d.fragInputsOf(req, t)
+	fi := d.fragInputsOf(req, t, h)
 	m := d.memo.get(req.key, req.hash, d.gen, fi)
 	if m == nil {
-		sc, st := d.fit(req)
+		sc, st := d.fit(req, h)
 		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc, frag: fi}
 		// Kept unless a new target was published while the cards were
 		// chosen (the fragment policy's choice reads it).
@@ -54,11 +61,11 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 
 // fit is FilterNode for a parsed, non-empty request: the node's score for
 // the cards chosen when it fits, else why not.
-func (d *Devices) fit(req *podRequest) (float64, *device.Status) {
+func (d *Devices) fit(req *podRequest, host hostIdle) (float64, *device.Status) {
 	if st := d.unservable(req); st != nil {
 		return 0, st
 	}
-	var s scratch
+	s := scratch{host: host}
 	picks, work, failed := d.choose(req, &s)
 	if failed < 0 {
 		return score(picks, req.nodePolicy), nil
@@ -72,8 +79,14 @@ func (d *Devices) fit(req *podRequest) (float64, *device.Status) {
 // hami.io/node-scheduler-policy overrides the policy. Pods that do not fit
 // or have no valid request score 0.
 func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
+	return d.ScoreNodeOn(pod, policy, device.Host{})
+}
+
+// ScoreNodeOn is ScoreNode on a node with host free outside its cards
+// (device.HostAware), which the fragment policy weighs.
+func (d *Devices) ScoreNodeOn(pod *v1.Pod, policy string, host device.Host) float64 {
 	if policy == PolicyFragment {
-		return d.fragScoreNode(pod)
+		return d.fragScoreNode(pod, hostOf(host))
 	}
 	req, err := d.b.request(pod, policy)
 	if err != nil || req.empty() {

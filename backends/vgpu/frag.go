@@ -68,14 +68,12 @@ type hostIdle struct {
 // hostUse is what a pod takes outside the cards.
 type hostUse struct{ cpuMilli, memMiB int64 }
 
-// SetHostIdle gives the fragment policy the node's free CPU (milli-cores)
-// and memory (MiB), Volcano's NodeInfo.Idle, which decide whether a
-// request class could still run there. Call it before FilterNode,
-// ScoreNode and Allocate when they change; DeepCopy does not carry them.
-// Without it the host is assumed to be plentiful. It writes, so like
-// Allocate it needs exclusive access to the Devices.
-func (d *Devices) SetHostIdle(cpuMilli, memMiB int64) {
-	d.host = hostIdle{cpuMilli: cpuMilli, memMiB: memMiB, known: true}
+// hostOf is the fragment policy's view of the node's free CPU and memory
+// (device.Host: Volcano's NodeInfo.Idle), which decide whether a request
+// class could still run there. The plugin passes it with every call
+// (device.HostAware); without it the host is assumed to be plentiful.
+func hostOf(h device.Host) hostIdle {
+	return hostIdle{cpuMilli: h.CPUMilli, memMiB: h.MemMiB, known: h.Known}
 }
 
 // fits reports whether the host, after a pod takes used, still has the
@@ -202,7 +200,7 @@ func (d *Devices) valueWith(f *fragNode, i int, c *cardState, h hostIdle, used h
 // below any fullness step, so that sortCandidates' binpack order (after
 // descending, card index on ties) is that order. Only ties between cards
 // that differ (in state or kind) need measuring.
-func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate) {
+func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate, host hostIdle) {
 	t := d.b.frag.target.Load()
 	if len(t.classes) == 0 || len(cands) < 2 {
 		return
@@ -236,7 +234,7 @@ func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate) 
 		w.UsedMiB += c.mem
 		w.UsedCores += cr.cores
 		w.UsedNum++
-		frag := d.valueWith(f, int(c.card), &w, d.host, hostUse{})
+		frag := d.valueWith(f, int(c.card), &w, host, hostUse{})
 		c.after += 1e-9 * (1 - frag/span)
 	}
 }
@@ -267,7 +265,7 @@ func (d *Devices) fragNow(t *fragTarget) *fragNode {
 // fragScoreNode is ScoreNode under the fragment policy, in
 // [0, device.MaxScore]. A pod without vGPUs (scored when the plugin asks)
 // prefers the nodes where its CPU and memory strand the fewest cards.
-func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
+func (d *Devices) fragScoreNode(pod *v1.Pod, host hostIdle) float64 {
 	req, err := d.b.request(pod, PolicyFragment)
 	if err != nil {
 		return 0
@@ -280,11 +278,11 @@ func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
 		if len(d.cards) > 0 {
 			pack -= f.idle / float64(milliPerCard*len(d.cards))
 		}
-		return levels(logistic(f.value(d.host, hostUse{})-f.value(d.host, use)), pack)
+		return levels(logistic(f.value(host, hostUse{})-f.value(host, use)), pack)
 	}
 	// FilterNode has usually just chosen the cards for the same inputs;
 	// the score, once computed, is kept with its result.
-	fi := d.fragInputsOf(req, t)
+	fi := d.fragInputsOf(req, t, host)
 	m := d.memo.get(req.key, req.hash, d.gen, fi)
 	if m != nil {
 		if m.st != nil {
@@ -294,7 +292,7 @@ func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
 			return math.Float64frombits(m.fragScore.Load())
 		}
 	}
-	sc := d.fragScore(req, t)
+	sc := d.fragScore(req, t, host)
 	if sc < 0 {
 		// Does not fit; FilterNode records that, with its reasons.
 		return 0
@@ -315,22 +313,22 @@ func (d *Devices) fragScoreNode(pod *v1.Pod) float64 {
 
 // fragInputsOf returns the fragment policy's inputs for req on this node
 // under target t, zero when req is not placed by that policy.
-func (d *Devices) fragInputsOf(req *podRequest, t *fragTarget) fragInputs {
+func (d *Devices) fragInputsOf(req *podRequest, t *fragTarget, host hostIdle) fragInputs {
 	if req.cardPolicy != PolicyFragment && req.nodePolicy != PolicyFragment {
 		return fragInputs{}
 	}
-	return fragInputs{target: t, host: d.host, use: req.host}
+	return fragInputs{target: t, host: host, use: req.host}
 }
 
 // fragScore is fragScoreNode for a non-empty request under target t: the
 // score of the cards chosen, -1 when the pod does not fit. The
 // fragmentation after placement includes the scarcity cost of the cards
 // taken.
-func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
+func (d *Devices) fragScore(req *podRequest, t *fragTarget, host hostIdle) float64 {
 	if d.unservable(req) != nil {
 		return -1
 	}
-	var s scratch
+	s := scratch{host: host}
 	picks, work, failed := d.choose(req, &s)
 	if failed >= 0 {
 		return -1
@@ -342,9 +340,9 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
 	var after float64
 	if len(picks) == 1 {
 		c := picks[0].card
-		after = d.valueWith(before, int(c), &work[c], d.host, req.host)
+		after = d.valueWith(before, int(c), &work[c], host, req.host)
 	} else {
-		after = d.fragOf(t, work).value(d.host, req.host)
+		after = d.fragOf(t, work).value(host, req.host)
 	}
 	after += d.scarcity(t, work)
 	// pack is how full the chosen cards end: the mean of their memory,
@@ -356,7 +354,7 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget) float64 {
 		c := picks[i].card
 		pack += fullness(&d.info[c], &work[c], 0, 0, 0) / float64(len(picks))
 	}
-	return levels(logistic(before.value(d.host, hostUse{})-after), pack)
+	return levels(logistic(before.value(host, hostUse{})-after), pack)
 }
 
 // levels is the score of a fragmentation term frag and a packing term

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -40,8 +41,7 @@ func BenchmarkScoreNodeFragmentNamed(b *testing.B) {
 	b.Run("score-uncached", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			d.SetHostIdle(int64(64000+i%1000), 1<<20)
-			d.ScoreNode(pod, PolicyFragment)
+			d.ScoreNodeOn(pod, PolicyFragment, device.Host{CPUMilli: int64(64000 + i%1000), MemMiB: 1 << 20, Known: true})
 		}
 	})
 	b.Run("new-devices", func(b *testing.B) {

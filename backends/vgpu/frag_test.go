@@ -154,11 +154,12 @@ func TestFragmentScore(t *testing.T) {
 			b := newBackend(t)
 			learn(t, b, fragMinRefresh, tc.mix...)
 			better, worse := tc.better(b), tc.worse(b)
+			var hb, hw device.Host
 			if tc.betterCPU > 0 {
-				better.SetHostIdle(tc.betterCPU, cmp.Or(tc.betterMem, 1<<20))
-				worse.SetHostIdle(tc.worseCPU, cmp.Or(tc.worseMem, 1<<20))
+				hb = device.Host{CPUMilli: tc.betterCPU, MemMiB: cmp.Or(tc.betterMem, 1<<20), Known: true}
+				hw = device.Host{CPUMilli: tc.worseCPU, MemMiB: cmp.Or(tc.worseMem, 1<<20), Known: true}
 			}
-			sb, sw := better.ScoreNode(tc.pod, PolicyFragment), worse.ScoreNode(tc.pod, PolicyFragment)
+			sb, sw := better.ScoreNodeOn(tc.pod, PolicyFragment, hb), worse.ScoreNodeOn(tc.pod, PolicyFragment, hw)
 			if sb <= sw || sb > 100 || sw < 0 {
 				t.Errorf("ScoreNode = %.4f on the better node, %.4f on the worse, want better > worse, in [0, 100]", sb, sw)
 			}
@@ -215,13 +216,13 @@ func BenchmarkScoreNodeFragment(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	d.SetHostIdle(64000, 1<<20)
+	host := device.Host{CPUMilli: 64000, MemMiB: 1 << 20, Known: true}
 	pod := withCPU(share("p", 30), 4000)
 	for _, policy := range []string{"binpack", PolicyFragment} {
 		b.Run(policy, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				d.ScoreNode(pod, policy)
+				d.ScoreNodeOn(pod, policy, host)
 			}
 		})
 	}
@@ -230,8 +231,7 @@ func BenchmarkScoreNodeFragment(b *testing.B) {
 	b.Run("fragment-uncached", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			d.SetHostIdle(int64(64000+i%1000), 1<<20)
-			d.ScoreNode(pod, PolicyFragment)
+			d.ScoreNodeOn(pod, PolicyFragment, device.Host{CPUMilli: int64(64000 + i%1000), MemMiB: 1 << 20, Known: true})
 		}
 	})
 }
@@ -257,11 +257,12 @@ func TestFragmentMemoNeverStale(t *testing.T) {
 		res *device.Reservation
 	}
 	var running []held
+	var host device.Host
 	hits, stale := 0, 0
 	for step := 0; step < 600; step++ {
 		switch op := rng.IntN(10); {
 		case op == 0:
-			d.SetHostIdle(rng.Int64N(32000), rng.Int64N(200000))
+			host = device.Host{CPUMilli: rng.Int64N(32000), MemMiB: rng.Int64N(200000), Known: true}
 		case op == 1:
 			pct := int64(10 * (1 + rng.IntN(9)))
 			for i := 0; i < fragMinRefresh; i++ {
@@ -270,8 +271,8 @@ func TestFragmentMemoNeverStale(t *testing.T) {
 		case op <= 3:
 			p := shapes[rng.IntN(len(shapes))].DeepCopy()
 			p.Name, p.UID = fmt.Sprintf("run-%d", step), types.UID(fmt.Sprintf("uid-run-%d", step))
-			if d.FilterNode(p, PolicyFragment).IsSuccess() {
-				r, err := d.Allocate(p, PolicyFragment)
+			if d.FilterNodeOn(p, PolicyFragment, host).IsSuccess() {
+				r, err := d.AllocateOn(p, PolicyFragment, host)
 				if err != nil {
 					t.Fatalf("step %d: Allocate(%s) after FilterNode succeeded: %v", step, p.Name, err)
 				}
@@ -290,21 +291,21 @@ func TestFragmentMemoNeverStale(t *testing.T) {
 				t.Fatal(err)
 			}
 			target := b.frag.target.Load()
-			wantScore := d.fragScore(req, target)
-			_, wantSt := d.fit(req)
+			wantScore := d.fragScore(req, target, hostOf(host))
+			_, wantSt := d.fit(req, hostOf(host))
 			if wantScore < 0 {
 				wantScore = 0
 			}
 			for round := 0; round < 2; round++ {
-				if m := d.memo.get(req.key, req.hash, d.gen, d.fragInputsOf(req, target)); m != nil {
+				if m := d.memo.get(req.key, req.hash, d.gen, d.fragInputsOf(req, target, hostOf(host))); m != nil {
 					hits++
 				}
-				st := d.FilterNode(p, PolicyFragment)
+				st := d.FilterNodeOn(p, PolicyFragment, host)
 				if st.IsSuccess() != wantSt.IsSuccess() || st.Message() != wantSt.Message() {
 					stale++
 					t.Errorf("step %d, %s, round %d: FilterNode = %q, from scratch %q", step, p.Name, round, st.Message(), wantSt.Message())
 				}
-				if got := d.ScoreNode(p, PolicyFragment); got != wantScore {
+				if got := d.ScoreNodeOn(p, PolicyFragment, host); got != wantScore {
 					stale++
 					t.Errorf("step %d, %s, round %d: ScoreNode = %v, from scratch %v", step, p.Name, round, got, wantScore)
 				}

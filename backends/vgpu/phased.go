@@ -160,7 +160,7 @@ func (d *Devices) selectPhased(req *podRequest, cr *ctrRequest, eff []cardState,
 		cands = append(cands, c)
 	}
 	if req.cardPolicy == PolicyFragment && k == 1 && len(out) == 0 {
-		d.fragRank(cr, eff, cands)
+		d.fragRank(cr, eff, cands, s.host)
 	}
 	sel := d.selectCards(req, cands, k, s.selBuf[:0])
 	if sel == nil {
