@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/device"
 )
@@ -28,14 +29,7 @@ func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict 
 		return nil
 	}
 	cr := &req.ctrs[failed]
-	out := make([]device.CardVerdict, len(work))
-	for i := range work {
-		out[i] = device.CardVerdict{Index: i, Container: cr.ctr}
-		if code, _ := d.check(i, &work[i], cr, &req); code != fits {
-			out[i].Reason, out[i].Resolvable = describe(code)
-		}
-	}
-	return out
+	return cardfit.Verdicts(len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, &req) }, describe, cr.ctr, false)
 }
 
 // CardLayouts lists, on a node that slices by templates, the vNPU

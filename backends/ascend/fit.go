@@ -12,12 +12,13 @@ import (
 	"github.com/vgpushare/vshare/vnpu"
 )
 
-// reason is why a card does not fit a container; fits is 0.
-type reason uint8
+// reason is why a card does not fit a container (cardfit.Reason), in the
+// order check tries them.
+type reason = cardfit.Reason
 
 const (
-	fits reason = iota
-	rUnhealthy
+	fits              = cardfit.Fits
+	rUnhealthy reason = iota
 	rCordoned
 	rType
 	rUUID
@@ -165,12 +166,7 @@ func (d *Devices) choose(req *podRequest, policy string) (picks []candidate, wor
 	var cands []candidate
 	for f := range req.ctrs {
 		cr := &req.ctrs[f]
-		cands = cands[:0]
-		for i := range work {
-			if code, c := d.check(i, &work[i], cr, req); code == fits {
-				cands = append(cands, c)
-			}
-		}
+		cands = cardfit.Fitting(cands[:0], len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, req) })
 		sel := d.selectCards(cands, int(cr.nums), policy)
 		if sel == nil {
 			return picks, work, f
@@ -294,16 +290,7 @@ func (d *Devices) explain(req *podRequest, f int, work []cardState) *device.Stat
 	if int(cr.nums) > len(work) {
 		return device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewCards)
 	}
-	var reasons device.CardReasons
-	fitting := 0
-	for i := range work {
-		code, _ := d.check(i, &work[i], cr, req)
-		if code == fits {
-			fitting++
-			continue
-		}
-		reasons.Add(describe(code))
-	}
+	reasons, fitting := cardfit.Explain(len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, req) }, describe)
 	if fitting > 0 {
 		reasons.Add(ReasonTooFewFitting, false)
 	}

@@ -51,12 +51,7 @@ func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []card
 	ctrs := req.ctrs()
 	for f := range ctrs {
 		cr := &ctrs[f]
-		cands = cands[:0]
-		for i := range work {
-			if code, c := d.check(i, &work[i], cr, req); code == fits {
-				cands = append(cands, c)
-			}
-		}
+		cands = cardfit.Fitting(cands[:0], len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, req) })
 		if req.cardPolicy == PolicyFragment && cr.nums == 1 {
 			d.fragRank(cr, work, cands, s.host)
 		}

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -42,14 +43,7 @@ func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict 
 	if init {
 		ctr = cr.ctr
 	}
-	out := make([]device.CardVerdict, len(work))
-	for i := range work {
-		out[i] = device.CardVerdict{Index: i, Container: ctr, InitContainer: init}
-		if code, _ := d.check(i, &work[i], cr, req); code != fits {
-			out[i].Reason, out[i].Resolvable = describe(code)
-		}
-	}
-	return out
+	return cardfit.Verdicts(len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, req) }, describe, ctr, init)
 }
 
 // CardLayouts describes the cards that are not shared by hami-core: a MIG

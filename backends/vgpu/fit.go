@@ -7,12 +7,13 @@ import (
 	"github.com/vgpushare/vshare/device"
 )
 
-// reason is why a card does not fit a container; fits is 0.
-type reason uint8
+// reason is why a card does not fit a container (cardfit.Reason), in the
+// order check tries them.
+type reason = cardfit.Reason
 
 const (
-	fits reason = iota
-	rUnhealthy
+	fits              = cardfit.Fits
+	rUnhealthy reason = iota
 	rCordoned
 	rMode
 	rType
@@ -158,17 +159,12 @@ func fullness(ci *cardInfo, c *cardState, dMem int64, dCores, dNum int32) float6
 // ReasonReusedCard.
 func (d *Devices) explain(req *podRequest, f int, work []cardState, forced []int32) *device.Status {
 	cr := &req.ctrs()[f]
-	var reasons device.CardReasons
-	fitting, forcedFails := 0, false
-	for i := range work {
-		code, _ := d.check(i, &work[i], cr, req)
-		if code == fits {
-			fitting++
-			continue
-		}
-		forcedFails = forcedFails || slices.Contains(forced, int32(i))
-		reasons.Add(describe(code))
-	}
+	forcedFails := false
+	reasons, fitting := cardfit.Explain(len(work), func(i int) (reason, candidate) {
+		code, c := d.check(i, &work[i], cr, req)
+		forcedFails = forcedFails || code != fits && slices.Contains(forced, int32(i))
+		return code, c
+	}, describe)
 	switch {
 	case forcedFails:
 		reasons.Add(ReasonReusedCard, false)

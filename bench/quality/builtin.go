@@ -98,14 +98,13 @@ type builtinPolicy struct {
 	devs      []*bvgpu.GPUDevices
 	// memo caches FilterNode and the node score per node and pod shape,
 	// valid while the node's Version is unchanged.
-	memo   [][]vgpuMemo
-	shapes map[shapeKey]int
-	seq    int
+	memo shapeMemo
+	seq  int
 }
 
 func newBuiltinPolicy(t *Trace, policy string) (*builtinPolicy, error) {
 	b := &builtinPolicy{policy: policy, namespace: "openb-builtin-" + strconv.FormatInt(builtinRuns.Add(1), 10),
-		devs: make([]*bvgpu.GPUDevices, len(t.Nodes)), memo: make([][]vgpuMemo, len(t.Nodes)), shapes: map[shapeKey]int{}}
+		devs: make([]*bvgpu.GPUDevices, len(t.Nodes)), memo: newShapeMemo(len(t.Nodes))}
 	err := withBuiltin(func() error {
 		for i := range t.Nodes {
 			// NewGPUDevices also answers the handshake (a node PATCH).
@@ -158,30 +157,7 @@ func (b *builtinPolicy) place(c *Cluster, p *Pod) (int, []int, bool, error) {
 	b.seq++
 	pod := vgpuPod(p, b.seq)
 	pod.Namespace = b.namespace
-	key := shapeKey{cpu: p.CPU, mem: p.Memory, milli: p.Milli, num: p.NumGPU, spec: strings.Join(p.Spec, ",")}
-	id, found := b.shapes[key]
-	if !found {
-		id = len(b.shapes)
-		b.shapes[key] = id
-	}
-	best, bestScore := -1, 0.0
-	for n := range c.Nodes {
-		s := &c.Nodes[n]
-		if s.CPU < p.CPU || s.Memory < p.Memory {
-			continue
-		}
-		if id >= len(b.memo[n]) {
-			b.memo[n] = append(b.memo[n], make([]vgpuMemo, id+1-len(b.memo[n]))...)
-		}
-		m := &b.memo[n][id]
-		if !m.valid || m.version != s.Version {
-			*m = vgpuMemo{valid: true, version: s.Version}
-			m.fits, m.score = b.filterScore(b.devs[n], pod)
-		}
-		if m.fits && c.Better(n, m.score, best, bestScore) {
-			best, bestScore = n, m.score
-		}
-	}
+	best := b.memo.best(c, p, 0, func(n int) (bool, float64) { return b.filterScore(b.devs[n], pod) })
 	if best < 0 {
 		return -1, nil, false, nil
 	}

@@ -57,12 +57,6 @@ type observer interface {
 	WorkloadGeneration() uint64
 }
 
-// hostAware is implemented by devices whose policy weighs the node's free
-// CPU (the fragment policy); the plugin passes Volcano's NodeInfo.Idle.
-type hostAware interface {
-	SetHostIdle(cpuMilli, memMiB int64)
-}
-
 // fixedClock stamps every allocation with the same time.
 type fixedClock struct{}
 
@@ -103,9 +97,8 @@ type vgpuPolicy struct {
 	// memo caches FilterNode and ScoreNode per node and pod shape: both
 	// are pure functions of the node's cards, the pod's request and (for
 	// the fragment policy) the learned workload's generation.
-	memo   [][]vgpuMemo
-	shapes map[shapeKey]int
-	seq    int
+	memo shapeMemo
+	seq  int
 	// gpuOnly leaves pods without vGPUs unscored (PolicyFragmentGPUOnly).
 	gpuOnly bool
 }
@@ -123,6 +116,50 @@ type vgpuMemo struct {
 	score        float64
 }
 
+// shapeMemo caches a policy's filter and score of each node per pod shape,
+// valid while the node's Version and the policy's generation are
+// unchanged (the vGPU backend's and Volcano's built-in policies).
+type shapeMemo struct {
+	memo   [][]vgpuMemo
+	shapes map[shapeKey]int
+}
+
+func newShapeMemo(nodes int) shapeMemo {
+	return shapeMemo{memo: make([][]vgpuMemo, nodes), shapes: map[shapeKey]int{}}
+}
+
+// best returns the node with the best score (Cluster.Better) among those
+// with CPU and memory for p that fit it, or -1. filterScore says whether
+// node n fits p and its score; it is asked only when node n's entry for
+// p's shape is older than the node's Version or than gen.
+func (sm *shapeMemo) best(c *Cluster, p *Pod, gen uint64, filterScore func(n int) (bool, float64)) int {
+	key := shapeKey{cpu: p.CPU, mem: p.Memory, milli: p.Milli, num: p.NumGPU, spec: strings.Join(p.Spec, ",")}
+	id, found := sm.shapes[key]
+	if !found {
+		id = len(sm.shapes)
+		sm.shapes[key] = id
+	}
+	best, bestScore := -1, 0.0
+	for n := range c.Nodes {
+		s := &c.Nodes[n]
+		if s.CPU < p.CPU || s.Memory < p.Memory {
+			continue
+		}
+		if id >= len(sm.memo[n]) {
+			sm.memo[n] = append(sm.memo[n], make([]vgpuMemo, id+1-len(sm.memo[n]))...)
+		}
+		m := &sm.memo[n][id]
+		if !m.valid || m.version != s.Version || m.gen != gen {
+			*m = vgpuMemo{valid: true, version: s.Version, gen: gen}
+			m.fits, m.score = filterScore(n)
+		}
+		if m.fits && c.Better(n, m.score, best, bestScore) {
+			best, bestScore = n, m.score
+		}
+	}
+	return best
+}
+
 func newVGPUPolicy(t *Trace, policy string) (*vgpuPolicy, error) {
 	cfg := config.Default().NVIDIA
 	b, err := vgpu.New(vgpu.Options{Config: &cfg, Clock: fixedClock{}})
@@ -130,7 +167,7 @@ func newVGPUPolicy(t *Trace, policy string) (*vgpuPolicy, error) {
 		return nil, fmt.Errorf("create vGPU backend: %w", err)
 	}
 	v := &vgpuPolicy{policy: policy, backend: b, devs: make([]device.Devices, len(t.Nodes)),
-		memo: make([][]vgpuMemo, len(t.Nodes)), shapes: map[shapeKey]int{}}
+		memo: newShapeMemo(len(t.Nodes))}
 	if o, ok := any(b).(observer); ok {
 		v.obs = o
 	}
@@ -222,45 +259,23 @@ func (v *vgpuPolicy) Place(c *Cluster, p *Pod) (int, []int, bool, error) {
 		v.obs.ObserveRequest(pod)
 		gen = v.obs.WorkloadGeneration()
 	}
-	key := shapeKey{cpu: p.CPU, mem: p.Memory, milli: p.Milli, num: p.NumGPU, spec: strings.Join(p.Spec, ",")}
-	id, found := v.shapes[key]
-	if !found {
-		id = len(v.shapes)
-		v.shapes[key] = id
-	}
-	best, bestScore := -1, 0.0
-	for n := range c.Nodes {
-		s := &c.Nodes[n]
-		if s.CPU < p.CPU || s.Memory < p.Memory {
-			continue
+	best := v.memo.best(c, p, gen, func(n int) (fits bool, score float64) {
+		// The plugin passes Volcano's NodeInfo.Idle (device.HostAware).
+		host := device.Host{CPUMilli: c.Nodes[n].CPU, MemMiB: c.Nodes[n].Memory, Known: true}
+		d := v.devs[n].(device.HostAware)
+		if fits = d.FilterNodeOn(pod, v.policy, host).IsSuccess(); fits && (p.NumGPU > 0 || !v.gpuOnly) {
+			score = d.ScoreNodeOn(pod, v.policy, host)
 		}
-		if id >= len(v.memo[n]) {
-			v.memo[n] = append(v.memo[n], make([]vgpuMemo, id+1-len(v.memo[n]))...)
-		}
-		m := &v.memo[n][id]
-		if !m.valid || m.version != s.Version || m.gen != gen {
-			*m = vgpuMemo{valid: true, version: s.Version, gen: gen}
-			if h, ok := v.devs[n].(hostAware); ok {
-				h.SetHostIdle(s.CPU, s.Memory)
-			}
-			if m.fits = v.devs[n].FilterNode(pod, v.policy).IsSuccess(); m.fits && (p.NumGPU > 0 || !v.gpuOnly) {
-				m.score = v.devs[n].ScoreNode(pod, v.policy)
-			}
-		}
-		if m.fits && c.Better(n, m.score, best, bestScore) {
-			best, bestScore = n, m.score
-		}
-	}
+		return fits, score
+	})
 	if best < 0 {
 		return -1, nil, false, nil
 	}
 	if p.NumGPU == 0 {
 		return best, nil, true, nil
 	}
-	if h, ok := v.devs[best].(hostAware); ok {
-		h.SetHostIdle(c.Nodes[best].CPU, c.Nodes[best].Memory)
-	}
-	r, err := v.devs[best].Allocate(pod, v.policy)
+	host := device.Host{CPUMilli: c.Nodes[best].CPU, MemMiB: c.Nodes[best].Memory, Known: true}
+	r, err := v.devs[best].(device.HostAware).AllocateOn(pod, v.policy, host)
 	if err != nil {
 		return -1, nil, false, fmt.Errorf("allocate pod %s: %w", pod.Name, err)
 	}

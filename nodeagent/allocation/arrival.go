@@ -117,6 +117,3 @@ func (r Arrival) Allowed() (map[types.UID]bool, bool) {
 	}
 	return r.journal.Allowed(r.mark)
 }
-
-// Admits reports whether allow (from Allowed) lets the pod be served.
-func Admits(allow map[types.UID]bool, pod *v1.Pod) bool { return allow == nil || allow[pod.UID] }

@@ -14,11 +14,25 @@
 //   - Patcher, the writes an agent makes (nodeagent/kube.Patcher);
 //   - Tracker, which writes a container's outcome (served, failed) and
 //     remembers what it wrote until the agent's informer shows it;
-//   - Serve, Wait and Misses, the shape of an Allocate call: each container
-//     request in turn, looking again for a while when the informer lags the
-//     kubelet, and an error naming why each pending pod did not match;
+//   - Serve and Wait, the shape of an Allocate call: each container request
+//     in turn, looking again for a while when the informer lags the kubelet;
+//   - the match of a container request to the pod it is for, named by side:
+//     Request is the kubelet's (how many devices, when, which pods may
+//     serve it); Claim the scheduler's (what it wrote on a pending pod, read
+//     for that request, queued oldest first), checked the same way for every
+//     protocol by ClaimCheck (the node it was written for, Trust, BindTime),
+//     its entries mapped to containers in HAMi's layouts by EntryContainers
+//     and its containers' resources read by Limit; Choice the agent's (the
+//     first claim in queue order, the refused pods marked failed, and with
+//     Misses an error naming why each pending pod did not match). Each agent
+//     keeps its own reading of a pod (match.go): the bind-phase and binding
+//     checks its protocol makes, its annotations decoded by its protocol
+//     package, its own layouts and checks; it offers the claims to a Choice
+//     in its own loop, so no callback runs between the kit and the agent;
 //   - Refusal and Status, the classes of refusal and their gRPC codes, with
-//     the refusals both protocols share (ErrForged, ErrStale) and BindTime;
+//     the refusals both protocols share (ErrForged, ErrStale), those a
+//     Choice tells apart (ErrNotBound, ErrNotAllocating), ErrNotForRequest
+//     (a pod passed over, no refusal) and BindTime;
 //   - Arrivals, which says which pods a request may be served: those
 //     pending when it came, from the informer, else the Journal, which
 //     follows the informer's events to say which pods were pending before

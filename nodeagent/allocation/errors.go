@@ -1,6 +1,8 @@
 package allocation
 
 import (
+	"errors"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -21,7 +23,8 @@ func (r *Refusal) Error() string { return r.msg }
 // Code returns the gRPC code of the class.
 func (r *Refusal) Code() codes.Code { return r.code }
 
-// Refusals both protocols share.
+// Refusals both protocols share (ErrForged, ErrStale), and those a Choice
+// tells apart (ErrNotBound, ErrNotAllocating).
 var (
 	// ErrForged: the pod's annotations do not describe an allocation this
 	// node can have been given (codes.PermissionDenied).
@@ -29,7 +32,19 @@ var (
 	// ErrStale: the allocation is older than the allocation timeout
 	// (codes.FailedPrecondition).
 	ErrStale = NewRefusal(codes.FailedPrecondition, "stale allocation")
+	// ErrNotBound: the pod carrying the allocation is not bound to this
+	// node (codes.PermissionDenied). A Choice does not mark such a pod
+	// failed: it is not this agent's.
+	ErrNotBound = NewRefusal(codes.PermissionDenied, "pod not bound to this node")
+	// ErrNotAllocating: the pod's bind-phase is not allocating
+	// (codes.FailedPrecondition); a Choice counts it as no longer waiting.
+	ErrNotAllocating = NewRefusal(codes.FailedPrecondition, "bind-phase is not allocating")
 )
+
+// ErrNotForRequest marks a pod whose claim is not refused but is not for
+// this request (another size, nothing left to serve, being deleted): a
+// Choice passes it over. It is no Refusal and has no gRPC code.
+var ErrNotForRequest = errors.New("not for this request")
 
 // precedence orders the classes: an error carrying refusals of several
 // classes (a request no pod matched, joined with why a pod was refused)

@@ -77,22 +77,6 @@ func BindTime(pod *v1.Pod, key string, now time.Time, staleAfter time.Duration) 
 	return bindTime, nil
 }
 
-// Best returns the candidate match makes of a pod that comes first by
-// before (ok false when none); every pod match does not take, with why, is
-// passed to miss.
-func Best[C any](pods []*v1.Pod, match func(*v1.Pod) (C, error), before func(a, b C) bool, miss func(*v1.Pod, error)) (best C, ok bool) {
-	for _, pod := range pods {
-		c, err := match(pod)
-		switch {
-		case err != nil:
-			miss(pod, err)
-		case !ok || before(c, best):
-			best, ok = c, true
-		}
-	}
-	return best, ok
-}
-
 // Misses collects why the node's pending pods did not match a request, for
 // the error that says no pod did.
 type Misses struct {

@@ -131,7 +131,8 @@ const EventAllocationFailed = "VGPUAllocationFailed"
 type Allocator struct {
 	opts Options
 
-	trust allocation.Trust
+	// claims checks each claim's node, signature and age.
+	claims allocation.ClaimCheck
 	// arrivals says which pods a request may be served (built from opts).
 	arrivals allocation.Arrivals
 
@@ -170,7 +171,8 @@ func New(opts Options) (*Allocator, error) {
 		opts.NewID = func() string { return string(uuid.NewUUID()) }
 	}
 	return &Allocator{opts: opts, warned: map[types.UID]time.Time{},
-		trust: allocation.Trust{SchedulerNames: opts.SchedulerNames, Keys: opts.Keys, Signed: SignedAnnotations},
+		claims: allocation.ClaimCheck{Node: opts.Node, NodeKey: vgpuproto.AnnotationNode, BindTimeKey: vgpuproto.AnnotationBindTime,
+			StaleAfter: opts.StaleAfter, Trust: allocation.Trust{SchedulerNames: opts.SchedulerNames, Keys: opts.Keys, Signed: SignedAnnotations}},
 		arrivals: allocation.Arrivals{Node: opts.Node, Protocol: Protocol, Informer: opts.Lookup.Allocating,
 			Journal: opts.Journal, LivePods: opts.LivePods, Count: opts.CountPending},
 		tracker: allocation.NewTracker(allocation.TrackerOptions{Node: opts.Node, Protocol: Protocol, Patcher: opts.Patcher,
@@ -201,7 +203,7 @@ func (a *Allocator) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 func (a *Allocator) chooseWaiting(ctx context.Context, inv *nvidia.Inventory, n int, arrived allocation.Arrival) (*candidate, error) {
 	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
 		allow, final := arrived.Allowed()
-		c, refused, err := a.choose(ctx, inv, n, a.opts.Clock.Now(), allow)
+		c, refused, err := a.choose(ctx, inv, allocation.Request{Devices: n, Now: a.opts.Clock.Now(), Allow: allow})
 		return c, refused || final, err
 	})
 }
@@ -215,20 +217,20 @@ func (a *Allocator) allocateOne(ctx context.Context, n int, arrived allocation.A
 	}
 	uses, err := a.check(c, inv)
 	if err != nil {
-		a.tracker.Fail(ctx, c.pod, err)
+		a.tracker.Fail(ctx, c.Pod, err)
 		return nil, err
 	}
 	resp, err := a.respond(c, inv, uses)
 	if err != nil {
-		a.tracker.Fail(ctx, c.pod, err)
+		a.tracker.Fail(ctx, c.Pod, err)
 		return nil, err
 	}
-	consumed := vgpuproto.Consume(c.entries, c.idx)
+	consumed := vgpuproto.Consume(c.Entries, c.Index)
 	done := nextPendingOf(consumed) < 0
-	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
+	if err := a.tracker.Served(ctx, c.Pod, c.Container.Name, consumed, done); err != nil {
 		return nil, err
 	}
-	klog.V(2).InfoS("Allocated vGPUs", "pod", klog.KObj(c.pod), "container", c.ctr.Name,
+	klog.V(2).InfoS("Allocated vGPUs", "pod", klog.KObj(c.Pod), "container", c.Container.Name,
 		"devices", resp.Envs[EnvVisibleDevices], "podDone", done)
 	return resp, nil
 }

@@ -29,15 +29,15 @@ type migSlot struct {
 // container's request and everything else allocated on the node. It returns
 // the cards' use (the candidate included) for the response.
 func (a *Allocator) check(c *candidate, inv *nvidia.Inventory) (map[string]*cardUse, error) {
-	ref := klog.KObj(c.pod).String()
-	entry := c.entries[c.idx]
+	ref := klog.KObj(c.Pod).String()
+	entry := c.Entry()
 	if err := a.checkEntry(ref, entry, inv); err != nil {
 		return nil, err
 	}
-	if err := checkRequest(ref, c.ctr, entry, inv); err != nil {
+	if err := checkRequest(ref, c.Container, entry, inv); err != nil {
 		return nil, err
 	}
-	uses, err := a.usage(c.pod, inv)
+	uses, err := a.usage(c.Pod, inv)
 	if err != nil {
 		return nil, err
 	}

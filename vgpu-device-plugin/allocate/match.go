@@ -1,17 +1,13 @@
 package allocate
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
@@ -19,29 +15,18 @@ import (
 	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
 )
 
-// candidate is a pod whose next pending entry matches the request.
-type candidate struct {
-	pod *v1.Pod
-	// entries is devices-to-allocate (as this agent last knows it) and idx
-	// the entry being served; ids is vgpu-ids-new.
-	entries [][]vgpuproto.Device
-	ids     [][]vgpuproto.Device
-	idx     int
-	ctr     *v1.Container
-	vtime   uint64
-}
-
-// errSkip marks a pod that is not refused but does not match this request.
-var errSkip = errors.New("not for this request")
+// candidate is the claim of a pod whose next pending entry matches the
+// request, queued by volcano.sh/vgpu-time.
+type candidate = allocation.Claim[vgpuproto.Device, uint64]
 
 // choose finds the pod the kubelet is allocating for: the oldest (by
-// vgpu-time) allocating pod whose next pending entry has n cards, among the
-// pods in allow when it is not nil. Pods whose annotations are refused are
-// marked failed on the way; refused reports whether any was.
-func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, now time.Time, allow map[types.UID]bool) (c *candidate, refused bool, err error) {
-	a.tracker.Expire(now)
+// vgpu-time) allocating pod whose next pending entry has req.Devices cards,
+// among the pods req admits. Pods whose annotations are refused are marked
+// failed on the way; the bool reports whether any was.
+func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, req allocation.Request) (*candidate, bool, error) {
+	a.tracker.Expire(req.Now)
 	for uid, at := range a.warned {
-		if now.Sub(at) > a.opts.StaleAfter {
+		if req.Now.Sub(at) > a.opts.StaleAfter {
 			delete(a.warned, uid)
 		}
 	}
@@ -49,56 +34,40 @@ func (a *Allocator) choose(ctx context.Context, inv *nvidia.Inventory, n int, no
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
-	// A pod not pending when the request came has its own request coming.
-	pods = slices.DeleteFunc(pods, func(p *v1.Pod) bool { return allow != nil && !allow[p.UID] })
-	var misses allocation.Misses
-	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, inv, n, now) }, (*candidate).before,
-		func(pod *v1.Pod, err error) {
-			if errors.Is(err, errSkip) {
-				misses.Skipped(err)
-				return
-			}
-			a.tracker.Fail(ctx, pod, err)
-			misses.Refused(err)
-		})
-	if ok {
-		if err := a.unambiguous(best, inv, n, now); err != nil {
+	choice := allocation.NewChoice(a.tracker, (*candidate).Before)
+	for _, pod := range pods {
+		// A pod not pending when the request came has its own request coming.
+		if req.Admits(pod) {
+			c, err := a.match(pod, inv, req)
+			choice.Offer(ctx, pod, c, err)
+		}
+	}
+	if best, ok := choice.Chosen(); ok {
+		if err := a.unambiguous(best, inv, req.Devices, req.Now); err != nil {
 			return nil, true, err
 		}
 		return best, false, nil
 	}
-	refused, err = misses.Err(fmt.Sprintf("node %s: no pending vGPU pod matches a request for %d devices", a.opts.Node, n), ErrNoPendingPod)
+	refused, err := choice.Err(fmt.Sprintf("node %s: no pending vGPU pod matches a request for %d devices", a.opts.Node, req.Devices), ErrNoPendingPod)
 	return nil, refused, err
 }
 
-// before orders candidates: oldest vgpu-time, then name.
-func (c *candidate) before(o *candidate) bool {
-	return cmp.Or(cmp.Compare(c.vtime, o.vtime),
-		cmp.Compare(c.pod.Namespace, o.pod.Namespace), cmp.Compare(c.pod.Name, o.pod.Name)) < 0
-}
-
-// match checks a pod against the request. errSkip: not for this request; any
-// other error refuses the pod's allocation.
-func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Time) (*candidate, error) {
+// match reads a pod's claim for the request. allocation.ErrNotForRequest:
+// not for this request; any other error refuses the pod's allocation.
+func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, req allocation.Request) (*candidate, error) {
 	ref := klog.KObj(pod).String()
-	toAllocate, phase := a.tracker.View(pod, now)
+	toAllocate, phase := a.tracker.View(pod, req.Now)
 	if pod.DeletionTimestamp != nil || phase != vgpuproto.BindPhaseAllocating {
-		return nil, fmt.Errorf("pod %s: being deleted or no longer allocating: %w", ref, errSkip)
+		return nil, fmt.Errorf("pod %s: being deleted or no longer allocating: %w", ref, allocation.ErrNotForRequest)
 	}
 	// A pod the kubelet failed (an admission error: another device
 	// plugin, the node's resources) keeps bind-phase allocating; the
 	// kubelet never asks for it again, and its cards are free again for
 	// the scheduler. Serving its entry would give a live pod those cards.
 	if allocation.Terminal(pod) {
-		return nil, fmt.Errorf("pod %s: terminated (%s) before its allocation was served: %w", ref, pod.Status.Phase, errSkip)
+		return nil, fmt.Errorf("pod %s: terminated (%s) before its allocation was served: %w", ref, pod.Status.Phase, allocation.ErrNotForRequest)
 	}
-	if node := pod.Annotations[vgpuproto.AnnotationNode]; node != a.opts.Node {
-		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, vgpuproto.AnnotationNode, node, a.opts.Node, ErrForged)
-	}
-	if err := a.trust.Check(pod, a.opts.Node, ref); err != nil {
-		return nil, err
-	}
-	if _, err := allocation.BindTime(pod, vgpuproto.AnnotationBindTime, now, a.opts.StaleAfter); err != nil {
+	if _, err := a.claims.Check(pod, ref, req.Now); err != nil {
 		return nil, err
 	}
 	entries, err := vgpuproto.DecodeAllocation(toAllocate)
@@ -107,10 +76,11 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	}
 	idx := vgpuproto.NextPending(entries)
 	if idx < 0 {
-		return nil, fmt.Errorf("pod %s: no pending entry in %s: %w", ref, vgpuproto.AnnotationToAllocate, errSkip)
+		return nil, fmt.Errorf("pod %s: no pending entry in %s: %w", ref, vgpuproto.AnnotationToAllocate, allocation.ErrNotForRequest)
 	}
-	if len(entries[idx]) != n {
-		return nil, fmt.Errorf("pod %s: next entry has %d cards, the kubelet asks for %d: %w", ref, len(entries[idx]), n, errSkip)
+	if len(entries[idx]) != req.Devices {
+		return nil, fmt.Errorf("pod %s: next entry has %d cards, the kubelet asks for %d: %w", ref, len(entries[idx]), req.Devices,
+			allocation.ErrNotForRequest)
 	}
 	ids, err := vgpuproto.DecodeAllocation(pod.Annotations[vgpuproto.AnnotationIDs])
 	if err != nil {
@@ -123,7 +93,7 @@ func (a *Allocator) match(pod *v1.Pod, inv *nvidia.Inventory, n int, now time.Ti
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %v: %w", ref, err, ErrForged)
 	}
-	return &candidate{pod: pod, entries: entries, ids: ids, idx: idx, ctr: ctr, vtime: vgpuTime(pod)}, nil
+	return &candidate{Pod: pod, Entries: entries, Index: idx, Container: ctr, Queue: vgpuTime(pod)}, nil
 }
 
 // vgpuTime reads volcano.sh/vgpu-time; pods without one are served last, as
@@ -165,19 +135,14 @@ func containerFor(pod *v1.Pod, ids [][]vgpuproto.Device, idx int, inv *nvidia.In
 }
 
 // entryContainers returns the container of each of n allocation entries:
-// the init containers', then the regular containers' (vgpu.InitEntries);
-// one per regular container; or, for fewer entries (Volcano v1.10 writes
-// entries only for them), the regular containers asking for vGPUs in
-// order. Without init entries no init container may ask for cards: the
-// kubelet admits it first.
+// one per regular container, or the init containers' then the regular
+// containers' (vgpu.InitEntries; allocation.EntryContainers); or, for
+// fewer entries (Volcano v1.10 writes entries only for them), the regular
+// containers asking for vGPUs in order. Without init entries no init
+// container may ask for cards: the kubelet admits it first.
 func entryContainers(pod *v1.Pod, n int, inv *nvidia.Inventory) ([]*v1.Container, error) {
 	res := inv.NVIDIA.ResourceCountName
-	out := make([]*v1.Container, 0, n)
-	if vgpuproto.InitEntries(pod, n) > 0 {
-		for i := range pod.Spec.InitContainers {
-			out = append(out, &pod.Spec.InitContainers[i])
-		}
-	} else {
+	if vgpuproto.InitEntries(pod, n) == 0 {
 		for i := range pod.Spec.InitContainers {
 			c := &pod.Spec.InitContainers[i]
 			if v, _ := limit(c, res); v > 0 {
@@ -187,10 +152,16 @@ func entryContainers(pod *v1.Pod, n int, inv *nvidia.Inventory) ([]*v1.Container
 			}
 		}
 	}
+	if out, ok := allocation.EntryContainers(pod, n); ok {
+		return out, nil
+	}
+	// Fewer entries than containers: Volcano v1.10's layout, the
+	// containers asking for vGPUs only. More: every container, refused
+	// below.
 	ctrs := pod.Spec.Containers
-	fewer := len(out)+len(ctrs) > n // Volcano v1.10's form: only the asking containers
+	out := make([]*v1.Container, 0, n)
 	for i := range ctrs {
-		if !fewer || asksVGPU(&ctrs[i], inv) {
+		if len(ctrs) < n || asksVGPU(&ctrs[i], inv) {
 			out = append(out, &ctrs[i])
 		}
 	}
@@ -222,12 +193,6 @@ func kindOf(pod *v1.Pod, c *v1.Container) string {
 
 // limit reads a container's extended resource (limits, then requests).
 func limit(ctr *v1.Container, name string) (int64, bool) {
-	q, ok := ctr.Resources.Limits[v1.ResourceName(name)]
-	if !ok {
-		q, ok = ctr.Resources.Requests[v1.ResourceName(name)]
-	}
-	if !ok {
-		return 0, false
-	}
-	return q.Value(), true
+	q, ok := allocation.Limit(ctr, v1.ResourceName(name))
+	return q.Value(), ok
 }

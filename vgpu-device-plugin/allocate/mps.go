@@ -78,7 +78,7 @@ func mpsCards(entry []vgpuproto.Device, inv *nvidia.Inventory) int {
 // work runs in the MPS server's context, which libvgpu's per-process
 // accounting does not see.
 func (a *Allocator) mps(resp *pluginapi.ContainerAllocateResponse, c *candidate, inv *nvidia.Inventory) {
-	entry := c.entries[c.idx]
+	entry := c.Entry()
 	nv := inv.NVIDIA
 	resp.Envs[EnvMPSPipeDirectory] = ContainerMPSPipeDir
 	resp.Envs[EnvMPSLogDirectory] = ContainerMPSLogDir
@@ -99,7 +99,7 @@ func (a *Allocator) mps(resp *pluginapi.ContainerAllocateResponse, c *candidate,
 	if len(limits) > 0 {
 		resp.Envs[EnvMPSPinnedDeviceMemLimit] = strings.Join(limits, ",")
 	}
-	if p, ok := limit(c.ctr, nv.ResourcePriorityName); ok && (p == 0 || p == 1) {
+	if p, ok := limit(c.Container, nv.ResourcePriorityName); ok && (p == 0 || p == 1) {
 		resp.Envs[EnvMPSClientPriority] = strconv.FormatInt(p, 10)
 	}
 	root := a.opts.MPSHostRoot

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -41,44 +39,47 @@ func (a *Allocator) PreferredCards(ctx context.Context, req *pluginapi.Container
 	arrived := a.arrivals.Arrive(ctx)
 	best, err := allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
 		allow, final := arrived.Allowed()
-		c, refused, err := a.look(inv, n, allow)
+		c, refused, err := a.look(ctx, inv, n, allow)
 		return c, refused || final, err
 	})
 	if err != nil {
 		klog.V(4).InfoS("No preferred allocation", "node", a.opts.Node, "size", n, "err", err)
 		return nil
 	}
-	entry := best.entries[best.idx]
+	entry := best.Entry()
 	cards := make([]string, len(entry))
 	for i, d := range entry {
 		cards[i] = d.UUID
 	}
-	klog.V(4).InfoS("Preferring the scheduler's cards", "pod", klog.KObj(best.pod), "container", best.ctr.Name, "cards", cards)
+	klog.V(4).InfoS("Preferring the scheduler's cards", "pod", klog.KObj(best.Pod), "container", best.Container.Name, "cards", cards)
 	return cards
 }
 
 // look is choose without side effects: the best matching pod among those
 // in allow (any when nil), and whether a pod was passed over for a reason
 // Allocate would refuse it for.
-func (a *Allocator) look(inv *nvidia.Inventory, n int, allow map[types.UID]bool) (*candidate, bool, error) {
+func (a *Allocator) look(ctx context.Context, inv *nvidia.Inventory, n int, allow map[types.UID]bool) (*candidate, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	pods, err := a.opts.Lookup.Allocating()
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
-	pods = slices.DeleteFunc(pods, func(p *v1.Pod) bool { return allow != nil && !allow[p.UID] })
-	now := a.opts.Clock.Now()
-	refused := false
-	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, inv, n, now) }, (*candidate).before,
-		func(pod *v1.Pod, err error) {
-			if !errors.Is(err, errSkip) {
-				refused = true
-				klog.V(4).InfoS("Pending pod not considered for a preferred allocation", "pod", klog.KObj(pod), "err", err)
-			}
-		})
+	req := allocation.Request{Devices: n, Now: a.opts.Clock.Now(), Allow: allow}
+	choice := allocation.NewChoice(nil, (*candidate).Before)
+	for _, pod := range pods {
+		if !req.Admits(pod) {
+			continue
+		}
+		c, err := a.match(pod, inv, req)
+		if err != nil && !errors.Is(err, allocation.ErrNotForRequest) {
+			klog.V(4).InfoS("Pending pod not considered for a preferred allocation", "pod", klog.KObj(pod), "err", err)
+		}
+		choice.Offer(ctx, pod, c, err)
+	}
+	best, ok := choice.Chosen()
 	if !ok {
-		return nil, refused, fmt.Errorf("node %s: no pending vGPU pod matches a request for %d devices: %w", a.opts.Node, n, ErrNoPendingPod)
+		return nil, choice.Refused(), fmt.Errorf("node %s: no pending vGPU pod matches a request for %d devices: %w", a.opts.Node, n, ErrNoPendingPod)
 	}
 	return best, false, nil
 }

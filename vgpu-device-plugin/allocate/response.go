@@ -22,7 +22,7 @@ const ContainersDir = "containers"
 
 // respond builds the container's response for the candidate's entry.
 func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string]*cardUse) (*pluginapi.ContainerAllocateResponse, error) {
-	entry := c.entries[c.idx]
+	entry := c.Entry()
 	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}}
 	visible := make([]string, 0, len(entry))
 	migs := 0
@@ -47,7 +47,7 @@ func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string
 		return resp, nil // MIG isolates in hardware: no libvgpu
 	case 0:
 	default:
-		return nil, fmt.Errorf("pod %s container %s: mixes MIG instances and shared cards: %w", c.pod.Name, c.ctr.Name, ErrForged)
+		return nil, fmt.Errorf("pod %s container %s: mixes MIG instances and shared cards: %w", c.Pod.Name, c.Container.Name, ErrForged)
 	}
 	switch n := mpsCards(entry, inv); n {
 	case len(entry):
@@ -55,7 +55,7 @@ func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string
 		return resp, nil
 	case 0:
 	default:
-		return nil, fmt.Errorf("pod %s container %s: mixes cards in MPS mode and cards shared by libvgpu: %w", c.pod.Name, c.ctr.Name, ErrForged)
+		return nil, fmt.Errorf("pod %s container %s: mixes cards in MPS mode and cards shared by libvgpu: %w", c.Pod.Name, c.Container.Name, ErrForged)
 	}
 	if err := a.libvgpu(resp, c, inv); err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string
 // migInstance provides the MIG device of a MIG entry.
 func (a *Allocator) migInstance(c *candidate, d vgpuproto.Device, inv *nvidia.Inventory, u *cardUse) (string, error) {
 	if a.opts.MIG == nil {
-		return "", fmt.Errorf("pod %s: MIG instance on %s, but MIG is not managed on this node: %w", c.pod.Name, d.UUID, ErrMIG)
+		return "", fmt.Errorf("pod %s: MIG instance on %s, but MIG is not managed on this node: %w", c.Pod.Name, d.UUID, ErrMIG)
 	}
 	card, _ := inv.Card(d.UUID)
 	others := false
@@ -77,14 +77,14 @@ func (a *Allocator) migInstance(c *candidate, d vgpuproto.Device, inv *nvidia.In
 	}
 	id, err := a.opts.MIG.Apply(card, inv.NVIDIA.KnownMIGGeometries, d.MIGGroup, d.MIGPos, others)
 	if err != nil {
-		return "", fmt.Errorf("pod %s: MIG instance %s[%s-%d]: %w: %w", c.pod.Name, d.UUID, d.MIGGroup, d.MIGPos, ErrMIG, err)
+		return "", fmt.Errorf("pod %s: MIG instance %s[%s-%d]: %w: %w", c.Pod.Name, d.UUID, d.MIGGroup, d.MIGPos, ErrMIG, err)
 	}
 	return id, nil
 }
 
 // libvgpu adds libvgpu's limits, shared region and mounts.
 func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candidate, inv *nvidia.Inventory) error {
-	entry := c.entries[c.idx]
+	entry := c.Entry()
 	nv, s := inv.NVIDIA, inv.Settings
 	for i, d := range entry {
 		resp.Envs[EnvMemoryLimitPrefix+strconv.Itoa(i)] = strconv.FormatInt(inv.ToMiB(d.Mem), 10) + "m"
@@ -94,9 +94,9 @@ func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candid
 	}
 	region := a.opts.NewID() + ".cache"
 	resp.Envs[EnvSharedCache] = ContainerCacheDir + "/" + region
-	p, ok, err := taskPriority(c.ctr, nv.ResourcePriorityName)
+	p, ok, err := taskPriority(c.Container, nv.ResourcePriorityName)
 	if err != nil {
-		return fmt.Errorf("pod %s %w", c.pod.Name, err)
+		return fmt.Errorf("pod %s %w", c.Pod.Name, err)
 	}
 	if ok {
 		resp.Envs[EnvTaskPriority] = p
@@ -116,9 +116,9 @@ func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candid
 	for i, d := range entry {
 		cards[i] = d.UUID
 	}
-	dir, err := createRegion(a.opts.CacheHostDir, string(c.pod.UID), c.ctr.Name, region, cards, ownerOf(c.pod, c.ctr))
+	dir, err := createRegion(a.opts.CacheHostDir, string(c.Pod.UID), c.Container.Name, region, cards, ownerOf(c.Pod, c.Container))
 	if err != nil {
-		return fmt.Errorf("pod %s container %s: shared region: %w", c.pod.Name, c.ctr.Name, err)
+		return fmt.Errorf("pod %s container %s: shared region: %w", c.Pod.Name, c.Container.Name, err)
 	}
 	if a.opts.RegionCreated != nil {
 		a.opts.RegionCreated()
@@ -127,7 +127,7 @@ func (a *Allocator) libvgpu(resp *pluginapi.ContainerAllocateResponse, c *candid
 		&pluginapi.Mount{ContainerPath: ContainerLibPath, HostPath: a.opts.LibvgpuHostPath, ReadOnly: true},
 		&pluginapi.Mount{ContainerPath: ContainerCacheDir, HostPath: dir},
 	)
-	if !controlDisabled(c.ctr) {
+	if !controlDisabled(c.Container) {
 		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{ContainerPath: ContainerPreloadPath,
 			HostPath: filepath.Join(a.opts.CacheHostDir, PreloadFileName), ReadOnly: true})
 	}

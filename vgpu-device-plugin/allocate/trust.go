@@ -34,7 +34,7 @@ func (a *Allocator) unambiguous(c *candidate, inv *nvidia.Inventory, n int, now 
 	}
 	var others []string
 	for _, p := range pods {
-		if p.UID == c.pod.UID || p.DeletionTimestamp != nil || !inAdmission(p, now, a.opts.StaleAfter) ||
+		if p.UID == c.Pod.UID || p.DeletionTimestamp != nil || !inAdmission(p, now, a.opts.StaleAfter) ||
 			!asksFor(p, inv.NVIDIA.ResourceCountName, n) {
 			continue
 		}
@@ -46,7 +46,7 @@ func (a *Allocator) unambiguous(c *candidate, inv *nvidia.Inventory, n int, now 
 	}
 	return fmt.Errorf("node %s: a request for %d cards could be pod %s's pending allocation or the admission of %s, "+
 		"which ask for vGPUs without an allocation by the scheduler; refused until they are gone: %w",
-		a.opts.Node, n, klog.KObj(c.pod), strings.Join(others, ", "), ErrAmbiguous)
+		a.opts.Node, n, klog.KObj(c.Pod), strings.Join(others, ", "), ErrAmbiguous)
 }
 
 // inAdmission reports whether the pod may still be in the kubelet's

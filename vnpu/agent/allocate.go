@@ -83,6 +83,8 @@ type Allocator struct {
 	opts     AllocatorOptions
 	keys     ascendproto.Keys
 	protocol allocation.Protocol
+	// claims checks each claim's node and age.
+	claims allocation.ClaimCheck
 	// arrivals says which pods a request may be served (built from opts).
 	arrivals allocation.Arrivals
 
@@ -110,7 +112,8 @@ func NewAllocator(opts AllocatorOptions) (*Allocator, error) {
 	protocol := Protocol(opts.Inventory.Entry().CommonWord)
 	arrivals := allocation.Arrivals{Node: opts.Node, Protocol: protocol, Informer: opts.Lookup.Pending,
 		Journal: opts.Journal, LivePods: opts.LivePods, Count: opts.CountPending}
-	return &Allocator{opts: opts, keys: keys, protocol: protocol, arrivals: arrivals, tracker: allocation.NewTracker(allocation.TrackerOptions{
+	claims := allocation.ClaimCheck{Node: opts.Node, NodeKey: protocol.Node, BindTimeKey: ascendproto.AnnotationBindTime, StaleAfter: opts.StaleAfter}
+	return &Allocator{opts: opts, keys: keys, protocol: protocol, arrivals: arrivals, claims: claims, tracker: allocation.NewTracker(allocation.TrackerOptions{
 		Node: opts.Node, Protocol: protocol, Patcher: opts.Patcher, Kind: "Ascend", StaleAfter: opts.StaleAfter, Clock: opts.Clock,
 	})}, nil
 }
@@ -141,13 +144,13 @@ func (a *Allocator) allocateOne(ctx context.Context, ids []string, arrived alloc
 		return nil, err
 	}
 	resp := a.respond(c)
-	c.entries[c.idx] = nil
-	consumed := ascendproto.EncodeAssignments(c.entries)
-	done := ascendproto.NextPending(c.entries) < 0
-	if err := a.tracker.Served(ctx, c.pod, c.ctr.Name, consumed, done); err != nil {
+	c.Entries[c.Index] = nil
+	consumed := ascendproto.EncodeAssignments(c.Entries)
+	done := ascendproto.NextPending(c.Entries) < 0
+	if err := a.tracker.Served(ctx, c.Pod, c.Container.Name, consumed, done); err != nil {
 		return nil, err
 	}
-	klog.V(2).InfoS("Allocated Ascend chips", "pod", klog.KObj(c.pod), "container", c.ctr.Name,
+	klog.V(2).InfoS("Allocated Ascend chips", "pod", klog.KObj(c.Pod), "container", c.Container.Name,
 		"chips", resp.Envs[ascendproto.EnvVisibleDevices], "podDone", done)
 	return resp, nil
 }
@@ -160,7 +163,7 @@ func (a *Allocator) allocateOne(ctx context.Context, ids []string, arrived alloc
 func (a *Allocator) chooseWaiting(ctx context.Context, n int, arrived allocation.Arrival) (*candidate, error) {
 	return allocation.Wait(ctx, a.opts.InformerWait, func() (*candidate, bool, error) {
 		allow, final := arrived.Allowed()
-		c, refused, err := a.choose(ctx, n, a.opts.Clock.Now(), allow)
+		c, refused, err := a.choose(ctx, allocation.Request{Devices: n, Now: a.opts.Clock.Now(), Allow: allow})
 		return c, refused || final, err
 	})
 }

@@ -15,7 +15,7 @@ var (
 	ErrNoPendingPod = allocation.NewRefusal(codes.NotFound, "no pending Ascend pod matches the request")
 	// ErrNotBound: the pod carrying the allocation is not bound to this
 	// node (codes.PermissionDenied).
-	ErrNotBound = allocation.NewRefusal(codes.PermissionDenied, "pod not bound to this node")
+	ErrNotBound = allocation.ErrNotBound
 	// ErrForged: the allocation annotations describe an allocation this
 	// node cannot have been given (codes.PermissionDenied).
 	ErrForged = allocation.ErrForged
@@ -24,7 +24,7 @@ var (
 	ErrStale = allocation.ErrStale
 	// ErrNotAllocating: the pod's bind-phase is not allocating
 	// (codes.FailedPrecondition).
-	ErrNotAllocating = allocation.NewRefusal(codes.FailedPrecondition, "bind-phase is not allocating")
+	ErrNotAllocating = allocation.ErrNotAllocating
 	// ErrUnhealthy: a chip of the allocation is unhealthy
 	// (codes.FailedPrecondition).
 	ErrUnhealthy = allocation.NewRefusal(codes.FailedPrecondition, "chip unhealthy")

@@ -1,91 +1,68 @@
 package agent
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/nodeagent/allocation"
 	"github.com/vgpushare/vshare/protocol/ascendproto"
 )
 
-// candidate is a pod whose next unserved container matches the request.
+// candidate is the claim of a pod whose next unserved container matches
+// the request, queued by hami.io/bind-time, with the runtime info its
+// cards were checked against.
 type candidate struct {
-	pod *v1.Pod
-	// entries is devices-to-allocate as this agent last knows it and idx
-	// the container entry being served.
-	entries [][]ascendproto.CardAssignment
-	idx     int
-	ctr     *v1.Container
+	allocation.Claim[ascendproto.CardAssignment, int64]
 	// runtime is huawei.com/<commonWord> by card UUID.
-	runtime  map[string]ascendproto.RuntimeEntry
-	bindTime int64
+	runtime map[string]ascendproto.RuntimeEntry
 }
 
-// errSkip marks a pod that is not refused but not for this request.
-var errSkip = errors.New("not for this request")
+// before orders candidates: oldest bind-time, then namespace and name.
+func (c *candidate) before(o *candidate) bool { return c.Before(&o.Claim) }
 
 // choose finds the pod the kubelet allocates for: the oldest (by
 // hami.io/bind-time) allocating pod bound to the node whose next unserved
-// container has n cards, among the pods in allow when it is not nil (those
+// container has req.Devices cards, among the pods req admits (those
 // pending when the request came, see allocation.Arrivals). Pods whose
 // annotations are refused are marked failed on the way (except pods bound
-// elsewhere, which are not this agent's to touch); refused reports whether
+// elsewhere, which are not this agent's to touch); the bool reports whether
 // any pod was refused.
-func (a *Allocator) choose(ctx context.Context, n int, now time.Time, allow map[types.UID]bool) (*candidate, bool, error) {
-	a.tracker.Expire(now)
+func (a *Allocator) choose(ctx context.Context, req allocation.Request) (*candidate, bool, error) {
+	a.tracker.Expire(req.Now)
 	pods, err := a.opts.Lookup.Pending()
 	if err != nil {
 		return nil, false, fmt.Errorf("find pending pods: %w", err)
 	}
-	// Only pending pods the request may not be served are left out: the
-	// others cannot be served anyway, and match says why (being deleted,
-	// not allocating), which the error names when nothing matches.
-	pods = slices.DeleteFunc(pods, func(p *v1.Pod) bool { return a.protocol.Pending(p) && !allocation.Admits(allow, p) })
-	var misses allocation.Misses
-	best, ok := allocation.Best(pods, func(p *v1.Pod) (*candidate, error) { return a.match(p, n, now) }, (*candidate).before,
-		func(pod *v1.Pod, err error) {
-			switch {
-			case errors.Is(err, ErrNotAllocating):
-				misses.Inactive(err)
-			case errors.Is(err, errSkip):
-				misses.Skipped(err)
-			case errors.Is(err, ErrNotBound): // bound elsewhere: not this agent's to fail
-				misses.Refused(err)
-			default:
-				a.tracker.Fail(ctx, pod, err)
-				misses.Refused(err)
-			}
-		})
-	if ok {
+	choice := allocation.NewChoice(a.tracker, (*candidate).before)
+	for _, pod := range pods {
+		// Only pending pods the request may not be served are left out: the
+		// others cannot be served anyway, and match says why (being deleted,
+		// not allocating), which the error names when nothing matches.
+		if a.protocol.Pending(pod) && !req.Admits(pod) {
+			continue
+		}
+		c, err := a.match(pod, req)
+		choice.Offer(ctx, pod, c, err)
+	}
+	if best, ok := choice.Chosen(); ok {
 		return best, false, nil
 	}
-	refused, err := misses.Err(fmt.Sprintf("node %s: no pending %s pod matches a request for %d devices",
-		a.opts.Node, a.opts.Inventory.Entry().CommonWord, n), ErrNoPendingPod)
+	refused, err := choice.Err(fmt.Sprintf("node %s: no pending %s pod matches a request for %d devices",
+		a.opts.Node, a.opts.Inventory.Entry().CommonWord, req.Devices), ErrNoPendingPod)
 	return nil, refused, err
 }
 
-// before orders candidates: oldest bind-time, then namespace and name.
-func (c *candidate) before(o *candidate) bool {
-	return cmp.Or(cmp.Compare(c.bindTime, o.bindTime),
-		cmp.Compare(c.pod.Namespace, o.pod.Namespace), cmp.Compare(c.pod.Name, o.pod.Name)) < 0
-}
-
-// match checks a pod against a request for n devices. errSkip: not for
-// this request; any other error refuses the pod's allocation.
-func (a *Allocator) match(pod *v1.Pod, n int, now time.Time) (*candidate, error) {
+// match reads a pod's claim for the request. allocation.ErrNotForRequest:
+// not for this request; any other error refuses the pod's allocation.
+func (a *Allocator) match(pod *v1.Pod, req allocation.Request) (*candidate, error) {
 	ref := klog.KObj(pod).String()
-	toAllocate, phase := a.tracker.View(pod, now)
+	toAllocate, phase := a.tracker.View(pod, req.Now)
 	if pod.DeletionTimestamp != nil {
-		return nil, fmt.Errorf("pod %s: being deleted: %w", ref, errSkip)
+		return nil, fmt.Errorf("pod %s: being deleted: %w", ref, allocation.ErrNotForRequest)
 	}
 	if pod.Spec.NodeName != a.opts.Node {
 		return nil, fmt.Errorf("pod %s: bound to node %q, not %s: %w", ref, pod.Spec.NodeName, a.opts.Node, ErrNotBound)
@@ -93,10 +70,7 @@ func (a *Allocator) match(pod *v1.Pod, n int, now time.Time) (*candidate, error)
 	if phase != ascendproto.BindPhaseAllocating {
 		return nil, fmt.Errorf("pod %s: %s=%q, want %s: %w", ref, ascendproto.AnnotationBindPhase, phase, ascendproto.BindPhaseAllocating, ErrNotAllocating)
 	}
-	if node := pod.Annotations[ascendproto.AnnotationAssignedNode]; node != a.opts.Node {
-		return nil, fmt.Errorf("pod %s: %s=%q was not written for node %s: %w", ref, ascendproto.AnnotationAssignedNode, node, a.opts.Node, ErrForged)
-	}
-	bindTime, err := allocation.BindTime(pod, ascendproto.AnnotationBindTime, now, a.opts.StaleAfter)
+	bindTime, err := a.claims.Check(pod, ref, req.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -106,37 +80,25 @@ func (a *Allocator) match(pod *v1.Pod, n int, now time.Time) (*candidate, error)
 	}
 	idx := ascendproto.NextPending(entries)
 	if idx < 0 {
-		return nil, fmt.Errorf("pod %s: no container left to serve in %s: %w", ref, a.keys.ToAllocate, errSkip)
+		return nil, fmt.Errorf("pod %s: no container left to serve in %s: %w", ref, a.keys.ToAllocate, allocation.ErrNotForRequest)
 	}
-	if len(entries[idx]) != n {
-		return nil, fmt.Errorf("pod %s: next container has %d cards, the kubelet asks for %d: %w", ref, len(entries[idx]), n, errSkip)
+	if len(entries[idx]) != req.Devices {
+		return nil, fmt.Errorf("pod %s: next container has %d cards, the kubelet asks for %d: %w", ref, len(entries[idx]), req.Devices,
+			allocation.ErrNotForRequest)
 	}
-	ctr, err := containerFor(pod, len(entries), idx)
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: %v: %w", ref, err, ErrForged)
+	// One entry per container (this project's scheduler), or per init and
+	// regular container (HAMi's order).
+	ctrs, ok := allocation.EntryContainers(pod, len(entries))
+	if !ok {
+		return nil, fmt.Errorf("pod %s: %d container entries for %d init and %d regular containers: %w", ref, len(entries),
+			len(pod.Spec.InitContainers), len(pod.Spec.Containers), ErrForged)
 	}
-	c := &candidate{pod: pod, entries: entries, idx: idx, ctr: ctr, bindTime: bindTime}
+	c := &candidate{Claim: allocation.Claim[ascendproto.CardAssignment, int64]{Pod: pod, Entries: entries, Index: idx, Container: ctrs[idx],
+		Queue: bindTime}}
 	if err := a.check(c); err != nil {
-		return nil, fmt.Errorf("pod %s container %s: %w", ref, ctr.Name, err)
+		return nil, fmt.Errorf("pod %s container %s: %w", ref, ctrs[idx].Name, err)
 	}
 	return c, nil
-}
-
-// containerFor maps container entry idx of nparts to its container: by
-// position when there is one entry per container (this project's
-// scheduler), after the init containers when there is one per init and
-// regular container (HAMi's order).
-func containerFor(pod *v1.Pod, nparts, idx int) (*v1.Container, error) {
-	inits, ctrs := pod.Spec.InitContainers, pod.Spec.Containers
-	switch {
-	case nparts == len(ctrs):
-		return &ctrs[idx], nil
-	case nparts == len(inits)+len(ctrs) && idx < len(inits):
-		return &inits[idx], nil
-	case nparts == len(inits)+len(ctrs):
-		return &ctrs[idx-len(inits)], nil
-	}
-	return nil, fmt.Errorf("%d container entries for %d init and %d regular containers", nparts, len(inits), len(ctrs))
 }
 
 // check validates the candidate's cards against the node, the container's
@@ -144,7 +106,7 @@ func containerFor(pod *v1.Pod, nparts, idx int) (*v1.Container, error) {
 func (a *Allocator) check(c *candidate) error {
 	inv := a.opts.Inventory
 	cw := inv.Entry().CommonWord
-	entry := c.entries[c.idx]
+	entry := c.Entry()
 	seen := make(map[string]bool, len(entry))
 	for _, card := range entry {
 		chip, ok := inv.Chip(card.UUID)
@@ -165,7 +127,7 @@ func (a *Allocator) check(c *candidate) error {
 		seen[card.UUID] = true
 	}
 	res := v1.ResourceName(inv.Entry().ResourceName)
-	if count, ok := limit(c.ctr, res); !ok || count != int64(len(entry)) {
+	if count, ok := limit(c.Container, res); !ok || count != int64(len(entry)) {
 		return fmt.Errorf("asks for %d of %s, the allocation has %d chips: %w", count, res, len(entry), ErrForged)
 	}
 	return a.checkRuntime(c)
@@ -176,7 +138,7 @@ func (a *Allocator) check(c *candidate) error {
 // one.
 func (a *Allocator) checkRuntime(c *candidate) error {
 	key := a.keys.RuntimeInfo
-	value, ok := c.pod.Annotations[key]
+	value, ok := c.Pod.Annotations[key]
 	if !ok {
 		return fmt.Errorf("annotation %s missing: %w", key, ErrForged)
 	}
@@ -188,7 +150,7 @@ func (a *Allocator) checkRuntime(c *candidate) error {
 	for _, r := range list {
 		c.runtime[r.UUID] = r
 	}
-	for _, card := range c.entries[c.idx] {
+	for _, card := range c.Entry() {
 		r, ok := c.runtime[card.UUID]
 		if !ok {
 			return fmt.Errorf("annotation %s has no entry for chip %s: %w", key, card.UUID, ErrForged)
@@ -210,12 +172,10 @@ func (a *Allocator) knownTemplate(name string) bool {
 	return false
 }
 
-// limit reads a container's extended resource (limits, then requests).
+// limit reads a container's extended resource (limits, then requests);
+// a quantity too large for an int64 reads as math.MaxInt64.
 func limit(ctr *v1.Container, name v1.ResourceName) (int64, bool) {
-	q, ok := ctr.Resources.Limits[name]
-	if !ok {
-		q, ok = ctr.Resources.Requests[name]
-	}
+	q, ok := allocation.Limit(ctr, name)
 	if !ok {
 		return 0, false
 	}

@@ -37,14 +37,14 @@ const (
 // huawei.com/vnpu-mode hami-core selects hami-core; without it the node's
 // mode applies, as in HAMi's plugin.
 func (a *Allocator) respond(c *candidate) *pluginapi.ContainerAllocateResponse {
-	entry := c.entries[c.idx]
+	entry := c.Entry()
 	ids := make([]string, len(entry))
 	for i, card := range entry {
 		chip, _ := a.opts.Inventory.Chip(card.UUID) // check made sure it exists
 		ids[i] = strconv.Itoa(chip.PhyID)
 	}
 	resp := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{ascendproto.EnvVisibleDevices: strings.Join(ids, ",")}}
-	mode := c.pod.Annotations[ascendproto.AnnotationVNPUMode]
+	mode := c.Pod.Annotations[ascendproto.AnnotationVNPUMode]
 	if mode == ascendproto.ModeHAMiCore || (mode == "" && a.opts.Inventory.HAMiCore()) {
 		a.softSlicing(resp, c, ids[0])
 		return resp
@@ -61,7 +61,7 @@ func (a *Allocator) respond(c *candidate) *pluginapi.ContainerAllocateResponse {
 // softSlicing adds the hami-vnpu-core limits (from the first card's
 // runtime entry, as HAMi's plugin reads them) and mounts.
 func (a *Allocator) softSlicing(resp *pluginapi.ContainerAllocateResponse, c *candidate, firstPhyID string) {
-	first := c.runtime[c.entries[c.idx][0].UUID]
+	first := c.runtime[c.Entry()[0].UUID]
 	if first.Memory != nil {
 		resp.Envs[EnvMemQuota] = strconv.FormatInt(*first.Memory, 10)
 	}
@@ -75,6 +75,6 @@ func (a *Allocator) softSlicing(resp *pluginapi.ContainerAllocateResponse, c *ca
 		{HostPath: hook, ContainerPath: containerHookDir, ReadOnly: true},
 		{HostPath: filepath.Join(hook, "ld.so.preload"), ContainerPath: containerPreload, ReadOnly: true},
 		{HostPath: hostSharedDir, ContainerPath: containerSharedDir},
-		{HostPath: filepath.Join(hook, "containers", string(c.pod.UID)+"_"+c.ctr.Name), ContainerPath: containerLocalShmDir},
+		{HostPath: filepath.Join(hook, "containers", string(c.Pod.UID)+"_"+c.Container.Name), ContainerPath: containerLocalShmDir},
 	}
 }
