@@ -32,7 +32,8 @@
 // # Limits and errors
 //
 // A card index has one spelling, digits without sign or leading zeros, so
-// an accounted value reads back as written. Errors name the annotation,
+// an accounted value reads back as written: the rule of every number of
+// the protocols (protocol/internal/wireint). Errors name the annotation,
 // the value and what is allowed. MaxCards and MaxQuantity bound what a node
 // may advertise and a pod may ask for.
 package gpushareproto
