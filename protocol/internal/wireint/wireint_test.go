@@ -68,6 +68,14 @@ func TestParseRange(t *testing.T) {
 	}
 }
 
+// TestParseDoesNotAllocate: decoders call Parse for every number of every
+// card they read.
+func TestParseDoesNotAllocate(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { Parse("-1234567", math.MinInt64, math.MaxInt64) }); n != 0 {
+		t.Errorf("Parse allocates %v times per call", n)
+	}
+}
+
 // TestIntJSON checks that a JSON integer field follows the same rule, with
 // encoding/json's errors and its handling of null.
 func TestIntJSON(t *testing.T) {
