@@ -39,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz gpu-check
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check
 
 all: build test
 
@@ -82,6 +82,13 @@ smoke: build
 # lands in testdata/fuzz/ and is replayed by `make unit`.
 fuzz:
 	hack/fuzz.sh
+
+# The fuzz targets of the packages a change touches (.go files changed since
+# the merge base with BASE, default origin/main or main), FUZZTIME (default
+# 1m) each, one at a time; stops at the first failure and names the target
+# and the failing input Go wrote to testdata/fuzz/.
+fuzz-changed:
+	hack/fuzz-changed.sh
 
 # The scheduler's test-only crash hook (deviceshare/bind) is compiled only with the vsharetest tag
 # (as the e2e framework builds the scheduler); its own tests run with it.

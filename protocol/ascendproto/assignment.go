@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // CardAssignment is one card of one container in
@@ -61,12 +63,12 @@ func decodeAssignment(card string) (CardAssignment, error) {
 	if len(f) != 4 || f[0] == "" || f[1] == "" {
 		return CardAssignment{}, fmt.Errorf("card %q: want UUID,type,memMiB,cores", card)
 	}
-	mem, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || mem <= 0 || mem > MaxMemoryMiB {
+	mem, ok := wireint.Parse(f[2], 1, MaxMemoryMiB)
+	if !ok {
 		return CardAssignment{}, fmt.Errorf("card %q: memory %q: want MiB in [1, %d]", card, f[2], MaxMemoryMiB)
 	}
-	cores, err := strconv.ParseInt(f[3], 10, 32)
-	if err != nil || cores < 0 || cores > FullCores {
+	cores, ok := wireint.Parse(f[3], 0, FullCores)
+	if !ok {
 		return CardAssignment{}, fmt.Errorf("card %q: cores %q: want 0 to %d", card, f[3], FullCores)
 	}
 	return CardAssignment{UUID: f[0], Type: f[1], MemMiB: mem, Cores: int32(cores)}, nil

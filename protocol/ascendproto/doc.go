@@ -1,4 +1,4 @@
-// Package ascend is HAMi's Ascend vNPU wire protocol between a scheduler
+// Package ascendproto is HAMi's Ascend vNPU wire protocol between a scheduler
 // and HAMi's Ascend device plugin: the keys, the encoders and the decoders,
 // with one set of limits and one set of error texts. The scheduler backend
 // (backends/ascend), the simulated node agent (vnpu/agent), config and the
@@ -59,7 +59,9 @@
 //
 // Decoders refuse what no real node or pod writes, with errors naming the
 // container or card, the field, the value and what is allowed: see the Max
-// constants. They check the syntax and the limits only; whether a card
+// constants. Every number, in the comma form and in JSON (custominfo
+// included), is read only as strconv.FormatInt writes it
+// (protocol/internal/wireint): "00", "+0", "-0", 1.0 and 1e3 are refused. They check the syntax and the limits only; whether a card
 // exists on the node, is of the reader's chip type or fits its memory is
 // for the reader to check against its own view of the node.
 package ascendproto

@@ -3,8 +3,10 @@ package ascendproto
 import (
 	"encoding/json"
 	"fmt"
-	"math"
+	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // RegisteredCard is one card of hami.io/node-register-<commonWord>, with
@@ -34,16 +36,18 @@ type RegisteredCard struct {
 // deviceInfo is HAMi's device.DeviceInfo JSON. Every key is omitempty
 // there, so an absent count, devcore, numa or health is the zero value (an
 // unhealthy card is written without "health").
+// Its numbers, custominfo's NetworkID included, are read by the rule of
+// wireint.
 type deviceInfo struct {
-	ID         string         `json:"id,omitempty"`
-	Index      int64          `json:"index,omitempty"`
-	Count      int64          `json:"count,omitempty"`
-	Devmem     int64          `json:"devmem,omitempty"`
-	Devcore    int64          `json:"devcore,omitempty"`
-	Type       string         `json:"type,omitempty"`
-	Numa       int64          `json:"numa,omitempty"`
-	Health     bool           `json:"health,omitempty"`
-	CustomInfo map[string]any `json:"custominfo,omitempty"`
+	ID         string                     `json:"id,omitempty"`
+	Index      wireint.Int                `json:"index,omitempty"`
+	Count      wireint.Int                `json:"count,omitempty"`
+	Devmem     wireint.Int                `json:"devmem,omitempty"`
+	Devcore    wireint.Int                `json:"devcore,omitempty"`
+	Type       string                     `json:"type,omitempty"`
+	Numa       wireint.Int                `json:"numa,omitempty"`
+	Health     bool                       `json:"health,omitempty"`
+	CustomInfo map[string]json.RawMessage `json:"custominfo,omitempty"`
 }
 
 // AgentDeleted reports whether a hami.io/node-handshake-<commonWord> value
@@ -60,10 +64,10 @@ const networkIDKey = "NetworkID"
 func EncodeRegister(cards []RegisteredCard) (string, error) {
 	out := make([]deviceInfo, 0, len(cards))
 	for i, c := range cards {
-		d := deviceInfo{ID: c.ID, Index: int64(c.Index), Count: int64(c.Count), Devmem: c.DevmemMiB, Devcore: int64(c.Devcore),
-			Type: c.Type, Numa: int64(c.NUMA), Health: c.Healthy}
+		d := deviceInfo{ID: c.ID, Index: wireint.Int(c.Index), Count: wireint.Int(c.Count), Devmem: wireint.Int(c.DevmemMiB),
+			Devcore: wireint.Int(c.Devcore), Type: c.Type, Numa: wireint.Int(c.NUMA), Health: c.Healthy}
 		if c.NetworkID != nil {
-			d.CustomInfo = map[string]any{networkIDKey: *c.NetworkID}
+			d.CustomInfo = map[string]json.RawMessage{networkIDKey: strconv.AppendInt(nil, *c.NetworkID, 10)}
 		}
 		if _, err := d.card(); err != nil {
 			return "", fmt.Errorf("encode registration: device %d: %w", i, err)
@@ -117,7 +121,7 @@ func (d deviceInfo) card() (RegisteredCard, error) {
 		return c, fmt.Errorf("id %q: want a non-empty ID without , : ; or spaces", d.ID)
 	case d.Count < 0 || d.Count > MaxCount:
 		return c, fmt.Errorf("card %s: count=%d: want 0 to %d", d.ID, d.Count, MaxCount)
-	case d.Devmem <= 0 || d.Devmem > MaxMemoryMiB:
+	case d.Devmem <= 0 || int64(d.Devmem) > MaxMemoryMiB:
 		return c, fmt.Errorf("card %s: devmem=%d: want MiB in [1, %d]", d.ID, d.Devmem, MaxMemoryMiB)
 	case d.Devcore < 0 || d.Devcore > MaxDevcore:
 		return c, fmt.Errorf("card %s: devcore=%d: want 0 to %d", d.ID, d.Devcore, MaxDevcore)
@@ -126,28 +130,13 @@ func (d deviceInfo) card() (RegisteredCard, error) {
 	case d.Index < 0 || d.Index > MaxIndex:
 		return c, fmt.Errorf("card %s: index=%d: want 0 to %d", d.ID, d.Index, MaxIndex)
 	}
-	c.Index, c.Count, c.DevmemMiB, c.Devcore, c.NUMA = int(d.Index), int32(d.Count), d.Devmem, int32(d.Devcore), int(d.Numa)
+	c.Index, c.Count, c.DevmemMiB, c.Devcore, c.NUMA = int(d.Index), int32(d.Count), int64(d.Devmem), int32(d.Devcore), int(d.Numa)
 	if v, ok := d.CustomInfo[networkIDKey]; ok {
-		id, isWhole := wholeNumber(v)
+		id, isWhole := wireint.Parse(string(v), -maxNetworkID, maxNetworkID)
 		if !isWhole {
-			return c, fmt.Errorf("card %s: custominfo.%s=%v: want a whole number", d.ID, networkIDKey, v)
+			return c, fmt.Errorf("card %s: custominfo.%s=%s: want a whole number", d.ID, networkIDKey, v)
 		}
 		c.NetworkID = &id
 	}
 	return c, nil
-}
-
-// wholeNumber reads a custominfo value: a float64 when decoded, an int64
-// when about to be encoded.
-func wholeNumber(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return n, n >= -maxNetworkID && n <= maxNetworkID
-	case float64:
-		if n != math.Trunc(n) || math.Abs(n) > maxNetworkID {
-			return 0, false
-		}
-		return int64(n), true
-	}
-	return 0, false
 }

@@ -3,6 +3,9 @@ package ascendproto
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // RuntimeEntry is one entry of huawei.com/<commonWord> (HAMi's RuntimeInfo):
@@ -48,11 +51,42 @@ func EncodeRuntimeInfo(entries []RuntimeEntry) string {
 	return string(s)
 }
 
-// DecodeRuntimeInfo reads huawei.com/<commonWord>.
+// runtimeEntryJSON is what DecodeRuntimeInfo reads of an entry, its
+// numbers by the rule of wireint.
+type runtimeEntryJSON struct {
+	UUID   string       `json:"UUID"`
+	Temp   string       `json:"temp"`
+	Memory *wireint.Int `json:"memory"`
+	Core   *wireint.Int `json:"core"`
+}
+
+// runtimeInfoWant ends every DecodeRuntimeInfo error.
+const runtimeInfoWant = "want a JSON list of {UUID, temp} or {UUID, memory, core}"
+
+// DecodeRuntimeInfo reads huawei.com/<commonWord>. Memory and core are
+// integers (core 32-bit) written as strconv.FormatInt writes them.
 func DecodeRuntimeInfo(value string) ([]RuntimeEntry, error) {
-	var out []RuntimeEntry
-	if err := json.Unmarshal([]byte(value), &out); err != nil {
-		return nil, fmt.Errorf("want a JSON list of {UUID, temp} or {UUID, memory, core}: %w", err)
+	var in []runtimeEntryJSON
+	if err := json.Unmarshal([]byte(value), &in); err != nil {
+		return nil, fmt.Errorf("%s: %w", runtimeInfoWant, err)
+	}
+	if in == nil {
+		return nil, nil
+	}
+	out := make([]RuntimeEntry, len(in))
+	for i, e := range in {
+		out[i] = RuntimeEntry{UUID: e.UUID, Temp: e.Temp}
+		if e.Memory != nil {
+			m := int64(*e.Memory)
+			out[i].Memory = &m
+		}
+		if e.Core != nil {
+			if *e.Core < math.MinInt32 || *e.Core > math.MaxInt32 {
+				return nil, fmt.Errorf("%s: entry %d: core=%d: want a 32-bit integer", runtimeInfoWant, i, *e.Core)
+			}
+			c := int32(*e.Core)
+			out[i].Core = &c
+		}
 	}
 	return out, nil
 }

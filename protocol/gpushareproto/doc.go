@@ -1,4 +1,4 @@
-// Package gpushare is the wire protocol of Volcano's GPU share and GPU
+// Package gpushareproto is the wire protocol of Volcano's GPU share and GPU
 // number device modes: the resource names, the annotation keys, the
 // gpu-index and unhealthy-list codecs and their limits. The scheduler
 // backend (backends/gpushare) and the tests speak it through this package.
@@ -32,7 +32,8 @@
 // # Limits and errors
 //
 // A card index has one spelling, digits without sign or leading zeros, so
-// an accounted value reads back as written. Errors name the annotation,
+// an accounted value reads back as written: the rule of every number of
+// the protocols (protocol/internal/wireint). Errors name the annotation,
 // the value and what is allowed. MaxCards and MaxQuantity bound what a node
 // may advertise and a pod may ask for.
 package gpushareproto

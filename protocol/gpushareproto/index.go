@@ -2,8 +2,11 @@ package gpushareproto
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // DecodeIndex reads a volcano.sh/gpu-index value: exactly want distinct card
@@ -97,19 +100,10 @@ func DecodeUnhealthy(value string, cards int) ([]bool, error) {
 	return out, nil
 }
 
-// parseCardIndex parses a non-negative decimal index in the form
-// strconv.Itoa writes it (digits only, no sign, spaces or leading zeros), so
-// that one card has one spelling and an accounted value reads back as
-// written.
+// parseCardIndex parses a card index by the rule of wireint (digits only
+// here: an index has no sign), so that one card has one spelling and an
+// accounted value reads back as written.
 func parseCardIndex(s string) (int, bool) {
-	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.Atoi(s)
-	return v, err == nil
+	v, ok := wireint.Parse(s, 0, math.MaxInt32)
+	return int(v), ok
 }

@@ -2,9 +2,12 @@ package mindclusterproto
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // NPUCore is a decoded huawei.com/npu-core: whole chips, or one vNPU of a
@@ -33,14 +36,14 @@ func DecodeNPUCore(value string) (NPUCore, error) {
 		a.Template, list = tmpl, chip
 	}
 	for _, e := range strings.Split(list, ",") {
-		id, err := strconv.Atoi(e)
-		if err != nil || id < 0 || strconv.Itoa(id) != e {
+		id, ok := wireint.Parse(e, 0, math.MaxInt)
+		if !ok {
 			return NPUCore{}, fmt.Errorf("chip %q: want <chip id>[,<chip id>...] or <chip id>-<template>", e)
 		}
-		if slices.Contains(a.Chips, id) {
+		if slices.Contains(a.Chips, int(id)) {
 			return NPUCore{}, fmt.Errorf("chip %d named twice", id)
 		}
-		a.Chips = append(a.Chips, id)
+		a.Chips = append(a.Chips, int(id))
 	}
 	if a.Template != "" && len(a.Chips) != 1 {
 		return NPUCore{}, fmt.Errorf("a vNPU lives on one chip")
@@ -63,15 +66,14 @@ func EncodeNPUCore(a NPUCore) string {
 // VNPUGroup reads the vNPU group from huawei.com/AscendReal, the last
 // "_"-separated field of values like "Ascend310P-2c.1cpu-105-0_3"; ok is
 // false when there is none (an unconfirmed vNPU) or it is not a
-// non-negative number (upstream getVGroups skips such values too).
+// non-negative number written as strconv.Itoa writes it (upstream
+// getVGroups skips what strconv.Atoi refuses, so it also reads "03" and
+// "+3").
 func VNPUGroup(ascendReal string) (group int, ok bool) {
 	i := strings.LastIndexByte(ascendReal, '_')
 	if i < 0 {
 		return 0, false
 	}
-	g, err := strconv.Atoi(ascendReal[i+1:])
-	if err != nil || g < 0 {
-		return 0, false
-	}
-	return g, true
+	g, ok := wireint.Parse(ascendReal[i+1:], 0, math.MaxInt)
+	return int(g), ok
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // deviceInfoDoc is the ConfigMap's DeviceInfoCfg document (the device
@@ -20,7 +22,7 @@ type deviceInfoDoc struct {
 // deviceInfo is the part CheckCode covers.
 type deviceInfo struct {
 	DeviceList map[string]string
-	UpdateTime int64
+	UpdateTime wireint.Int
 }
 
 // DecodeDeviceInfo decodes the device-info ConfigMap's DeviceInfoCfg and
@@ -86,7 +88,7 @@ func hashOf(b []byte) string {
 // DeviceInfoCheckCode returns the CheckCode MindCluster's device plugin
 // writes for a DeviceList and UpdateTime.
 func DeviceInfoCheckCode(deviceList map[string]string, updateTime int64) string {
-	b, err := json.Marshal(deviceInfo{DeviceList: deviceList, UpdateTime: updateTime})
+	b, err := json.Marshal(deviceInfo{DeviceList: deviceList, UpdateTime: wireint.Int(updateTime)})
 	if err != nil {
 		return ""
 	}
@@ -97,7 +99,7 @@ func DeviceInfoCheckCode(deviceList map[string]string, updateTime int64) string 
 // DeviceList and UpdateTime: DeviceInfoCfg with its CheckCode
 // (WriteDeviceInfoDataIntoCM).
 func DeviceInfoData(deviceList map[string]string, updateTime int64) map[string]string {
-	info := deviceInfo{DeviceList: deviceList, UpdateTime: updateTime}
+	info := deviceInfo{DeviceList: deviceList, UpdateTime: wireint.Int(updateTime)}
 	raw, err := json.Marshal(info)
 	if err != nil {
 		return nil

@@ -1,4 +1,4 @@
-// Package mindcluster is the wire protocol of Huawei MindCluster's Ascend
+// Package mindclusterproto is the wire protocol of Huawei MindCluster's Ascend
 // 310P dynamic vNPUs between a scheduler and MindCluster's Ascend device
 // plugin: the labels, resources and annotation keys, the device-info
 // ConfigMap codec with its CheckCode, the chip lists, the servertype label
@@ -50,7 +50,9 @@
 //
 // # Limits and errors
 //
-// Chip IDs have one spelling (digits without sign or leading zeros), so a
+// Chip IDs, vNPU groups, the servertype's cores and the document's
+// UpdateTime have one spelling (digits without sign or leading zeros, the
+// rule of every number of the protocols, protocol/internal/wireint), so a
 // decoded value is written back byte for byte. Errors name the label,
 // chip, ConfigMap or field, the value and what is allowed; whether chips
 // and templates exist on the node is for the reader to check.

@@ -72,7 +72,7 @@ func checkDeviceList(t *testing.T, cm *v1.ConfigMap, dl map[string]string) {
 	if !checkCodeMatches(doc.CheckCode, doc.DeviceInfo, info) || dl == nil {
 		t.Fatalf("accepted CheckCode %q for DeviceInfo %s", doc.CheckCode, doc.DeviceInfo)
 	}
-	back := &v1.ConfigMap{ObjectMeta: cm.ObjectMeta, Data: DeviceInfoData(dl, info.UpdateTime)}
+	back := &v1.ConfigMap{ObjectMeta: cm.ObjectMeta, Data: DeviceInfoData(dl, int64(info.UpdateTime))}
 	again, err := DecodeDeviceInfo(back)
 	if err != nil {
 		t.Fatalf("DeviceInfoData written back does not decode: %v", err)

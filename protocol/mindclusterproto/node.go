@@ -2,9 +2,12 @@ package mindclusterproto
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // ServerTypeCores reads the AI cores per chip from a 310P node's servertype
@@ -12,11 +15,11 @@ import (
 func ServerTypeCores(serverType string) (int32, error) {
 	f := strings.Split(serverType, "-")
 	var per int64
-	var err error
-	if len(f) >= 2 && f[0] == ServerTypeKind {
-		per, err = strconv.ParseInt(f[1], 10, 32)
+	ok := len(f) >= 2 && f[0] == ServerTypeKind
+	if ok {
+		per, ok = wireint.Parse(f[1], 1, math.MaxInt32)
 	}
-	if len(f) < 2 || f[0] != ServerTypeKind || err != nil || per <= 0 {
+	if !ok {
 		return 0, fmt.Errorf("label %s=%q: want %s-<AI cores per chip>[-suffix], like %s-8", LabelServerType, serverType,
 			ServerTypeKind, ServerTypeKind)
 	}
@@ -33,15 +36,15 @@ func DecodeChips(s string) ([]int, error) {
 		if e == "" {
 			continue
 		}
-		digits, ok := strings.CutPrefix(e, ChipPrefix)
-		id, err := strconv.Atoi(digits)
-		if !ok || err != nil || id < 0 || strconv.Itoa(id) != digits {
+		digits, prefixed := strings.CutPrefix(e, ChipPrefix)
+		id, ok := wireint.Parse(digits, 0, math.MaxInt)
+		if !prefixed || !ok {
 			return nil, fmt.Errorf("chip %q: want %s<id>, like %s0", e, ChipPrefix, ChipPrefix)
 		}
-		if slices.Contains(ids, id) {
+		if slices.Contains(ids, int(id)) {
 			return nil, fmt.Errorf("chip %q listed twice", e)
 		}
-		ids = append(ids, id)
+		ids = append(ids, int(id))
 	}
 	slices.Sort(ids)
 	return ids, nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // Device is one card of a container's allocation entry.
@@ -94,11 +96,11 @@ func decodeDevice(e string) (Device, error) {
 		if !closed || i <= 0 || !validID(body[:i]) {
 			return d, fmt.Errorf("MIG instance %q: want UUID[group-position]", f[0])
 		}
-		pos, err := strconv.Atoi(body[i+1:])
-		if err != nil || pos < 0 || pos >= MaxMIGPositions {
+		pos, ok := wireint.Parse(body[i+1:], 0, MaxMIGPositions-1)
+		if !ok {
 			return d, fmt.Errorf("MIG instance %q: position %q: want a whole number in [0, %d]", f[0], body[i+1:], MaxMIGPositions-1)
 		}
-		d.UUID, d.MIGGroup, d.MIGPos = id, body[:i], pos
+		d.UUID, d.MIGGroup, d.MIGPos = id, body[:i], int(pos)
 	}
 	if !validID(d.UUID) {
 		return d, fmt.Errorf("UUID %q: want a non-empty ID without , : ; [ ] or spaces", d.UUID)
@@ -106,12 +108,12 @@ func decodeDevice(e string) (Device, error) {
 	if d.Type == "" {
 		return d, fmt.Errorf("type is empty: want a device type such as %s", DeviceTypeNVIDIA)
 	}
-	mem, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || mem < 0 || mem > MaxMemoryMiB {
+	mem, ok := wireint.Parse(f[2], 0, MaxMemoryMiB)
+	if !ok {
 		return d, fmt.Errorf("memory %q: want a whole number in [0, %d]", f[2], MaxMemoryMiB)
 	}
-	cores, err := strconv.ParseInt(f[3], 10, 32)
-	if err != nil || cores < 0 || cores > MaxCores {
+	cores, ok := wireint.Parse(f[3], 0, MaxCores)
+	if !ok {
 		return d, fmt.Errorf("cores %q: want a whole number in [0, %d]", f[3], MaxCores)
 	}
 	d.Mem, d.Cores = mem, int32(cores)

@@ -1,4 +1,4 @@
-// Package vgpu is the wire protocol between a vGPU scheduler and its NVIDIA
+// Package vgpuproto is the wire protocol between a vGPU scheduler and its NVIDIA
 // node agent: the keys, the encoders and the decoders, with one set of
 // limits and one set of error texts. The scheduler backend (backends/vgpu),
 // the node agent (vgpu-device-plugin), the e2e harness and the tests all
@@ -112,7 +112,10 @@
 //
 // Decoders refuse what no real node or pod writes, with errors naming the
 // annotation or container entry, the field, the value and what is allowed:
-// see the Max constants. They check the syntax and the limits only;
+// see the Max constants. Every number, in both dialects and in JSON, is
+// read only as strconv.FormatInt writes it (protocol/internal/wireint): "0"
+// devcore is a whole card in either dialect, "00", "+0" and "-0" are
+// refused in both. They check the syntax and the limits only;
 // whether a card exists on the node, or a MIG group in its geometry, is for
 // the reader to check against its own view of the node.
 package vgpuproto

@@ -7,13 +7,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // FuzzDecodeAllocation checks the reader of volcano.sh/vgpu-ids-new: a
 // refusal names the container entry, an accepted value keeps every card
-// within the documented limits, its size is proportional to the input,
-// EncodeAllocation writes it back to a value that decodes the same, and
-// Consume removes exactly the NVIDIA cards of one entry.
+// within the documented limits, EncodeAllocation writes it back byte for
+// byte (up to the optional ":" after an entry's last card: every number has
+// one spelling), and Consume removes exactly the NVIDIA cards of one entry.
 func FuzzDecodeAllocation(f *testing.F) {
 	for _, s := range []string{
 		"",
@@ -62,8 +64,8 @@ func FuzzDecodeAllocation(f *testing.F) {
 			checkEntry(t, i, c)
 		}
 		enc := EncodeAllocation(got)
-		if len(enc) > 2*len(value)+1 {
-			t.Errorf("EncodeAllocation(DecodeAllocation(%d bytes)) is %d bytes", len(value), len(enc))
+		if want := withLastColons(value); enc != want {
+			t.Errorf("EncodeAllocation(DecodeAllocation(%q)) = %q, want %q", value, enc, want)
 		}
 		again, err := DecodeAllocation(enc)
 		if err != nil {
@@ -74,6 +76,18 @@ func FuzzDecodeAllocation(f *testing.F) {
 		}
 		checkConsume(t, got)
 	})
+}
+
+// withLastColons is an allocation value with the ":" that EncodeAllocation
+// writes after the last card of every non-empty entry.
+func withLastColons(value string) string {
+	entries := strings.Split(value, ";")
+	for i, e := range entries {
+		if e != "" && !strings.HasSuffix(e, ":") {
+			entries[i] = e + ":"
+		}
+	}
+	return strings.Join(entries, ";")
 }
 
 // checkEntry checks one decoded container entry against the limits.
@@ -252,9 +266,9 @@ func reencode(cards []Card, hami bool) ([]Card, error) {
 	}
 	devs := make([]hamiDevice, 0, len(cards))
 	for _, c := range cards {
-		count, mem := int64(c.Count), c.MemMiB
-		devs = append(devs, hamiDevice{ID: c.UUID, Count: &count, Devmem: &mem, Devcore: int64(c.Cores),
-			Type: c.Type, Numa: int64(c.NUMA), Mode: c.Mode, Health: c.Healthy})
+		count, mem := wireint.Int(c.Count), wireint.Int(c.MemMiB)
+		devs = append(devs, hamiDevice{ID: c.UUID, Count: &count, Devmem: &mem, Devcore: wireint.Int(c.Cores),
+			Type: c.Type, Numa: wireint.Int(c.NUMA), Mode: c.Mode, Health: c.Healthy})
 	}
 	raw, err := json.Marshal(devs)
 	if err != nil {

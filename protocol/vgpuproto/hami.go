@@ -5,18 +5,21 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // hamiDevice is one entry of HAMi's JSON registration (HAMi
 // pkg/device.DeviceInfo as its NVIDIA device plugin marshals it).
+// Its numbers are read by the rule of the comma form (wireint.Int).
 type hamiDevice struct {
-	ID      string `json:"id"`
-	Count   *int64 `json:"count"`
-	Devmem  *int64 `json:"devmem"`
-	Devcore int64  `json:"devcore"`
-	Type    string `json:"type"`
-	Numa    int64  `json:"numa"`
-	Mode    string `json:"mode"`
+	ID      string       `json:"id"`
+	Count   *wireint.Int `json:"count"`
+	Devmem  *wireint.Int `json:"devmem"`
+	Devcore wireint.Int  `json:"devcore"`
+	Type    string       `json:"type"`
+	Numa    wireint.Int  `json:"numa"`
+	Mode    string       `json:"mode"`
 	// Health is false when absent: HAMi marshals DeviceInfo with
 	// "health,omitempty", so an unhealthy card has no health field.
 	Health bool `json:"health"`
@@ -56,8 +59,8 @@ func decodeHAMiJSON(value string) ([]Card, error) {
 			return nil, fmt.Errorf("annotation %s device %d (%q): id, count and devmem are required",
 				AnnotationHAMiRegister, i, d.ID)
 		}
-		c, err := parseCard(d.ID, strconv.FormatInt(*d.Count, 10), strconv.FormatInt(*d.Devmem, 10),
-			strconv.FormatInt(d.Devcore, 10), d.Type, strconv.FormatInt(d.Numa, 10), strconv.FormatBool(d.Health), d.Mode)
+		c, err := parseCard(d.ID, itoa(*d.Count), itoa(*d.Devmem), itoa(d.Devcore), d.Type, itoa(d.Numa),
+			strconv.FormatBool(d.Health), d.Mode)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s device %d: %w", AnnotationHAMiRegister, i, err)
 		}
@@ -66,11 +69,15 @@ func decodeHAMiJSON(value string) ([]Card, error) {
 	return checkCards(cards, AnnotationHAMiRegister)
 }
 
+// itoa writes a JSON number back as the comma form spells it, for
+// parseCard to check.
+func itoa(n wireint.Int) string { return strconv.FormatInt(int64(n), 10) }
+
 // deviceScore is one entry of hami.io/node-nvidia-score (HAMi
 // pkg/device/nvidia DeviceListScore).
 type deviceScore struct {
-	UUID  string           `json:"uuid"`
-	Score map[string]int64 `json:"score"`
+	UUID  string                 `json:"uuid"`
+	Score map[string]wireint.Int `json:"score"`
 }
 
 // DecodeScores reads hami.io/node-nvidia-score into an n x n matrix
@@ -120,10 +127,10 @@ func EncodeScores(uuids []string, scores []int32) (string, error) {
 	}
 	list := make([]deviceScore, n)
 	for i, u := range uuids {
-		list[i] = deviceScore{UUID: u, Score: make(map[string]int64, n-1)}
+		list[i] = deviceScore{UUID: u, Score: make(map[string]wireint.Int, n-1)}
 		for j, v := range uuids {
 			if j != i {
-				list[i].Score[v] = int64(scores[i*n+j])
+				list[i].Score[v] = wireint.Int(scores[i*n+j])
 			}
 		}
 	}

@@ -98,7 +98,8 @@ func TestDecodeHAMiRegisterOmittedFields(t *testing.T) {
 // FuzzDecodeHAMiAllocation checks the reader of hami.io/vgpu-devices-*: a
 // refusal names the annotation and the container entry, an accepted value
 // keeps every card within the limits, and EncodeHAMiAllocation writes it
-// back to a value that decodes the same.
+// back byte for byte (up to the optional ":" and ";" after an entry's last
+// card and the last entry: every number has one spelling).
 func FuzzDecodeHAMiAllocation(f *testing.F) {
 	for _, s := range []string{
 		"", ";", ";;;",
@@ -125,6 +126,9 @@ func FuzzDecodeHAMiAllocation(f *testing.F) {
 			checkEntry(t, i, c)
 		}
 		enc := EncodeHAMiAllocation(0, got)
+		if want := withLastColons(strings.TrimSuffix(value, hamiEntryEnd)) + hamiEntryEnd; got != nil && enc != want {
+			t.Errorf("EncodeHAMiAllocation(DecodeHAMiAllocation(%q)) = %q, want %q", value, enc, want)
+		}
 		again, err := DecodeHAMiAllocation(AnnotationHAMiAllocated, enc)
 		if err != nil {
 			t.Fatalf("decode %q written back from %q: %v", enc, value, err)

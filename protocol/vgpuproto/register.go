@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/vgpushare/vshare/protocol/internal/wireint"
 )
 
 // Card is one registered card, from either dialect of the registration.
@@ -150,33 +152,36 @@ func EncodeMIGGeometry(cards []MIGGeometry) string {
 // registration and allocation formats, whose separators it must not hold.
 func validID(s string) bool { return s != "" && !strings.ContainsAny(s, ",:;[] ") }
 
-// parseCard validates one card's fields, as written in either dialect ("" cores and "0" mean
+// parseCard validates one card's fields, as written in either dialect
+// (numbers by the rule of protocol/internal/wireint; cores "" or 0 mean
 // DefaultCores, "" numa 0, "" mode ModeHAMiCore).
 func parseCard(uuid, count, mem, cores, typ, numa, health, mode string) (Card, error) {
 	c := Card{UUID: uuid, Type: typ, Cores: DefaultCores}
 	if !validID(uuid) {
 		return c, fmt.Errorf("UUID %q: want a non-empty ID without , : ; [ ] or spaces", uuid)
 	}
-	n, err := strconv.ParseInt(count, 10, 32)
-	if err != nil || n < 0 || n > MaxShareCount {
+	n, ok := wireint.Parse(count, 0, MaxShareCount)
+	if !ok {
 		return c, fmt.Errorf("card %s: count=%q: want a whole number in [0, %d]", uuid, count, MaxShareCount)
 	}
 	c.Count = int32(n)
-	m, err := strconv.ParseInt(mem, 10, 64)
-	if err != nil || m <= 0 || m > MaxMemoryMiB {
+	m, ok := wireint.Parse(mem, 1, MaxMemoryMiB)
+	if !ok {
 		return c, fmt.Errorf("card %s: devmem=%q: want MiB in [1, %d]", uuid, mem, MaxMemoryMiB)
 	}
 	c.MemMiB = m
-	if cores != "" && cores != "0" {
-		v, err := strconv.ParseInt(cores, 10, 32)
-		if err != nil || v < 0 || v > MaxCores {
+	if cores != "" {
+		v, ok := wireint.Parse(cores, 0, MaxCores)
+		if !ok {
 			return c, fmt.Errorf("card %s: devcore=%q: want a whole number in [0, %d]", uuid, cores, MaxCores)
 		}
-		c.Cores = int32(v)
+		if v != 0 {
+			c.Cores = int32(v)
+		}
 	}
 	if numa != "" {
-		v, err := strconv.ParseInt(numa, 10, 32)
-		if err != nil || v < -1 || v > MaxNUMA {
+		v, ok := wireint.Parse(numa, -1, MaxNUMA)
+		if !ok {
 			return c, fmt.Errorf("card %s: numa=%q: want a whole number in [-1, %d]", uuid, numa, MaxNUMA)
 		}
 		c.NUMA = int32(v)
