@@ -179,7 +179,7 @@ func present(tree any, path []string) bool {
 // TestDashboardMetricsExist: every metric the Grafana dashboard queries is
 // defined by the scheduler plugin or the node agent's exporter.
 func TestDashboardMetricsExist(t *testing.T) {
-	defined, err := deploy.MetricNames("../deviceshare", "../vgpu-device-plugin/monitor")
+	defined, err := deploy.MetricNames("../deviceshare/metrics", "../vgpu-device-plugin/monitor")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -180,8 +180,8 @@ func TestUnadvertisedResourceIsAdvertisedAndPodBinds(t *testing.T) {
 	if got := binds[testNamespace+"/w"]; got.Node != "n1" || got.Annotations[widgetIndex] != "0" {
 		t.Errorf("bind = %+v, want n1 with %s=0", got, widgetIndex)
 	}
-	if c.st.adv.patchCount() != 1 {
-		t.Errorf("node status patches = %d, want 1 (only on change)", c.st.adv.patchCount())
+	if c.st.adv.PatchCount() != 1 {
+		t.Errorf("node status patches = %d, want 1 (only on change)", c.st.adv.PatchCount())
 	}
 }
 

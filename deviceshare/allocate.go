@@ -74,7 +74,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		r, err := allocateOn(d, task.Pod, s.args.SchedulePolicy, host, pipelined)
 		if err != nil {
 			p.rollback(alloc)
-			p.st.metrics.allocated(s.backends[i].Name(), "error")
+			p.st.metrics.Allocated(s.backends[i].Name(), "error")
 			klog.ErrorS(err, "Device allocation failed after the node passed the predicate; the task keeps no cards",
 				"pod", klog.KObj(task.Pod), "node", task.NodeName, "device", s.backends[i].Name(), "pipelined", pipelined)
 			p.refuse(task, pipelined, fmt.Errorf("allocate %s devices on node %s: %w", s.backends[i].Name(), task.NodeName, err))
@@ -86,7 +86,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		for k, v := range r.Annotations {
 			merged.Annotations[k] = v
 		}
-		p.st.metrics.allocated(s.backends[i].Name(), "success")
+		p.st.metrics.Allocated(s.backends[i].Name(), "success")
 	}
 	var signed []string
 	for _, i := range req.backends {

@@ -24,6 +24,8 @@ import (
 	builtin "volcano.sh/volcano/pkg/scheduler/plugins/deviceshare"
 
 	"github.com/vgpushare/vshare/backends/registry"
+	"github.com/vgpushare/vshare/deviceshare/bind"
+	"github.com/vgpushare/vshare/deviceshare/nodestate"
 	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -358,7 +360,7 @@ func BenchmarkVGPULedgerMemory(b *testing.B) {
 		var before, after goruntime.MemStats
 		goruntime.GC()
 		goruntime.ReadMemStats(&before)
-		l := NewLedger(nil)
+		l := nodestate.New(nil, bind.NewDecisions(nil))
 		res := l.Sync(infos, backends)
 		goruntime.GC()
 		goruntime.ReadMemStats(&after)

@@ -317,3 +317,14 @@ func newTestState(opts Options) *State {
 	}
 	return NewState(opts)
 }
+
+func nodeInfo(t *testing.T, node *v1.Node, pods ...*v1.Pod) map[string]*vcapi.NodeInfo {
+	t.Helper()
+	ni := vcapi.NewNodeInfo(node)
+	for _, p := range pods {
+		if err := ni.AddTask(vcapi.NewTaskInfo(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return map[string]*vcapi.NodeInfo{node.Name: ni}
+}

@@ -58,18 +58,18 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 		p.registerMisconfigured(ssn)
 		return
 	}
-	res := p.st.ledger.Sync(ssn.Nodes, backends)
+	res := p.st.nodes.Sync(ssn.Nodes, backends)
 	p.st.reportProblems(ssn.KubeClient(), res.Problems)
 	p.ssn = ssn
 	p.sess = p.st.newSessionState(p.args, backends, ssn)
 	p.sess.queues = p.openQueues(ssn)
 	p.sess.quotas = p.openQuotas(ssn)
 	p.explainInvalidRequests(ssn)
-	p.st.adv.observe(ssn.KubeClient(), ssn.Nodes, p.sess)
+	p.st.adv.Observe(ssn.KubeClient(), ssn.Nodes, p.sess.advertisedTotals)
 	p.st.binder.FollowPods(ssn.InformerFactory())
 	p.st.binder.Inherit(ssn.Nodes, backends)
 	p.register(ssn)
-	p.st.metrics.observeSync(res, p.st.clock.Since(start))
+	p.st.metrics.ObserveSync(res, p.st.clock.Since(start))
 	klog.V(3).InfoS("Device ledger synced", "plugin", PluginName, "nodes", res.Nodes, "decoded", res.Decoded,
 		"added", res.Added, "removed", res.Removed, "rejected", res.Rejected, "assumed", res.Assumed,
 		"confirmed", res.Confirmed, "dropped", res.Dropped, "duration", p.st.clock.Since(start))
@@ -82,7 +82,7 @@ func (p *plugin) OnSessionClose(ssn *framework.Session) {
 		klog.V(3).InfoS("Device session closed", "plugin", PluginName, "allocations", len(p.sess.allocs),
 			"evictions", len(p.sess.evicted))
 		p.reportQueueUsage(ssn)
-		p.st.quotas.record(p.sess.quotas)
+		p.st.quotas.Record(p.sess.quotas.samples())
 	}
 	p.sess = nil
 	p.ssn = nil
@@ -122,7 +122,7 @@ func (p *plugin) registerMisconfigured(ssn *framework.Session) {
 // newSessionState builds the session's read-mostly view: per node the
 // ledger's devices, node locks, and per pending task its device request.
 func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend, ssn *framework.Session) *sessionState {
-	view, assumedPods, inflight := st.ledger.view()
+	view, assumedPods, inflight := st.nodes.View()
 	s := &sessionState{
 		args:        args,
 		backends:    backends,
@@ -153,10 +153,10 @@ func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend
 		nv := view[name]
 		for i, b := range backends {
 			v, ok := nv[b.Name()]
-			if !ok || (v.devices == nil && v.invErr == nil) {
+			if !ok || (v.Devices == nil && v.InvErr == nil) {
 				continue
 			}
-			devSlab = append(devSlab, sessionDevices{base: v.devices, invErr: v.invErr, gen: v.gen, stamp: &s.stamps[sn.idx]})
+			devSlab = append(devSlab, sessionDevices{base: v.Devices, invErr: v.InvErr, gen: v.Gen, stamp: &s.stamps[sn.idx]})
 			sn.devices[i] = &devSlab[len(devSlab)-1]
 		}
 		s.byInfo[ni] = sn.idx

@@ -61,11 +61,11 @@ func (p *plugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest) error {
 	s := p.sess
 	if req.unserved != "" {
-		p.st.metrics.filterFailed("request", "unserved resource")
+		p.st.metrics.FilterFailed("request", "unserved resource")
 		return fitError(task, node, device.UnschedulableAndUnresolvable, ReasonUnservedPrefix+req.unserved)
 	}
 	if req.invalid != nil {
-		p.st.metrics.filterFailed("request", "invalid request")
+		p.st.metrics.FilterFailed("request", "invalid request")
 		return fitError(task, node, device.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
 	}
 	idx, ok := s.indexOf(node)
@@ -73,7 +73,7 @@ func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *task
 		return fitError(task, node, device.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
 	}
 	if s.args.NodeLockEnable && s.slab[idx].locked() {
-		p.st.metrics.filterFailed("node", ReasonNodeLocked)
+		p.st.metrics.FilterFailed("node", ReasonNodeLocked)
 		return fitError(task, node, device.Unschedulable, ReasonNodeLocked)
 	}
 	t := req.results
@@ -86,7 +86,7 @@ func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *task
 	if hit != nil {
 		if f := hit.fail; f != nil {
 			for _, c := range f.counted {
-				p.st.metrics.filterFailed(c[0], c[1])
+				p.st.metrics.FilterFailed(c[0], c[1])
 			}
 			return f.fitError(task, node)
 		}
@@ -112,7 +112,7 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		statuses = append(statuses, st)
 		if counter != "" {
 			counted = append(counted, [2]string{device, counter})
-			p.st.metrics.filterFailed(device, counter)
+			p.st.metrics.FilterFailed(device, counter)
 		}
 	}
 	resolvable, unresolvable := false, false

@@ -43,7 +43,7 @@ func TestVGPUPreemptionEvictsTheSharerOfTheUsableCard(t *testing.T) {
 
 	high := withPriority(vgpuPod("high", "pg-high", 1, 8000, 10, vgpuproto.AnnotationUseUUID, "GPU-1"), prioHigh)
 	pc.submit("pg-high", "default", "high", 1, high)
-	ledgerBefore := ledgerStatus(pc.st.ledger)
+	ledgerBefore := nodesStatus(pc.st.nodes)
 	var reserved map[string]string
 	pc.session(func(ssn *framework.Session) { reserved = pipelinedAnnotations(pc, ssn, high) })
 	if got := firstCard(reserved); got != "GPU-1" {
@@ -52,7 +52,7 @@ func TestVGPUPreemptionEvictsTheSharerOfTheUsableCard(t *testing.T) {
 	if diff := cmp.Diff([]string{testNamespace + "/sharer"}, pc.evictions(1)); diff != "" {
 		t.Errorf("evicted (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(ledgerBefore, ledgerStatus(pc.st.ledger)); diff != "" {
+	if diff := cmp.Diff(ledgerBefore, nodesStatus(pc.st.nodes)); diff != "" {
 		t.Errorf("the session changed the ledger (-before +after):\n%s", diff)
 	}
 
@@ -136,7 +136,7 @@ func TestDiscardedPreemptionLeavesTheLedgerUnchanged(t *testing.T) {
 	b := withPriority(vgpuPod("b", "pg-gang", 1, 12000, 10), prioHigh)
 	pc.submit("pg-gang", "default", "high", 2, a, b)
 
-	before := ledgerStatus(pc.st.ledger)
+	before := nodesStatus(pc.st.nodes)
 	var during map[string]string
 	var allocs, evicted int
 	pc.session(func(*framework.Session) {
@@ -150,7 +150,7 @@ func TestDiscardedPreemptionLeavesTheLedgerUnchanged(t *testing.T) {
 	if diff := cmp.Diff(before, during); diff != "" {
 		t.Errorf("session view after the discard differs from the ledger before (-before +after):\n%s", diff)
 	}
-	if diff := cmp.Diff(before, ledgerStatus(pc.st.ledger)); diff != "" {
+	if diff := cmp.Diff(before, nodesStatus(pc.st.nodes)); diff != "" {
 		t.Errorf("ledger changed (-before +after):\n%s", diff)
 	}
 	if allocs != 0 || evicted != 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpushare/vshare/deviceshare/nodestate"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -124,14 +125,14 @@ func (pc *preemptCluster) evictions(want int) []string {
 	return got
 }
 
-// ledgerStatus renders every node's ledger devices, by node and backend.
-func ledgerStatus(l *Ledger) map[string]string {
-	view, _, _ := l.view()
+// nodesStatus renders every node's devices in the node state, by node and backend.
+func nodesStatus(l *nodestate.Store) map[string]string {
+	view, _, _ := l.View()
 	out := map[string]string{}
 	for node, m := range view {
 		for b, dv := range m {
-			if dv.devices != nil {
-				out[node+"/"+b] = dv.devices.GetStatus()
+			if dv.Devices != nil {
+				out[node+"/"+b] = dv.Devices.GetStatus()
 			}
 		}
 	}

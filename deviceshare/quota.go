@@ -10,6 +10,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/quotawatch"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
@@ -63,7 +64,7 @@ func (p *plugin) openQuotas(ssn *framework.Session) *quotaState {
 	if len(resources) == 0 {
 		return nil
 	}
-	src := p.st.quotas.source(p.st.configsCtx, ssn.KubeClient())
+	src := p.st.quotas.Source(p.st.configsCtx, ssn.KubeClient())
 	if src == nil {
 		return nil
 	}
@@ -85,35 +86,15 @@ func (p *plugin) openQuotas(ssn *framework.Session) *quotaState {
 	if len(q.limits) == 0 {
 		return nil
 	}
-	q.used = p.st.ledger.quotaUsage(q.limits)
+	used := make(map[string]map[string]int64, len(q.limits))
+	p.st.nodes.QuotaUsage(q.limits, func(ns string, held map[string]float64) { addHeld(used, ns, held, 1) })
+	q.used = used
 	volcano.EachTask(ssn, vcapi.Pending, func(_ *vcapi.JobInfo, task *vcapi.TaskInfo) {
 		if r := s.requests[task.UID]; r != nil && q.limits[task.Namespace] != nil {
 			r.quota = q.ask(s, task.Pod, r)
 		}
 	})
 	return q
-}
-
-// quotaUsage sums, per namespace with limits, what the accounted pods hold
-// by resource name (Devices.AddQueueResource).
-func (l *Ledger) quotaUsage(limits map[string][]device.QuotaLimit) map[string]map[string]int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	used := make(map[string]map[string]int64, len(limits))
-	for _, nl := range l.nodes {
-		for _, dl := range nl.devices {
-			if dl.devices == nil {
-				continue
-			}
-			for _, ap := range dl.pods {
-				if ap.err != nil || limits[ap.pod.Namespace] == nil {
-					continue
-				}
-				addHeld(used, ap.pod.Namespace, dl.devices.AddQueueResource(ap.pod), 1)
-			}
-		}
-	}
-	return used
 }
 
 func addHeld(used map[string]map[string]int64, ns string, held map[string]float64, sign int64) {
@@ -209,7 +190,7 @@ func (p *plugin) quotaPrecheck(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *
 	}
 	if q.unknown != "" {
 		if asksQuotaNamer(p.sess, req) {
-			p.st.metrics.filterFailed("quota", "quotas unknown")
+			p.st.metrics.FilterFailed("quota", "quotas unknown")
 			return fitError(task, node, device.UnschedulableAndUnresolvable, q.unknown)
 		}
 		return nil
@@ -219,7 +200,7 @@ func (p *plugin) quotaPrecheck(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *
 		return nil
 	}
 	if l, used, asked, over := q.over(task.Namespace, a.amounts); over {
-		p.st.metrics.filterFailed("quota", "namespace quota exceeded")
+		p.st.metrics.FilterFailed("quota", "namespace quota exceeded")
 		return quotaFitError(task, node, l.Exceeded(used, asked))
 	}
 	return nil
@@ -266,7 +247,7 @@ func (p *plugin) quotaOnNode(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *ta
 		}
 	}
 	if l, used, asked, over := s.quotas.over(task.Namespace, held); over {
-		p.st.metrics.filterFailed("quota", "namespace quota exceeded")
+		p.st.metrics.FilterFailed("quota", "namespace quota exceeded")
 		return quotaFitError(task, node, l.Exceeded(used, asked))
 	}
 	return nil
@@ -313,4 +294,20 @@ func (p *plugin) unchargeQuota(task *vcapi.TaskInfo, alloc *sessionAlloc) {
 	if q := p.sess.quotas; q != nil && q.unknown == "" && q.limits[task.Namespace] != nil {
 		addHeld(q.used, task.Namespace, alloc.held, -1)
 	}
+}
+
+// samples are the session's enforced limits and their namespaces' usage,
+// for the quota metrics (quotawatch.Watch.Record).
+func (q *quotaState) samples() []quotawatch.Sample {
+	if q == nil {
+		return nil
+	}
+	var out []quotawatch.Sample
+	for ns, limits := range q.limits {
+		for _, l := range limits {
+			out = append(out, quotawatch.Sample{Namespace: ns, Quota: l.Quota, Resource: l.Name(),
+				Used: q.used[ns][string(l.Resource)], Hard: l.Hard})
+		}
+	}
+	return out
 }

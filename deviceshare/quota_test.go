@@ -15,9 +15,10 @@ import (
 
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
+	"github.com/vgpushare/vshare/deviceshare/metrics"
 )
 
-// staticQuotas is a QuotaSource serving fixed ResourceQuotas.
+// staticQuotas is a quotawatch.Source serving fixed ResourceQuotas.
 type staticQuotas struct {
 	quotas []*v1.ResourceQuota
 	synced bool
@@ -42,7 +43,7 @@ func quotaCluster(t *testing.T, quotas ...*v1.ResourceQuota) *cluster {
 		vgpuNode("n1", vcard{"GPU-0", "", 16000}, vcard{"GPU-1", "", 16000}),
 		vgpuNode("n2", vcard{"GPU-2", "", 16000}, vcard{"GPU-3", "", 16000}),
 	}, nil)
-	c.st.quotas.src = staticQuotas{quotas: quotas, synced: true}
+	c.st.quotas.Src = staticQuotas{quotas: quotas, synced: true}
 	return c
 }
 
@@ -194,7 +195,7 @@ func TestQuotaNamespacesAreIndependent(t *testing.T) {
 
 func TestQuotaUnknownKeepsDevicePodsWaiting(t *testing.T) {
 	c := quotaCluster(t)
-	c.st.quotas.src = staticQuotas{synced: false}
+	c.st.quotas.Src = staticQuotas{synced: false}
 	a := vgpuPod("a", "pa", 1, 1000, 0)
 	c.addJob(podGroup("pa", 1), a)
 	msg := sessionFitMessages(c, a)
@@ -222,7 +223,7 @@ func TestQuotaMetrics(t *testing.T) {
 	c.session(nil)
 	c.waitBinds(1)
 	reg := prometheus.NewPedanticRegistry()
-	newMetrics(reg).collectQuotas(c.st.quotas)
+	metrics.New(reg).CollectQuotas(c.st.quotas)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

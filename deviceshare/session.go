@@ -259,3 +259,29 @@ func (s *sessionState) effectivePod(pod *v1.Pod) *v1.Pod {
 	}
 	return pod
 }
+
+// advertisedTotals are the node totals its devices advertise
+// (device.Advertiser), nil for none.
+func (s *sessionState) advertisedTotals(node string) v1.ResourceList {
+	sn := s.nodes[node]
+	if sn == nil {
+		return nil
+	}
+	var out v1.ResourceList
+	for _, d := range sn.devices {
+		if d == nil || d.base == nil {
+			continue
+		}
+		adv, ok := d.base.(device.Advertiser)
+		if !ok {
+			continue
+		}
+		for k, q := range adv.Advertised() {
+			if out == nil {
+				out = v1.ResourceList{}
+			}
+			out[k] = q
+		}
+	}
+	return out
+}

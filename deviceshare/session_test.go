@@ -90,7 +90,7 @@ func TestTwoSessionsWithoutInformerUpdatesDoNotDoubleAllocate(t *testing.T) {
 	c.addJob(podGroup("pg3", 1), gpuMemPod("c", "pg3", 6000))
 	c.session(nil)
 	c.expectNoBind()
-	if got := c.st.ledger.Stats().Assumed; got != 2 {
+	if got := c.st.nodes.Stats().Assumed; got != 2 {
 		t.Errorf("assumed allocations = %d, want 2", got)
 	}
 
@@ -116,7 +116,7 @@ func TestConfirmedBindsAreAccountedOnce(t *testing.T) {
 	c.addJob(podGroup("pg2", 1), gpuMemPod("too-big", "pg2", 5001))
 	c.session(nil)
 	c.expectNoBind()
-	if got := c.st.ledger.Stats().Assumed; got != 0 {
+	if got := c.st.nodes.Stats().Assumed; got != 0 {
 		t.Errorf("assumed allocations after confirmation = %d, want 0", got)
 	}
 	c.addJob(podGroup("pg3", 1), gpuMemPod("fits", "pg3", 5000))

@@ -20,8 +20,12 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/advertise"
 	"github.com/vgpushare/vshare/deviceshare/bind"
+	"github.com/vgpushare/vshare/deviceshare/metrics"
+	"github.com/vgpushare/vshare/deviceshare/nodestate"
 	"github.com/vgpushare/vshare/deviceshare/pluginargs"
+	"github.com/vgpushare/vshare/deviceshare/quotawatch"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/internal/allocsig"
 )
@@ -54,13 +58,13 @@ type Options struct {
 type State struct {
 	clock   clock.Clock
 	factory BackendFactory
-	ledger  *Ledger
-	metrics *metrics
+	nodes   *nodestate.Store
+	metrics *metrics.Metrics
 	binder  *bind.Binder
-	adv     *advertiser
+	adv     *advertise.Advertiser
 	// quotas serves the ResourceQuotas (quota.go); it starts with the
 	// first session's client.
-	quotas *quotaWatch
+	quotas *quotawatch.Watch
 
 	mu          sync.Mutex
 	recorder    record.EventRecorder
@@ -121,17 +125,17 @@ func NewState(opts Options) *State {
 	st := &State{
 		clock:   opts.Clock,
 		factory: opts.Backends,
-		ledger:  NewLedger(opts.Clock),
-		metrics: newMetrics(opts.Registerer),
+		metrics: metrics.New(opts.Registerer),
 	}
-	st.binder = bind.New(bind.Options{Clock: opts.Clock, Inventories: st.ledger, Metrics: bind.Metrics{
-		NodeLockBusy: st.metrics.nodeLockBusy, AgentWaited: st.metrics.agentWaited, InventoryRefused: st.metrics.inventoryRefused,
+	decisions := bind.NewDecisions(opts.Clock)
+	st.nodes = nodestate.New(opts.Clock, decisions)
+	st.binder = bind.New(bind.Options{Clock: opts.Clock, Decisions: decisions, Inventories: st.nodes, Metrics: bind.Metrics{
+		NodeLockBusy: st.metrics.NodeLockBusy, AgentWaited: st.metrics.AgentWaited, InventoryRefused: st.metrics.InventoryRefused,
 	}})
-	st.ledger.decisions = st.binder.Decisions
-	st.metrics.collectCards(st.ledger)
-	st.quotas = &quotaWatch{}
-	st.metrics.collectQuotas(st.quotas)
-	st.adv = newAdvertiser()
+	st.metrics.CollectCards(st.nodes)
+	st.quotas = &quotawatch.Watch{}
+	st.metrics.CollectQuotas(st.quotas)
+	st.adv = advertise.New()
 	st.configsCtx, st.stopConfigs = context.WithCancel(context.Background())
 	return st
 }
@@ -152,7 +156,7 @@ var _ cache.Binder = (*bind.Binder)(nil)
 // Close stops the State's background work (node resource advertising,
 // the ConfigMap watches).
 func (st *State) Close() {
-	st.adv.stop()
+	st.adv.Stop()
 	st.stopConfigs()
 }
 
@@ -211,7 +215,7 @@ const (
 
 // reportProblems records a Warning event for each problem a ledger sync
 // found for the first time.
-func (st *State) reportProblems(client kubernetes.Interface, problems []Problem) {
+func (st *State) reportProblems(client kubernetes.Interface, problems []nodestate.Problem) {
 	if len(problems) == 0 {
 		return
 	}
@@ -243,8 +247,9 @@ func (st *State) reportProblems(client kubernetes.Interface, problems []Problem)
 	}
 }
 
-// Ledger exposes the device ledger (for tests and debugging endpoints).
-func (st *State) Ledger() *Ledger { return st.ledger }
+// Nodes exposes the state of every node's devices (for tests and
+// debugging endpoints).
+func (st *State) Nodes() *nodestate.Store { return st.nodes }
 
 // Register creates the process's State and registers the plugin under
 // PluginName, replacing Volcano's built-in plugin, and the binder that takes
@@ -295,7 +300,7 @@ func (st *State) reportArgs(err error) {
 	changed := msg != st.lastArgErr
 	st.lastArgErr = msg
 	st.mu.Unlock()
-	st.metrics.setArgsValid(err == nil)
+	st.metrics.SetArgsValid(err == nil)
 	if !changed {
 		return
 	}

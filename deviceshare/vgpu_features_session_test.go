@@ -12,6 +12,8 @@ import (
 
 	"github.com/vgpushare/vshare/backends/registry"
 	"github.com/vgpushare/vshare/backends/vgpu"
+	"github.com/vgpushare/vshare/deviceshare/bind"
+	"github.com/vgpushare/vshare/deviceshare/nodestate"
 	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -150,7 +152,7 @@ func TestLedgerReportsCordonWarnings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewLedger(testingclock.NewFakeClock(testTime))
+	l := nodestate.New(testingclock.NewFakeClock(testTime), bind.NewDecisions(nil))
 	node := vgpuNode("n1", vcard{"GPU-0", "", 16000})
 	node.Annotations[vgpuproto.AnnotationCordon] = "GPU-0,GPU-x"
 	res := l.Sync(nodeInfo(t, node), backends)
@@ -160,8 +162,8 @@ func TestLedgerReportsCordonWarnings(t *testing.T) {
 	if res = l.Sync(nodeInfo(t, node), backends); len(res.Problems) != 0 {
 		t.Errorf("second Sync reported %+v again", res.Problems)
 	}
-	view, _, _ := l.view()
-	if v := view["n1"][vgpu.Name]; v.devices == nil || v.invErr != nil {
+	view, _, _ := l.View()
+	if v := view["n1"][vgpu.Name]; v.Devices == nil || v.InvErr != nil {
 		t.Errorf("the node's cards are unavailable after a bad cordon: %+v", v)
 	}
 }

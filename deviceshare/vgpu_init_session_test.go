@@ -80,7 +80,7 @@ func TestVGPUInitContainersAndSidecarsSession(t *testing.T) {
 	c.confirmBinds(warm)
 	c.session(nil)
 	c.expectNoBind()
-	if got := c.st.ledger.Stats().Assumed; got != 1 {
+	if got := c.st.nodes.Stats().Assumed; got != 1 {
 		t.Errorf("assumed allocations after confirming warm = %d, want 1 (fits-assumed)", got)
 	}
 	// The confirmed record is charged what the assumption was: the pod
@@ -107,7 +107,7 @@ func TestVGPUDiscardedInitGangReturnsCards(t *testing.T) {
 	if !strings.Contains(msg, vgpu.ReasonInsufficientMem) {
 		t.Errorf("fit errors %q do not say the second member's init container does not fit", msg)
 	}
-	if got := c.st.ledger.Stats().Assumed; got != 0 {
+	if got := c.st.nodes.Stats().Assumed; got != 0 {
 		t.Errorf("assumed allocations after the discarded gang = %d, want 0", got)
 	}
 	c.addJob(podGroup("whole", 1), vgpuPod("whole", "whole", 1, 16384, 100))

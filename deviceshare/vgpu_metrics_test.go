@@ -32,7 +32,7 @@ func TestVGPUCardMetrics(t *testing.T) {
 	if err := ni.AddTask(vcapi.NewTaskInfo(pod)); err != nil {
 		t.Fatal(err)
 	}
-	st.ledger.Sync(map[string]*vcapi.NodeInfo{"n1": ni}, backends)
+	st.nodes.Sync(map[string]*vcapi.NodeInfo{"n1": ni}, backends)
 
 	want := `
 # HELP volcano_deviceshare_card_cores_allocated SM percentage allocated on the card.

@@ -164,7 +164,7 @@ func TestTroubleshootingCoversReasons(t *testing.T) {
 // TestMetricsCoversCode: every metric the scheduler plugin and the node
 // agent export is listed.
 func TestMetricsCoversCode(t *testing.T) {
-	names, err := deploy.MetricNames("../deviceshare", "../vgpu-device-plugin/monitor")
+	names, err := deploy.MetricNames("../deviceshare/metrics", "../vgpu-device-plugin/monitor")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,9 @@ type Options struct {
 	Inventories InventoryView
 	// Metrics counts what binds did; nil members count nothing.
 	Metrics Metrics
+	// Decisions are shared with the plugin's node state, which accounts
+	// the assumed ones; nil starts an empty record.
+	Decisions *Decisions
 }
 
 // InventoryView is the one thing the binder reads of the plugin's ledger:
@@ -106,7 +109,10 @@ func New(opts Options) *Binder {
 	if m.InventoryRefused == nil {
 		m.InventoryRefused = func() {}
 	}
-	b := &Binder{clock: opts.Clock, inv: opts.Inventories, metrics: m, Decisions: newDecisions(opts.Clock),
+	if opts.Decisions == nil {
+		opts.Decisions = NewDecisions(opts.Clock)
+	}
+	b := &Binder{clock: opts.Clock, inv: opts.Inventories, metrics: m, Decisions: opts.Decisions,
 		turns: newAgentTurns(), crash: crashHookFromEnv()}
 	b.turns.waited = m.AgentWaited
 	return b

@@ -96,7 +96,11 @@ type Decisions struct {
 	swept time.Time
 }
 
-func newDecisions(clk clock.PassiveClock) *Decisions {
+// NewDecisions returns an empty record.
+func NewDecisions(clk clock.PassiveClock) *Decisions {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	return &Decisions{clock: clk, m: make(map[types.UID]*Decision)}
 }
 

@@ -1,8 +1,9 @@
-package deviceshare
+package nodestate
 
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -13,6 +14,9 @@ import (
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/deviceshare/bind"
 	"github.com/vgpushare/vshare/protocol/gpushareproto"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"volcano.sh/volcano/pkg/scheduler/util"
 )
 
 // countingBackend counts inventory decodes.
@@ -57,10 +61,10 @@ func nodeInfo(t *testing.T, node *v1.Node, pods ...*v1.Pod) map[string]*vcapi.No
 	return map[string]*vcapi.NodeInfo{node.Name: ni}
 }
 
-func ledgerCards(t *testing.T, l *Ledger, node string, b device.Backend) []int64 {
+func storeCards(t *testing.T, l *Store, node string, b device.Backend) []int64 {
 	t.Helper()
-	view, _, _ := l.view()
-	d, ok := view[node][b.Name()].devices.(*gpushare.Devices)
+	view, _, _ := l.View()
+	d, ok := view[node][b.Name()].Devices.(*gpushare.Devices)
 	if !ok {
 		t.Fatalf("node %s has no %s devices in the ledger", node, b.Name())
 	}
@@ -73,7 +77,7 @@ func ledgerCards(t *testing.T, l *Ledger, node string, b device.Backend) []int64
 
 func TestLedgerDecodesInventoryOnlyWhenItChanges(t *testing.T) {
 	b := shareBackend(t)
-	l := NewLedger(testingclock.NewFakeClock(testTime))
+	l := New(testingclock.NewFakeClock(testTime), bind.NewDecisions(nil))
 	node := gpuNode("n1", 2, 8000)
 	a := runningPod("a", "n1", "1", 3000)
 	for i := 0; i < 3; i++ {
@@ -89,19 +93,19 @@ func TestLedgerDecodesInventoryOnlyWhenItChanges(t *testing.T) {
 		t.Errorf("decodes after a change = %d (sync says %d), want 2 (1)", b.decodes, res.Decoded)
 	}
 	// The pods are accounted again on the new inventory.
-	if diff := cmp.Diff([]int64{0, 3000}, ledgerCards(t, l, "n1", b)); diff != "" {
+	if diff := cmp.Diff([]int64{0, 3000}, storeCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("card usage after re-decode (-want +got):\n%s", diff)
 	}
 }
 
 func TestLedgerAccountsAddedChangedAndVanishedPods(t *testing.T) {
 	b := shareBackend(t)
-	l := NewLedger(testingclock.NewFakeClock(testTime))
+	l := New(testingclock.NewFakeClock(testTime), bind.NewDecisions(nil))
 	node := gpuNode("n1", 2, 8000)
 	a, c := runningPod("a", "n1", "0", 3000), runningPod("c", "n1", "1", 2000)
 
 	l.Sync(nodeInfo(t, node, a, c), []device.Backend{b})
-	if diff := cmp.Diff([]int64{3000, 2000}, ledgerCards(t, l, "n1", b)); diff != "" {
+	if diff := cmp.Diff([]int64{3000, 2000}, storeCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("after both pods (-want +got):\n%s", diff)
 	}
 	// A status-only update (new object, same allocation) changes nothing.
@@ -115,12 +119,12 @@ func TestLedgerAccountsAddedChangedAndVanishedPods(t *testing.T) {
 	done := a2.DeepCopy()
 	done.Status.Phase = v1.PodSucceeded
 	l.Sync(nodeInfo(t, node, done, c), []device.Backend{b})
-	if diff := cmp.Diff([]int64{0, 2000}, ledgerCards(t, l, "n1", b)); diff != "" {
+	if diff := cmp.Diff([]int64{0, 2000}, storeCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("after a finished (-want +got):\n%s", diff)
 	}
 	// c is deleted.
 	l.Sync(nodeInfo(t, node), []device.Backend{b})
-	if diff := cmp.Diff([]int64{0, 0}, ledgerCards(t, l, "n1", b)); diff != "" {
+	if diff := cmp.Diff([]int64{0, 0}, storeCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("after c deleted (-want +got):\n%s", diff)
 	}
 	// The node leaves the cluster.
@@ -132,7 +136,7 @@ func TestLedgerAccountsAddedChangedAndVanishedPods(t *testing.T) {
 
 func TestLedgerRejectsMalformedAllocationOnce(t *testing.T) {
 	b := shareBackend(t)
-	l := NewLedger(testingclock.NewFakeClock(testTime))
+	l := New(testingclock.NewFakeClock(testTime), bind.NewDecisions(nil))
 	node := gpuNode("n1", 2, 8000)
 	bad := runningPod("bad", "n1", "seven", 3000)
 	good := runningPod("good", "n1", "0", 1000)
@@ -147,20 +151,20 @@ func TestLedgerRejectsMalformedAllocationOnce(t *testing.T) {
 	if got := l.Stats().RejectedPods; got != 1 {
 		t.Errorf("rejected pods = %d, want 1", got)
 	}
-	if diff := cmp.Diff([]int64{1000, 0}, ledgerCards(t, l, "n1", b)); diff != "" {
+	if diff := cmp.Diff([]int64{1000, 0}, storeCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("card usage (-want +got):\n%s", diff)
 	}
 }
 
 func TestLedgerInvalidInventoryIsReported(t *testing.T) {
 	b := shareBackend(t)
-	l := NewLedger(testingclock.NewFakeClock(testTime))
+	l := New(testingclock.NewFakeClock(testTime), bind.NewDecisions(nil))
 	node := gpuNode("n1", 2, 8000)
 	node.Annotations[gpushareproto.AnnotationUnhealthyIDs] = "zero"
 	l.Sync(nodeInfo(t, node), []device.Backend{b})
-	view, _, _ := l.view()
+	view, _, _ := l.View()
 	v := view["n1"][b.Name()]
-	if v.devices != nil || v.invErr == nil || !strings.Contains(v.invErr.Error(), gpushareproto.AnnotationUnhealthyIDs) {
+	if v.Devices != nil || v.InvErr == nil || !strings.Contains(v.InvErr.Error(), gpushareproto.AnnotationUnhealthyIDs) {
 		t.Errorf("view = %+v, want no devices and an error naming %s", v, gpushareproto.AnnotationUnhealthyIDs)
 	}
 	if got := l.Stats().InvalidInventories; got != 1 {
@@ -170,7 +174,7 @@ func TestLedgerInvalidInventoryIsReported(t *testing.T) {
 
 func TestLedgerAssumptionLifecycle(t *testing.T) {
 	b := shareBackend(t)
-	l := NewLedger(testingclock.NewFakeClock(testTime))
+	l := New(testingclock.NewFakeClock(testTime), bind.NewDecisions(nil))
 	node := gpuNode("n1", 2, 8000)
 	inFlight := runningPod("p", "n1", "", 5000) // bound, annotations not seen yet
 	l.Sync(nodeInfo(t, node), []device.Backend{b})
@@ -180,7 +184,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	if res.Assumed != 1 {
 		t.Errorf("assumed = %d, want 1", res.Assumed)
 	}
-	if diff := cmp.Diff([]int64{0, 5000}, ledgerCards(t, l, "n1", b)); diff != "" {
+	if diff := cmp.Diff([]int64{0, 5000}, storeCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("in flight (-want +got):\n%s", diff)
 	}
 	// The informer brings the annotations: same usage, assumption gone.
@@ -190,7 +194,7 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	if res.Confirmed != 1 || res.Assumed != 0 {
 		t.Errorf("after confirmation = %+v, want 1 confirmed, 0 assumed", res)
 	}
-	if diff := cmp.Diff([]int64{0, 5000}, ledgerCards(t, l, "n1", b)); diff != "" {
+	if diff := cmp.Diff([]int64{0, 5000}, storeCards(t, l, "n1", b)); diff != "" {
 		t.Errorf("confirmed (-want +got):\n%s", diff)
 	}
 
@@ -200,4 +204,25 @@ func TestLedgerAssumptionLifecycle(t *testing.T) {
 	if res.Dropped != 1 || l.Stats().Assumed != 0 {
 		t.Errorf("after a failed bind = %+v, want the assumption dropped", res)
 	}
+}
+
+var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// gpuNode is a node with GPU share cards of memPerCard MiB.
+func gpuNode(name string, cards int, memPerCard int64) *v1.Node {
+	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("256Gi")}
+	if cards > 0 {
+		res[gpushareproto.ResourceGPUNumber] = *resource.NewQuantity(int64(cards), resource.DecimalSI)
+		res[gpushareproto.ResourceGPUMemory] = *resource.NewQuantity(int64(cards)*memPerCard, resource.DecimalSI)
+	}
+	return util.BuildNode(name, res, nil)
+}
+
+// gpuMemPod is a pending pod asking for mib of GPU share memory.
+func gpuMemPod(name, group string, mib int64) *v1.Pod {
+	lim := v1.ResourceList{gpushareproto.ResourceGPUMemory: *resource.NewQuantity(mib, resource.DecimalSI)}
+	p := util.BuildPod("ns", name, "", v1.PodPending, lim, group, nil, nil)
+	p.UID = types.UID("uid-" + name)
+	p.Spec.Containers[0].Resources.Limits = lim.DeepCopy()
+	return p
 }

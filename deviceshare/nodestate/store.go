@@ -1,4 +1,10 @@
-package deviceshare
+// Package nodestate is the deviceshare plugin's state of every node's
+// devices, kept across sessions (the Store): each node's decoded
+// inventories and the allocations of its pods, updated incrementally at
+// each session's open, and the allocations in flight, accounted from the
+// binder's decisions (deviceshare/bind). Sessions read it through View and
+// copy a node's devices on their first write.
+package nodestate
 
 import (
 	"maps"
@@ -14,7 +20,7 @@ import (
 	"github.com/vgpushare/vshare/deviceshare/bind"
 )
 
-// Ledger is the long-lived device state of every node, kept across
+// Store is the long-lived device state of every node, kept across
 // sessions. For each node and backend it holds the decoded inventory and the
 // allocations of the pods on the node, updated incrementally: an inventory is
 // decoded again only when its InventoryKey changes and a pod is accounted
@@ -24,7 +30,7 @@ import (
 // record of each allocation): allocations this scheduler made whose pods
 // have not come back from the informer with their annotations yet (the bind
 // is in flight). Volcano's cache already shows such a pod on its node, in
-// Binding state, but without annotations; the ledger accounts it from the
+// Binding state, but without annotations; the store accounts it from the
 // decision so the next session cannot hand out the same capacity, and
 // settles the decision when the pod shows its annotations (confirmed) or is
 // no longer on the node (bind failed, pod deleted).
@@ -33,29 +39,29 @@ import (
 // after mu). Sync runs at session open, Stats from metrics collection.
 // Devices handed to a session are only read by it (sessions copy on write);
 // the next Sync runs after that session has closed.
-type Ledger struct {
+type Store struct {
 	mu        sync.Mutex
 	clock     clock.PassiveClock
-	nodes     map[string]*nodeLedger
+	nodes     map[string]*nodeDevices
 	decisions *bind.Decisions
-	// gens numbers decoded inventories (deviceLedger.gen).
+	// gens numbers decoded inventories (typeDevices.gen).
 	gens uint64
 }
 
-type nodeLedger struct {
+type nodeDevices struct {
 	// devices by backend name.
-	devices map[string]*deviceLedger
+	devices map[string]*typeDevices
 	seen    bool
 }
 
-type deviceLedger struct {
+type typeDevices struct {
 	backend device.Backend
 	invKey  string
 	// devices is nil when the node has none of this type or its inventory is
 	// invalid (invErr set).
 	devices device.Devices
 	invErr  error
-	// gen identifies the decoded inventory, unique within the ledger: it
+	// gen identifies the decoded inventory, unique within the store: it
 	// changes whenever the node's inventory does (a card's health, size,
 	// cordon), so a bind can tell its allocation was made on an older one.
 	gen  uint64
@@ -74,12 +80,12 @@ type accountedPod struct {
 	seen bool
 }
 
-// NewLedger returns an empty ledger.
-func NewLedger(clk clock.PassiveClock) *Ledger {
-	return &Ledger{
+// New returns an empty store accounting the assumed ones of decisions.
+func New(clk clock.PassiveClock, decisions *bind.Decisions) *Store {
+	return &Store{
 		clock:     clk,
-		nodes:     make(map[string]*nodeLedger),
-		decisions: bind.New(bind.Options{Clock: clk}).Decisions,
+		nodes:     make(map[string]*nodeDevices),
+		decisions: decisions,
 	}
 }
 
@@ -105,11 +111,11 @@ type Problem struct {
 	Usable bool
 }
 
-// Sync brings the ledger up to date with a session's snapshot for the given
+// Sync brings the store up to date with a session's snapshot for the given
 // backends and returns, per node and backend name, the accounted devices the
 // session may read (nil entries mean the node has none of that type) and the
 // inventory errors.
-func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backend) SyncResult {
+func (l *Store) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backend) SyncResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var res SyncResult
@@ -121,14 +127,14 @@ func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backen
 		res.Nodes++
 		nl := l.nodes[name]
 		if nl == nil {
-			nl = &nodeLedger{devices: make(map[string]*deviceLedger, len(backends))}
+			nl = &nodeDevices{devices: make(map[string]*typeDevices, len(backends))}
 			l.nodes[name] = nl
 		}
 		nl.seen = true
 		for _, b := range backends {
 			dl := nl.devices[b.Name()]
 			if dl == nil || dl.backend != b {
-				dl = &deviceLedger{backend: b, invKey: "\x00unset"}
+				dl = &typeDevices{backend: b, invKey: "\x00unset"}
 				nl.devices[b.Name()] = dl
 			}
 			dl.seen = true
@@ -154,7 +160,7 @@ func (l *Ledger) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backen
 	return res
 }
 
-func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res *SyncResult) {
+func (l *Store) syncInventory(name string, node *v1.Node, dl *typeDevices, res *SyncResult) {
 	key := dl.backend.InventoryKey(node)
 	if key == dl.invKey {
 		return
@@ -180,7 +186,7 @@ func (l *Ledger) syncInventory(name string, node *v1.Node, dl *deviceLedger, res
 
 // syncPods accounts the pods on the node: new and changed allocations are
 // added, vanished ones subtracted.
-func (l *Ledger) syncPods(name string, ni *vcapi.NodeInfo, dl *deviceLedger, assumedSeen map[types.UID]bool, res *SyncResult) {
+func (l *Store) syncPods(name string, ni *vcapi.NodeInfo, dl *typeDevices, assumedSeen map[types.UID]bool, res *SyncResult) {
 	for _, task := range ni.Tasks {
 		if !holdsDevices(task.Status) || task.Pod == nil {
 			continue
@@ -228,7 +234,7 @@ func (l *Ledger) syncPods(name string, ni *vcapi.NodeInfo, dl *deviceLedger, ass
 	}
 }
 
-func (l *Ledger) unaccount(name string, dl *deviceLedger, uid types.UID, ap *accountedPod, res *SyncResult) {
+func (l *Store) unaccount(name string, dl *typeDevices, uid types.UID, ap *accountedPod, res *SyncResult) {
 	delete(dl.pods, uid)
 	if ap.err != nil {
 		return
@@ -240,24 +246,24 @@ func (l *Ledger) unaccount(name string, dl *deviceLedger, uid types.UID, ap *acc
 	}
 }
 
-// deviceView is what a session may read of one node's devices of one type.
-type deviceView struct {
-	devices device.Devices
-	invErr  error
-	gen     uint64
+// DeviceView is what a session may read of one node's devices of one type.
+type DeviceView struct {
+	Devices device.Devices
+	InvErr  error
+	Gen     uint64
 }
 
-// view returns the ledger's devices per node and backend name, and the
+// View returns the store's devices per node and backend name, and the
 // annotated pods of still-assumed allocations by UID. Call after Sync,
 // under no lock of the caller's.
-func (l *Ledger) view() (map[string]map[string]deviceView, map[types.UID]*v1.Pod, map[string]bool) {
+func (l *Store) View() (map[string]map[string]DeviceView, map[types.UID]*v1.Pod, map[string]bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]map[string]deviceView, len(l.nodes))
+	out := make(map[string]map[string]DeviceView, len(l.nodes))
 	for name, nl := range l.nodes {
-		m := make(map[string]deviceView, len(nl.devices))
+		m := make(map[string]DeviceView, len(nl.devices))
 		for bname, dl := range nl.devices {
-			m[bname] = deviceView{devices: dl.devices, invErr: dl.invErr, gen: dl.gen}
+			m[bname] = DeviceView{Devices: dl.devices, InvErr: dl.invErr, Gen: dl.gen}
 		}
 		out[name] = m
 	}
@@ -273,8 +279,8 @@ func (l *Ledger) view() (map[string]map[string]deviceView, map[types.UID]*v1.Pod
 }
 
 // InventoryGen returns the generation of the node's inventory of backend
-// (deviceLedger.gen); false when the ledger has none.
-func (l *Ledger) InventoryGen(node, backend string) (uint64, bool) {
+// (typeDevices.gen); false when the store has none.
+func (l *Store) InventoryGen(node, backend string) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	nl := l.nodes[node]
@@ -293,8 +299,8 @@ type Stats struct {
 	Nodes, Assumed, InvalidInventories, RejectedPods int
 }
 
-// Stats returns the ledger's current counts.
-func (l *Ledger) Stats() Stats {
+// Stats returns the store's current counts.
+func (l *Store) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Stats{Nodes: len(l.nodes), Assumed: l.decisions.CountAssumed()}
@@ -316,7 +322,7 @@ func (l *Ledger) Stats() Stats {
 // holdsDevices reports whether a task in this status holds its devices on
 // its node. Pipelined tasks are session-only reservations; terminated pods
 // have given their devices back. Releasing pods (deleted or evicted, still
-// running) hold their cards until they exit, so the ledger counts them: a
+// running) hold their cards until they exit, so the store counts them: a
 // pod bound onto their cards would share a card with them. Sessions treat
 // those cards as future capacity, as Volcano's FutureIdle does, so a
 // preemptor is pipelined onto its victims' cards rather than evicting more
@@ -354,4 +360,38 @@ func sameAllocation(a, b *v1.Pod) bool {
 
 func terminated(p *v1.Pod) bool {
 	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+}
+
+// QuotaUsage sums, per namespace with limits, what the accounted pods hold
+// by resource name (Devices.AddQueueResource), into add.
+func (l *Store) QuotaUsage(limits map[string][]device.QuotaLimit, add func(ns string, held map[string]float64)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, nl := range l.nodes {
+		for _, dl := range nl.devices {
+			if dl.devices == nil {
+				continue
+			}
+			for _, ap := range dl.pods {
+				if ap.err != nil || limits[ap.pod.Namespace] == nil {
+					continue
+				}
+				add(ap.pod.Namespace, dl.devices.AddQueueResource(ap.pod))
+			}
+		}
+	}
+}
+
+// EachDevices calls fn, under the store's lock, for every node's devices
+// of every type (backend name); fn must only read them.
+func (l *Store) EachDevices(fn func(node, backend string, d device.Devices)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for node, nl := range l.nodes {
+		for name, dl := range nl.devices {
+			if dl.devices != nil {
+				fn(node, name, dl.devices)
+			}
+		}
+	}
 }

@@ -1,4 +1,8 @@
-package deviceshare
+// Package metrics is the deviceshare plugin's Prometheus metrics: counters
+// the session and the binder update, and collectors that read the node
+// state's cards and the quota watch's samples at scrape time. Names and
+// help texts are an interface operators rely on (docs/metrics.md).
+package metrics
 
 import (
 	"errors"
@@ -10,13 +14,15 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/nodestate"
+	"github.com/vgpushare/vshare/deviceshare/quotawatch"
 )
 
 const metricsPrefix = "volcano_deviceshare_"
 
 // metrics are the plugin's Prometheus metrics. A nil *metrics (no
 // registerer) records nothing.
-type metrics struct {
+type Metrics struct {
 	reg            prometheus.Registerer
 	filterFailures *prometheus.CounterVec
 	// filterCounters caches filterFailures' children by [device, reason]:
@@ -33,11 +39,12 @@ type metrics struct {
 	syncChanges    *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// New registers the metrics with reg; a nil reg counts nothing.
+func New(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		return nil
 	}
-	m := &metrics{
+	m := &Metrics{
 		reg: reg,
 		filterFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricsPrefix + "filter_failures_total",
@@ -104,7 +111,7 @@ func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 	return c
 }
 
-func (m *metrics) filterFailed(device, reason string) {
+func (m *Metrics) FilterFailed(device, reason string) {
 	if m == nil {
 		return
 	}
@@ -118,35 +125,35 @@ func (m *metrics) filterFailed(device, reason string) {
 	c.Inc()
 }
 
-func (m *metrics) allocated(device, result string) {
+func (m *Metrics) Allocated(device, result string) {
 	if m != nil {
 		m.allocations.WithLabelValues(device, result).Inc()
 	}
 }
 
-func (m *metrics) nodeLockBusy() {
+func (m *Metrics) NodeLockBusy() {
 	if m != nil {
 		m.lockBusy.Inc()
 	}
 }
 
-// agentWaited counts a bind that waited for the node agent: result is
+// AgentWaited counts a bind that waited for the node agent: result is
 // "served" or "refused".
-func (m *metrics) agentWaited(result string) {
+func (m *Metrics) AgentWaited(result string) {
 	if m != nil {
 		m.agentWaits.WithLabelValues(result).Inc()
 	}
 }
 
-// inventoryRefused counts a bind refused for a stale inventory
+// InventoryRefused counts a bind refused for a stale inventory
 // (Binder.inventoryChanged).
-func (m *metrics) inventoryRefused() {
+func (m *Metrics) InventoryRefused() {
 	if m != nil {
 		m.staleBinds.Inc()
 	}
 }
 
-func (m *metrics) setArgsValid(ok bool) {
+func (m *Metrics) SetArgsValid(ok bool) {
 	if m == nil {
 		return
 	}
@@ -157,7 +164,7 @@ func (m *metrics) setArgsValid(ok bool) {
 	}
 }
 
-func (m *metrics) observeSync(r SyncResult, d time.Duration) {
+func (m *Metrics) ObserveSync(r nodestate.SyncResult, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -177,16 +184,16 @@ func (m *metrics) observeSync(r SyncResult, d time.Duration) {
 // number of pods holding such devices per node. Reading at scrape time keeps
 // sessions free of metric updates; it takes the ledger's lock once.
 type cardCollector struct {
-	ledger                                                *Ledger
+	nodes                                                 *nodestate.Store
 	memUsed, memTotal, coresUsed, coresTotal, pods, slots *prometheus.Desc
 	nodePods                                              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*cardCollector)(nil)
 
-// collectCards registers the per-card collector reading the ledger. A nil
+// CollectCards registers the per-card collector reading the ledger. A nil
 // *metrics (no registerer) does nothing.
-func (m *metrics) collectCards(l *Ledger) {
+func (m *Metrics) CollectCards(l *nodestate.Store) {
 	if m == nil || m.reg == nil {
 		return
 	}
@@ -195,7 +202,7 @@ func (m *metrics) collectCards(l *Ledger) {
 		return prometheus.NewDesc(metricsPrefix+name, help, labels, nil)
 	}
 	c := &cardCollector{
-		ledger:     l,
+		nodes:      l,
 		memUsed:    desc("card_memory_allocated_mib", "GPU memory allocated on the card, MiB.", labels),
 		memTotal:   desc("card_memory_capacity_mib", "GPU memory of the card, MiB.", labels),
 		coresUsed:  desc("card_cores_allocated", "SM percentage allocated on the card.", labels),
@@ -221,25 +228,61 @@ func (c *cardCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the current per-card values.
 func (c *cardCollector) Collect(ch chan<- prometheus.Metric) {
-	c.ledger.mu.Lock()
-	defer c.ledger.mu.Unlock()
-	for node, nl := range c.ledger.nodes {
-		for devName, dl := range nl.devices {
-			r, ok := dl.devices.(device.CardReporter)
-			if !ok {
-				continue
-			}
-			cards, pods := r.CardUsage()
-			ch <- prometheus.MustNewConstMetric(c.nodePods, prometheus.GaugeValue, float64(pods), node, devName)
-			for _, card := range cards {
-				l := []string{node, devName, card.ID, strconv.Itoa(card.Index)}
-				ch <- prometheus.MustNewConstMetric(c.memUsed, prometheus.GaugeValue, float64(card.MemoryUsedMiB), l...)
-				ch <- prometheus.MustNewConstMetric(c.memTotal, prometheus.GaugeValue, float64(card.MemoryTotalMiB), l...)
-				ch <- prometheus.MustNewConstMetric(c.coresUsed, prometheus.GaugeValue, float64(card.CoresUsed), l...)
-				ch <- prometheus.MustNewConstMetric(c.coresTotal, prometheus.GaugeValue, float64(card.CoresTotal), l...)
-				ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(card.Pods), l...)
-				ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(card.MaxPods), l...)
-			}
+	c.nodes.EachDevices(func(node, devName string, d device.Devices) {
+		r, ok := d.(device.CardReporter)
+		if !ok {
+			return
 		}
+		cards, pods := r.CardUsage()
+		ch <- prometheus.MustNewConstMetric(c.nodePods, prometheus.GaugeValue, float64(pods), node, devName)
+		for _, card := range cards {
+			l := []string{node, devName, card.ID, strconv.Itoa(card.Index)}
+			ch <- prometheus.MustNewConstMetric(c.memUsed, prometheus.GaugeValue, float64(card.MemoryUsedMiB), l...)
+			ch <- prometheus.MustNewConstMetric(c.memTotal, prometheus.GaugeValue, float64(card.MemoryTotalMiB), l...)
+			ch <- prometheus.MustNewConstMetric(c.coresUsed, prometheus.GaugeValue, float64(card.CoresUsed), l...)
+			ch <- prometheus.MustNewConstMetric(c.coresTotal, prometheus.GaugeValue, float64(card.CoresTotal), l...)
+			ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(card.Pods), l...)
+			ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(card.MaxPods), l...)
+		}
+	})
+}
+
+// quotaCollector exports, at scrape time, each enforced namespace quota
+// limit on a device resource and what the namespace uses of it, as the
+// last session counted it (pods holding cards and that session's
+// allocations).
+type quotaCollector struct {
+	watch      *quotawatch.Watch
+	used, hard *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*quotaCollector)(nil)
+
+// CollectQuotas registers the quota collector. A nil *metrics does nothing.
+func (m *Metrics) CollectQuotas(w *quotawatch.Watch) {
+	if m == nil || m.reg == nil {
+		return
+	}
+	labels := []string{"namespace", "quota", "resource"}
+	c := &quotaCollector{
+		watch: w,
+		used: prometheus.NewDesc(metricsPrefix+"quota_used", "What the namespace's pods hold of a device resource a "+
+			"ResourceQuota limits (limits.<resource>: memory and cores times cards), as the scheduler counts it.", labels, nil),
+		hard: prometheus.NewDesc(metricsPrefix+"quota_hard", "The ResourceQuota's hard limit on the device resource.", labels, nil),
+	}
+	register(m.reg, prometheus.Collector(c))
+}
+
+// Describe sends the collector's descriptors.
+func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.used
+	ch <- c.hard
+}
+
+// Collect sends the last session's quota usage.
+func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.watch.Samples() {
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(s.Used), s.Namespace, s.Quota, s.Resource)
+		ch <- prometheus.MustNewConstMetric(c.hard, prometheus.GaugeValue, float64(s.Hard), s.Namespace, s.Quota, s.Resource)
 	}
 }

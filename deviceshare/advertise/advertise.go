@@ -1,4 +1,10 @@
-package deviceshare
+// Package advertise writes into nodes' status the totals of device
+// resources no kubelet device plugin registers (device.Advertiser), so that
+// Volcano's and the kubelet's node-level checks, which read allocatable,
+// never reject a pod the cards could take. One background worker patches a
+// node only when its status differs: the number of node writes follows
+// inventory changes, not sessions.
+package advertise
 
 import (
 	"context"
@@ -14,18 +20,16 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
-
-	"github.com/vgpushare/vshare/device"
 )
 
-// advertiser writes the totals of resources nodes do not advertise into
+// Advertiser writes the totals of resources nodes do not advertise into
 // their status (see device.Advertiser), from one background worker, only when
 // they differ from what the node shows: the number of node writes follows
 // inventory changes, not sessions.
 //
 // Locking: mu guards desired and the worker's start; the work queue has its
 // own lock.
-type advertiser struct {
+type Advertiser struct {
 	mu      sync.Mutex
 	desired map[string]v1.ResourceList
 	queue   workqueue.RateLimitingInterface
@@ -36,9 +40,10 @@ type advertiser struct {
 	patched int
 }
 
-func newAdvertiser() *advertiser {
+// New returns an Advertiser whose worker starts with the first client.
+func New() *Advertiser {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &advertiser{
+	return &Advertiser{
 		desired: make(map[string]v1.ResourceList),
 		queue:   workqueue.NewNamedRateLimitingQueue(workqueue.DefaultControllerRateLimiter(), "deviceshare-advertiser"),
 		ctx:     ctx,
@@ -46,15 +51,15 @@ func newAdvertiser() *advertiser {
 	}
 }
 
-// observe compares, for every node of the session, the advertised totals
-// of its devices with the node's status and queues the nodes that differ.
-func (a *advertiser) observe(client kubernetes.Interface, nodes map[string]*vcapi.NodeInfo, s *sessionState) {
-	for name, sn := range s.nodes {
-		ni := nodes[name]
+// Observe compares, for every node of the session, the advertised totals
+// of its devices (totals(name), nil for none) with the node's status and
+// queues the nodes that differ.
+func (a *Advertiser) Observe(client kubernetes.Interface, nodes map[string]*vcapi.NodeInfo, totals func(node string) v1.ResourceList) {
+	for name, ni := range nodes {
 		if ni == nil || ni.Node == nil {
 			continue
 		}
-		want := advertisedTotals(sn)
+		want := totals(name)
 		if len(want) == 0 || !differs(ni.Node, want) {
 			continue
 		}
@@ -68,31 +73,11 @@ func (a *advertiser) observe(client kubernetes.Interface, nodes map[string]*vcap
 	}
 }
 
-// patchCount returns how many node status patches succeeded.
-func (a *advertiser) patchCount() int {
+// PatchCount returns how many node status patches succeeded.
+func (a *Advertiser) PatchCount() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.patched
-}
-
-func advertisedTotals(sn *sessionNode) v1.ResourceList {
-	var out v1.ResourceList
-	for _, d := range sn.devices {
-		if d == nil || d.base == nil {
-			continue
-		}
-		adv, ok := d.base.(device.Advertiser)
-		if !ok {
-			continue
-		}
-		for k, q := range adv.Advertised() {
-			if out == nil {
-				out = v1.ResourceList{}
-			}
-			out[k] = q
-		}
-	}
-	return out
 }
 
 func differs(node *v1.Node, want v1.ResourceList) bool {
@@ -109,7 +94,7 @@ func differs(node *v1.Node, want v1.ResourceList) bool {
 	return false
 }
 
-func (a *advertiser) start(client kubernetes.Interface) {
+func (a *Advertiser) start(client kubernetes.Interface) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.started {
@@ -119,17 +104,18 @@ func (a *advertiser) start(client kubernetes.Interface) {
 	go a.run(client)
 }
 
-func (a *advertiser) stop() {
+// Stop ends the worker.
+func (a *Advertiser) Stop() {
 	a.cancel()
 	a.queue.ShutDown()
 }
 
-func (a *advertiser) run(client kubernetes.Interface) {
+func (a *Advertiser) run(client kubernetes.Interface) {
 	for a.processNext(client) {
 	}
 }
 
-func (a *advertiser) processNext(client kubernetes.Interface) bool {
+func (a *Advertiser) processNext(client kubernetes.Interface) bool {
 	item, shutdown := a.queue.Get()
 	if shutdown {
 		return false
