@@ -39,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare
 
 all: build test
 
@@ -123,6 +123,12 @@ $(BENCHSTAT):
 # BENCH_SECTIONS etc.: see hack/bench.sh.
 bench: $(BENCHSTAT)
 	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) ./hack/bench.sh
+
+# The in-process vGPU benchmark at BASE and at the working tree, interleaved
+# in one run (bench/results/bench-compare.txt): what a refactoring cost or
+# gained, against a baseline measured beside it.
+bench-compare: $(BENCHSTAT)
+	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BASE=$(BASE) ./hack/bench-compare.sh
 
 # Where ours' session time goes against the no-op floor: CPU profiles of
 # one 10,000-pod run each, ours' top functions and ours minus noop

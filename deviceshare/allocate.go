@@ -40,7 +40,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 				klog.ErrorS(err, "Restoring an evicted pod's devices failed", "pod", klog.KObj(e.pod))
 			}
 		}
-		s.queues.add(e.queue, e.held, 1)
+		s.queues.Add(e.queue, e.held, 1)
 		p.preemptionUndone()
 		return
 	}
@@ -110,7 +110,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	}
 	alloc.annotated = device.ApplyReservation(task.Pod, merged)
 	alloc.queue, alloc.held = p.queueOf(task), s.held(sn, req.backends, alloc.annotated)
-	s.queues.add(alloc.queue, alloc.held, 1)
+	s.queues.Add(alloc.queue, alloc.held, 1)
 	s.allocs[task.UID] = alloc
 	if pipelined {
 		// A pipelined task is bound in a later session, if at all; its
@@ -176,7 +176,7 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 	if alloc, ok := s.allocs[task.UID]; ok {
 		delete(s.allocs, task.UID)
 		p.rollback(alloc)
-		s.queues.add(alloc.queue, alloc.held, -1)
+		s.queues.Add(alloc.queue, alloc.held, -1)
 		p.unchargeQuota(task, alloc)
 		p.st.binder.Decisions.Forget(task.Pod.UID)
 		if !alloc.pipelined {
@@ -208,7 +208,7 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 		}
 		e.parts = append(e.parts, d)
 	}
-	s.queues.add(e.queue, e.held, -1)
+	s.queues.Add(e.queue, e.held, -1)
 	s.evicted[task.UID] = e
 	p.victimEvicted(task.UID)
 }

@@ -9,6 +9,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/fitcache"
 	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/nodelock"
@@ -139,8 +140,7 @@ func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend
 	nb := len(backends)
 	nodeSlab := make([]sessionNode, len(ssn.Nodes))
 	s.slab = nodeSlab
-	s.stamps = make([]nodeStamp, len(ssn.Nodes))
-	s.results = make(map[string]*resultTable)
+	s.fits = fitcache.New(len(ssn.Nodes))
 	ptrSlab := make([]*sessionDevices, len(ssn.Nodes)*nb)
 	devSlab := make([]sessionDevices, 0, len(ssn.Nodes)*nb) // never grows: pointers into it stay valid
 	s.byInfo = make(map[*vcapi.NodeInfo]int32, len(ssn.Nodes))
@@ -156,7 +156,7 @@ func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend
 			if !ok || (v.Devices == nil && v.InvErr == nil) {
 				continue
 			}
-			devSlab = append(devSlab, sessionDevices{base: v.Devices, invErr: v.InvErr, gen: v.Gen, stamp: &s.stamps[sn.idx]})
+			devSlab = append(devSlab, sessionDevices{base: v.Devices, invErr: v.InvErr, gen: v.Gen, stamp: s.fits.Stamp(sn.idx)})
 			sn.devices[i] = &devSlab[len(devSlab)-1]
 		}
 		s.byInfo[ni] = sn.idx

@@ -2,8 +2,6 @@ package deviceshare
 
 import (
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -11,6 +9,7 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/framework"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/fitcache"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 	"github.com/vgpushare/vshare/protocol/ascendproto"
 	"github.com/vgpushare/vshare/protocol/gpushareproto"
@@ -62,48 +61,48 @@ func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *task
 	s := p.sess
 	if req.unserved != "" {
 		p.st.metrics.FilterFailed("request", "unserved resource")
-		return fitError(task, node, device.UnschedulableAndUnresolvable, ReasonUnservedPrefix+req.unserved)
+		return s.fitError(task, node, device.UnschedulableAndUnresolvable, ReasonUnservedPrefix+req.unserved)
 	}
 	if req.invalid != nil {
 		p.st.metrics.FilterFailed("request", "invalid request")
-		return fitError(task, node, device.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
+		return s.fitError(task, node, device.UnschedulableAndUnresolvable, ReasonInvalidRequest+req.invalid.Error())
 	}
 	idx, ok := s.indexOf(node)
 	if !ok {
-		return fitError(task, node, device.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
+		return s.fitError(task, node, device.UnschedulableAndUnresolvable, s.backends[req.backends[0]].Name()+ReasonNoDevicesSuffix)
 	}
 	if s.args.NodeLockEnable && s.slab[idx].locked() {
 		p.st.metrics.FilterFailed("node", ReasonNodeLocked)
-		return fitError(task, node, device.Unschedulable, ReasonNodeLocked)
+		return s.fitError(task, node, device.Unschedulable, ReasonNodeLocked)
 	}
 	t := req.results
 	if t == nil {
 		f, _ := p.filter(task, node, req, &s.slab[idx])
-		return f.fitError(task, node)
+		return failureError(f, task, node)
 	}
-	epoch := t.epoch()
-	hit, ent := s.lookup(t, idx, epoch)
+	epoch := t.Epoch()
+	hit, ent := s.fits.Lookup(t, idx, epoch)
 	if hit != nil {
-		if f := hit.fail; f != nil {
-			for _, c := range f.counted {
+		if f := hit.Fail; f != nil {
+			for _, c := range f.Counted {
 				p.st.metrics.FilterFailed(c[0], c[1])
 			}
-			return f.fitError(task, node)
+			return failureError(f, task, node)
 		}
 		return nil
 	}
 	f, keep := p.filter(task, node, req, &s.slab[idx])
 	if ent != nil && keep {
-		s.fill(ent, idx, epoch, f)
+		s.fits.Fill(ent, idx, epoch, f)
 	}
-	return f.fitError(task, node)
+	return failureError(f, task, node)
 }
 
 // filter is the predicate's device work on a known, unlocked node: each of
 // the request's backends' FilterNode. It returns the failure (nil: the
 // node fits) and whether the outcome holds for every task with the same
 // request key (false when it depended on the task: the eviction check).
-func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) (*keptFailure, bool) {
+func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) (*fitcache.Failure, bool) {
 	s := p.sess
 	pod := task.Pod
 	var statuses []*vcapi.Status
@@ -121,11 +120,11 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		d := sn.devices[i]
 		switch {
 		case d == nil:
-			fail(name, "no devices", status(device.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
+			fail(name, "no devices", s.status(device.UnschedulableAndUnresolvable, name+ReasonNoDevicesSuffix))
 			unresolvable = true
 			continue
 		case d.invErr != nil:
-			fail(name, "invalid registration", status(device.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
+			fail(name, "invalid registration", s.status(device.UnschedulableAndUnresolvable, name+ReasonBadInventorySuffix))
 			unresolvable = true
 			continue
 		}
@@ -135,7 +134,7 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		st := filterOn(d.read(), pod, s.args.SchedulePolicy, hostOf(s.args.SchedulePolicy, node.Idle, nil))
 		if st.IsSuccess() {
 			if len(d.releasing) > 0 && volcano.WillBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
-				fail(name, ReasonTerminating, status(device.Unschedulable, ReasonTerminating))
+				fail(name, ReasonTerminating, s.status(device.Unschedulable, ReasonTerminating))
 			}
 			continue
 		}
@@ -145,10 +144,10 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 			unresolvable = true
 		}
 		for _, r := range st.Reasons {
-			fail(name, r, status(st.Code, r))
+			fail(name, r, s.status(st.Code, r))
 		}
 		if len(st.Reasons) == 0 {
-			fail(name, "", status(st.Code, name+" devices do not fit"))
+			fail(name, "", s.status(st.Code, name+" devices do not fit"))
 		}
 	}
 	// Only actions that evict (preempt, reclaim) read whether a failure is
@@ -159,29 +158,29 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		keep = false
 		if pl := s.newPlanner(pod, req, sn); pl != nil && !p.evictionCouldHelp(task, node, pl) {
 			for i, st := range statuses {
-				statuses[i] = status(device.UnschedulableAndUnresolvable, st.Reason)
+				statuses[i] = s.status(device.UnschedulableAndUnresolvable, st.Reason)
 			}
-			statuses = append(statuses, status(device.UnschedulableAndUnresolvable, ReasonEvictionWouldNotHelp))
+			statuses = append(statuses, s.status(device.UnschedulableAndUnresolvable, ReasonEvictionWouldNotHelp))
 		}
 	}
 	if len(statuses) == 0 {
 		return nil, keep
 	}
-	return &keptFailure{statuses: statuses[:len(statuses):len(statuses)], counted: counted}, keep
+	return &fitcache.Failure{Statuses: statuses[:len(statuses):len(statuses)], Counted: counted}, keep
 }
 
-// fitError is the predicate's error for a node that failed with f (nil
-// for a node that fits). Each call builds its own FitError: Volcano
+// failureError is the predicate's error for a node that failed with f
+// (nil for a node that fits). Each call builds its own FitError: Volcano
 // stores it per task and sets its node name.
-func (f *keptFailure) fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
+func failureError(f *fitcache.Failure, task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 	if f == nil {
 		return nil
 	}
 	if klog.V(5).Enabled() {
 		klog.V(5).InfoS("Filtered node", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", node.Name,
-			"reasons", reasons(f.statuses))
+			"reasons", reasons(f.Statuses))
 	}
-	return vcapi.NewFitErrWithStatus(task, node, f.statuses...)
+	return vcapi.NewFitErrWithStatus(task, node, f.Statuses...)
 }
 
 // explainInvalidRequests records the reason of every pending task whose
@@ -201,44 +200,6 @@ func (p *plugin) explainInvalidRequests(ssn *framework.Session) {
 		}
 	})
 }
-
-func fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, code int, reason string) error {
-	return vcapi.NewFitErrWithStatus(task, node, status(code, reason))
-}
-
-// status returns the plugin's status of code and reason. Statuses are
-// shared (statusCache): neither Volcano nor this plugin modifies one after
-// it is returned (the eviction check replaces them with new ones).
-func status(code int, reason string) *vcapi.Status {
-	key := statusKey{code, reason}
-	if st, ok := statusCache.Load(key); ok {
-		return st.(*vcapi.Status)
-	}
-	st := &vcapi.Status{Code: code, Reason: reason, Plugin: PluginName}
-	// Reasons are stable strings (Reason* constants, the backends' per-card
-	// reasons); the bound only guards against a backend that formats them.
-	if statusCacheSize.Load() < maxCachedStatuses {
-		if _, loaded := statusCache.LoadOrStore(key, st); !loaded {
-			statusCacheSize.Add(1)
-		}
-	}
-	return st
-}
-
-type statusKey struct {
-	code   int
-	reason string
-}
-
-// statusCache holds the statuses the predicate returns for rejected nodes,
-// one per code and reason: a node rejected for the same reason as the
-// last thousand costs no allocation for its status.
-var (
-	statusCache     sync.Map // statusKey -> *vcapi.Status
-	statusCacheSize atomic.Int64
-)
-
-const maxCachedStatuses = 4096
 
 func reasons(sts []*vcapi.Status) []string {
 	out := make([]string, 0, len(sts))

@@ -374,14 +374,14 @@ func (p *plugin) evictableFor(pending, placed *vcapi.TaskInfo) bool {
 // amount on them, or holds more than deserved of one the task holds.
 func (p *plugin) reclaimableFrom(queue vcapi.QueueID, placed *vcapi.TaskInfo) bool {
 	q := p.sess.queues
-	if q == nil || len(q.deserved[queue]) == 0 || placed.Pod == nil {
+	if q == nil || len(q.Deserved[queue]) == 0 || placed.Pod == nil {
 		return true
 	}
 	sn := p.sess.nodes[placed.NodeName]
 	if sn == nil {
 		return true
 	}
-	return q.overDeserved(queue, p.sess.held(sn, allBackends(len(p.sess.backends)), p.sess.effectivePod(placed.Pod)))
+	return q.OverDeserved(queue, p.sess.held(sn, allBackends(len(p.sess.backends)), p.sess.effectivePod(placed.Pod)))
 }
 
 // evictionCouldHelp reports whether the pod would fit the node's cards if

@@ -1,9 +1,7 @@
 package deviceshare
 
 import (
-	"fmt"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/device/podres"
+	"github.com/vgpushare/vshare/deviceshare/queuecap"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
@@ -34,140 +33,27 @@ import (
 // writes the exact holdings into the running tasks' requests, which is what
 // Volcano sums into the queue's status.allocated.
 
-// ReasonQueueCapability starts the reason of a task its queue's capability
-// keeps pending.
-const ReasonQueueCapability = "queue capability exceeded: "
-
-// queueState is the session's device accounting of the queues that set a
-// capability or a deserved amount on a device resource. A nil *queueState
-// accounts nothing.
-type queueState struct {
-	// capability and deserved by queue, only device resources.
-	capability, deserved map[vcapi.QueueID]map[string]float64
-	// used is what allocated tasks hold, inqueue what enqueued jobs that
-	// have not started yet are expected to take (as proportion does).
-	used, inqueue map[vcapi.QueueID]map[string]float64
-}
-
-// add adds (sign 1) or subtracts (sign -1) an allocation's holdings.
-func (q *queueState) add(queue vcapi.QueueID, held map[string]float64, sign float64) {
-	if !q.tracked(queue) {
-		return
-	}
-	addTo(q.used, queue, held, sign)
-}
-
-// tracked reports whether the queue sets a capability or a deserved amount
-// on a device resource.
-func (q *queueState) tracked(queue vcapi.QueueID) bool {
-	return q != nil && (q.capability[queue] != nil || q.deserved[queue] != nil)
-}
-
-// overDeserved reports whether the queue holds more than its deserved
-// amount of one of the resources (only those it sets a deserved amount
-// on); false for a queue without any.
-func (q *queueState) overDeserved(queue vcapi.QueueID, resources map[string]float64) bool {
-	if q == nil {
-		return false
-	}
-	for name, d := range q.deserved[queue] {
-		if resources[name] > 0 && q.used[queue][name] > d {
-			return true
-		}
-	}
-	return false
-}
-
-// withinDeserved reports whether the queue sets a deserved amount on device
-// resources and holds less than it on one of them.
-func (q *queueState) withinDeserved(queue vcapi.QueueID) bool {
-	if q == nil {
-		return false
-	}
-	for name, d := range q.deserved[queue] {
-		if q.used[queue][name] < d {
-			return true
-		}
-	}
-	return false
-}
-
-func addTo(m map[vcapi.QueueID]map[string]float64, queue vcapi.QueueID, amounts map[string]float64, sign float64) {
-	if len(amounts) == 0 {
-		return
-	}
-	u := m[queue]
-	if u == nil {
-		u = make(map[string]float64, len(amounts))
-		m[queue] = u
-	}
-	for k, v := range amounts {
-		u[k] += sign * v
-	}
-}
-
-// exceeded returns the first device resource (in name order) on which
-// base plus extra would pass the queue's capability, with a message.
-func (q *queueState) exceeded(queue *vcapi.QueueInfo, request map[string]float64, withInqueue bool) (string, bool) {
-	if q == nil {
-		return "", false
-	}
-	caps := q.capability[queue.UID]
-	names := make([]string, 0, len(caps))
-	for name := range caps {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		want := request[name]
-		if want <= 0 {
-			continue
-		}
-		held := q.used[queue.UID][name]
-		if withInqueue {
-			held += q.inqueue[queue.UID][name]
-		}
-		if held+want > caps[name] {
-			return fmt.Sprintf("%squeue %s would hold %g of %s (%g held, %g requested), above its capability %g",
-				ReasonQueueCapability, queue.Name, held+want, name, held, want, caps[name]), true
-		}
-	}
-	return "", false
-}
-
-// isDeviceQueueResource reports whether a queue capability names a
-// resource whose use the plugin accounts: anything but the resources
-// Volcano itself accounts exactly from pod specs.
-func isDeviceQueueResource(name v1.ResourceName) bool {
-	switch name {
-	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods, v1.ResourceEphemeralStorage:
-		return false
-	}
-	return !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
-}
-
 // openQueues builds the queue accounting at session open; nil when no
 // queue sets a capability or a deserved amount on a device resource.
-func (p *plugin) openQueues(ssn *framework.Session) *queueState {
-	var q *queueState
+func (p *plugin) openQueues(ssn *framework.Session) *queuecap.Accounts {
+	var q *queuecap.Accounts
 	for id, qi := range ssn.Queues {
 		if qi.Queue == nil {
 			continue
 		}
 		for _, spec := range []struct {
 			list v1.ResourceList
-			into func(*queueState) map[vcapi.QueueID]map[string]float64
+			into func(*queuecap.Accounts) map[vcapi.QueueID]map[string]float64
 		}{
-			{qi.Queue.Spec.Capability, func(q *queueState) map[vcapi.QueueID]map[string]float64 { return q.capability }},
-			{qi.Queue.Spec.Deserved, func(q *queueState) map[vcapi.QueueID]map[string]float64 { return q.deserved }},
+			{qi.Queue.Spec.Capability, func(q *queuecap.Accounts) map[vcapi.QueueID]map[string]float64 { return q.Capability }},
+			{qi.Queue.Spec.Deserved, func(q *queuecap.Accounts) map[vcapi.QueueID]map[string]float64 { return q.Deserved }},
 		} {
 			for name, quantity := range spec.list {
-				if !isDeviceQueueResource(name) {
+				if !queuecap.IsDeviceResource(name) {
 					continue
 				}
 				if q == nil {
-					q = &queueState{capability: map[vcapi.QueueID]map[string]float64{}, deserved: map[vcapi.QueueID]map[string]float64{},
-						used: map[vcapi.QueueID]map[string]float64{}, inqueue: map[vcapi.QueueID]map[string]float64{}}
+					q = queuecap.New()
 				}
 				m := spec.into(q)
 				if m[id] == nil {
@@ -182,7 +68,7 @@ func (p *plugin) openQueues(ssn *framework.Session) *queueState {
 	}
 	s := p.sess
 	for _, job := range ssn.Jobs {
-		if !q.tracked(job.Queue) {
+		if !q.Tracked(job.Queue) {
 			continue
 		}
 		for status, tasks := range job.TaskStatusIndex {
@@ -191,12 +77,12 @@ func (p *plugin) openQueues(ssn *framework.Session) *queueState {
 			}
 			for _, task := range tasks {
 				if sn := s.nodes[task.NodeName]; sn != nil && task.Pod != nil {
-					addTo(q.used, job.Queue, s.held(sn, allBackends(len(s.backends)), s.effectivePod(task.Pod)), 1)
+					queuecap.AddTo(q.Used, job.Queue, s.held(sn, allBackends(len(s.backends)), s.effectivePod(task.Pod)), 1)
 				}
 			}
 		}
 		if job.PodGroup != nil && job.PodGroup.Status.Phase == "Inqueue" && len(job.TaskStatusIndex[vcapi.Running]) == 0 {
-			addTo(q.inqueue, job.Queue, p.jobRequest(q, job), 1)
+			queuecap.AddTo(q.Inqueue, job.Queue, p.jobRequest(q, job), 1)
 		}
 	}
 	return q
@@ -243,7 +129,7 @@ func (p *plugin) queueOf(task *vcapi.TaskInfo) vcapi.QueueID {
 // taskRequest estimates what the task will hold, by queue resource name,
 // before any card is chosen: backends that know (device.QueueRequester) say
 // so; otherwise the containers' quantities of the capability's resources.
-func (p *plugin) taskRequest(q *queueState, queue vcapi.QueueID, task *vcapi.TaskInfo) map[string]float64 {
+func (p *plugin) taskRequest(q *queuecap.Accounts, queue vcapi.QueueID, task *vcapi.TaskInfo) map[string]float64 {
 	s := p.sess
 	req := s.requestOf(task)
 	if req == nil || task.Pod == nil {
@@ -257,7 +143,7 @@ func (p *plugin) taskRequest(q *queueState, queue vcapi.QueueID, task *vcapi.Tas
 			}
 		}
 	}
-	for name := range q.capability[queue] {
+	for name := range q.Capability[queue] {
 		if _, known := out[name]; known {
 			continue
 		}
@@ -272,7 +158,7 @@ func (p *plugin) taskRequest(q *queueState, queue vcapi.QueueID, task *vcapi.Tas
 
 // jobRequest is the device request of the job's first MinAvailable pending
 // tasks (by name), which must fit its queue for the job to start.
-func (p *plugin) jobRequest(q *queueState, job *vcapi.JobInfo) map[string]float64 {
+func (p *plugin) jobRequest(q *queuecap.Accounts, job *vcapi.JobInfo) map[string]float64 {
 	pending := make([]*vcapi.TaskInfo, 0, len(job.TaskStatusIndex[vcapi.Pending]))
 	for _, t := range job.TaskStatusIndex[vcapi.Pending] {
 		pending = append(pending, t)
@@ -296,7 +182,7 @@ func (p *plugin) jobRequest(q *queueState, job *vcapi.JobInfo) map[string]float6
 func (p *plugin) jobEnqueueable(obj interface{}) int {
 	job, ok := obj.(*vcapi.JobInfo)
 	q := p.sess.queues
-	if !ok || q == nil || q.capability[job.Queue] == nil {
+	if !ok || q == nil || q.Capability[job.Queue] == nil {
 		return util.Abstain
 	}
 	queue := p.ssn.Queues[job.Queue]
@@ -304,14 +190,14 @@ func (p *plugin) jobEnqueueable(obj interface{}) int {
 		return util.Abstain
 	}
 	req := p.jobRequest(q, job)
-	if msg, over := q.exceeded(queue, req, true); over {
+	if msg, over := q.Exceeded(queue, req, true); over {
 		klog.V(3).InfoS("Job not enqueued: its queue's device capability is exhausted", "plugin", PluginName,
 			"job", klog.KRef(job.Namespace, job.Name), "reason", msg)
 		p.recordQueueReason(job, nil, msg)
 		p.ssn.RecordPodGroupEvent(job.PodGroup, v1.EventTypeNormal, "Unschedulable", msg)
 		return util.Reject
 	}
-	addTo(q.inqueue, job.Queue, req, 1)
+	queuecap.AddTo(q.Inqueue, job.Queue, req, 1)
 	return util.Abstain
 }
 
@@ -321,17 +207,17 @@ func (p *plugin) jobEnqueueable(obj interface{}) int {
 func (p *plugin) overused(obj interface{}) bool {
 	queue, ok := obj.(*vcapi.QueueInfo)
 	q := p.sess.queues
-	if !ok || q == nil || len(q.deserved[queue.UID]) == 0 {
+	if !ok || q == nil || len(q.Deserved[queue.UID]) == 0 {
 		return false
 	}
-	return !q.withinDeserved(queue.UID)
+	return !q.WithinDeserved(queue.UID)
 }
 
 // allocatable is the AllocatableFn: the queue's device capability, then an
 // ongoing preemption (see preempt.go).
 func (p *plugin) allocatable(queue *vcapi.QueueInfo, task *vcapi.TaskInfo) bool {
-	if q := p.sess.queues; q != nil && q.capability[queue.UID] != nil {
-		if msg, over := q.exceeded(queue, p.taskRequest(q, queue.UID, task), false); over {
+	if q := p.sess.queues; q != nil && q.Capability[queue.UID] != nil {
+		if msg, over := q.Exceeded(queue, p.taskRequest(q, queue.UID, task), false); over {
 			klog.V(4).InfoS("Task not allocatable: its queue's device capability is exhausted", "plugin", PluginName,
 				"task", klog.KRef(task.Namespace, task.Name), "reason", msg)
 			if job := p.ssn.Jobs[task.Job]; job != nil {

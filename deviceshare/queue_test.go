@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vgpushare/vshare/deviceshare/queuecap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
@@ -71,7 +72,7 @@ func testQueueCapabilityOnVGPUMemory(t *testing.T, queuePlugin string) {
 		t.Errorf("pg-big phase %q, want Pending (not enqueued)", bigPhase)
 	}
 	for name, msg := range map[string]string{"big": bigMsg, "burst": burstMsg} {
-		if !containsAll(msg, ReasonQueueCapability, "queue q1", "volcano.sh/vgpu-memory") {
+		if !containsAll(msg, queuecap.ReasonQueueCapability, "queue q1", "volcano.sh/vgpu-memory") {
 			t.Errorf("%s: reason %q does not name the queue's capability on volcano.sh/vgpu-memory", name, msg)
 		}
 	}
@@ -105,7 +106,7 @@ func TestQueueCapabilityOnAscendMemory(t *testing.T) {
 	var q1 *vcapi.QueueInfo
 	pc.session(func(ssn *framework.Session) { msg, q1 = fitMessage(ssn, c), ssn.Queues["q1"] })
 	pc.expectNoBind()
-	if !containsAll(msg, ReasonQueueCapability, "queue q1", string(memory)) {
+	if !containsAll(msg, queuecap.ReasonQueueCapability, "queue q1", string(memory)) {
 		t.Errorf("reason %q does not name the queue's capability on %s", msg, memory)
 	}
 	if got := q1.Queue.Status.Allocated[memory]; got.Value() != 2*3072 {

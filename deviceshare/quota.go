@@ -191,7 +191,7 @@ func (p *plugin) quotaPrecheck(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *
 	if q.unknown != "" {
 		if asksQuotaNamer(p.sess, req) {
 			p.st.metrics.FilterFailed("quota", "quotas unknown")
-			return fitError(task, node, device.UnschedulableAndUnresolvable, q.unknown)
+			return p.sess.fitError(task, node, device.UnschedulableAndUnresolvable, q.unknown)
 		}
 		return nil
 	}

@@ -14,8 +14,8 @@ import (
 	"volcano.sh/volcano/pkg/scheduler/util"
 
 	"github.com/vgpushare/vshare/device"
-	"github.com/vgpushare/vshare/protocol/vgpuproto"
 	"github.com/vgpushare/vshare/deviceshare/metrics"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // staticQuotas is a quotawatch.Source serving fixed ResourceQuotas.

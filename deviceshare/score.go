@@ -7,6 +7,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/fitcache"
 )
 
 // nodeOrder is the NodeOrderFn: the weighted device score of a node the
@@ -26,17 +27,17 @@ func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64,
 		return 0, nil
 	}
 	// A node the predicate kept a result for: its score is kept beside it.
-	var ent *resultEntry
+	var ent *fitcache.Entry
 	score := math.NaN()
 	if t := req.results; t != nil {
-		if hit, _ := s.lookup(t, idx, t.epoch()); hit != nil && hit.fail == nil {
-			ent, score = hit, hit.score
+		if hit, _ := s.fits.Lookup(t, idx, t.Epoch()); hit != nil && hit.Fail == nil {
+			ent, score = hit, hit.Score
 		}
 	}
 	if math.IsNaN(score) {
 		score = s.deviceScore(task, node, req, &s.slab[idx])
 		if ent != nil {
-			ent.score = score
+			ent.Score = score
 		}
 	}
 	// Guarded: once per node and task, and the arguments cost even when

@@ -1,7 +1,7 @@
 package deviceshare
 
 import (
-	"sync"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -9,7 +9,9 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/fitcache"
 	"github.com/vgpushare/vshare/deviceshare/pluginargs"
+	"github.com/vgpushare/vshare/deviceshare/queuecap"
 )
 
 // sessionState is one scheduling session's view of the devices. It reads
@@ -32,13 +34,10 @@ type sessionState struct {
 	// session (the pointers its actions pass to the predicate and the
 	// scores): a pointer hashes and compares without reading the name.
 	byInfo map[*vcapi.NodeInfo]int32
-	// stamps and results are the result tables (results.go): per node
-	// index its version, per request key its table.
-	stamps  []nodeStamp
-	results map[string]*resultTable
-	// failures interns the rejections the result tables keep.
-	failuresMu sync.Mutex
-	failures   map[string]*keptFailure
+	// fits is the predicate's one cache (fitcache): per node index its
+	// stamp, per request key its result table, the session's interned
+	// failures and statuses.
+	fits *fitcache.Cache
 	// requests holds, per pending task, which backends it asks for (nil:
 	// no device request).
 	requests map[vcapi.TaskID]*taskRequest
@@ -54,7 +53,7 @@ type sessionState struct {
 	preempting *preemptSlot
 	// queues is the device accounting of queues with a capability or a
 	// deserved amount on a device resource (see queue.go); nil without.
-	queues *queueState
+	queues *queuecap.Accounts
 	// quotas is the accounting of namespace quotas on device resources
 	// (see quota.go); nil without.
 	quotas *quotaState
@@ -94,7 +93,7 @@ type sessionDevices struct {
 	releasing map[types.UID]*v1.Pod
 	// stamp is the node's version for the result tables: every write
 	// moves it.
-	stamp *nodeStamp
+	stamp *fitcache.Stamp
 }
 
 func (d *sessionDevices) read() device.Devices {
@@ -105,7 +104,7 @@ func (d *sessionDevices) read() device.Devices {
 }
 
 func (d *sessionDevices) write() device.Devices {
-	d.stamp.ver++
+	d.stamp.Touch()
 	if d.own == nil {
 		d.own = d.base.DeepCopy()
 	}
@@ -137,7 +136,7 @@ func (d *sessionDevices) release(pod *v1.Pod) error {
 	if d.releasing == nil {
 		d.releasing = make(map[types.UID]*v1.Pod)
 	}
-	d.stamp.volatile = true
+	d.stamp.SetVolatile()
 	d.releasing[pod.UID] = pod
 	return nil
 }
@@ -153,7 +152,7 @@ type taskRequest struct {
 	backends []int
 	// results is the table of the request's key (nil: the results are
 	// not kept, see results.go).
-	results *resultTable
+	results *fitcache.Table
 	// invalid is set when a backend refused the request outright.
 	invalid error
 	// unserved names a device resource the pod asks for that no enabled
@@ -284,4 +283,47 @@ func (s *sessionState) advertisedTotals(node string) v1.ResourceList {
 		}
 	}
 	return out
+}
+
+// touch records a change to what the node's results read.
+func (s *sessionState) touch(node string) {
+	if sn := s.nodes[node]; sn != nil {
+		s.fits.Stamp(sn.idx).Touch()
+	}
+}
+
+// status returns the session's shared status of code and reason
+// (fitcache.Cache.Status).
+func (s *sessionState) status(code int, reason string) *vcapi.Status {
+	return s.fits.Status(PluginName, code, reason)
+}
+
+// fitError is the predicate's error for one status of code and reason.
+func (s *sessionState) fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, code int, reason string) error {
+	return vcapi.NewFitErrWithStatus(task, node, s.status(code, reason))
+}
+
+// resultTableFor returns the table of the request's key, creating it, or
+// nil when some backend of the request does not key its results. It is
+// called while the session is built, before anything runs concurrently.
+func (s *sessionState) resultTableFor(task *vcapi.TaskInfo, r *taskRequest) *fitcache.Table {
+	if r == nil || r.invalid != nil || r.unserved != "" {
+		return nil
+	}
+	var key []byte
+	keyers := make([]device.ResultKeyer, 0, len(r.backends))
+	for _, i := range r.backends {
+		rk, ok := s.backends[i].(device.ResultKeyer)
+		if !ok {
+			return nil
+		}
+		k, ok := rk.ResultKey(task.Pod, s.args.SchedulePolicy)
+		if !ok {
+			return nil
+		}
+		key = strconv.AppendInt(key, int64(i), 10)
+		key = append(append(append(key, 0), k...), 0)
+		keyers = append(keyers, rk)
+	}
+	return s.fits.Table(string(key), keyers)
 }
