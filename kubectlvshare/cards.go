@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 )
 
 // CardsOptions select the nodes of `kubectl vshare cards`.
@@ -16,7 +17,7 @@ type CardsOptions struct {
 }
 
 // Cards reads the selected nodes and every pod, and reports each card.
-func (p *Plugin) Cards(ctx context.Context, o CardsOptions) (*CardReport, error) {
+func (p *Plugin) Cards(ctx context.Context, o CardsOptions) (*report.CardReport, error) {
 	r := reader{c: p.clients}
 	nodes, err := r.nodes(ctx, o.Node, o.Selector)
 	if err != nil {
@@ -30,8 +31,8 @@ func (p *Plugin) Cards(ctx context.Context, o CardsOptions) (*CardReport, error)
 }
 
 // cardReport accounts the pods on the nodes and reports every card.
-func cardReport(kinds []*kind, nodes []v1.Node, pods []v1.Pod) *CardReport {
-	rep := &CardReport{TypeMeta: TypeMeta{APIVersion: APIVersion, Kind: KindCards}, Nodes: []NodeCards{}, Totals: []Totals{}}
+func cardReport(kinds []*kind, nodes []v1.Node, pods []v1.Pod) *report.CardReport {
+	rep := &report.CardReport{TypeMeta: report.TypeMeta{APIVersion: report.APIVersion, Kind: report.KindCards}, Nodes: []report.NodeCards{}, Totals: []report.Totals{}}
 	byNode := podsByNode(pods)
 	for i := range nodes {
 		ns := accountNode(kinds, &nodes[i], byNode[nodes[i].Name])
@@ -45,12 +46,12 @@ func cardReport(kinds []*kind, nodes []v1.Node, pods []v1.Pod) *CardReport {
 }
 
 // nodeCards reports one accounted node.
-func nodeCards(ns *nodeState) NodeCards {
-	nc := NodeCards{Name: ns.node.Name, Cordoned: ns.node.Spec.Unschedulable, Cards: []Card{}, Totals: []Totals{}}
+func nodeCards(ns *nodeState) report.NodeCards {
+	nc := report.NodeCards{Name: ns.node.Name, Cordoned: ns.node.Spec.Unschedulable, Cards: []report.Card{}, Totals: []report.Totals{}}
 	for _, ds := range ns.devices {
 		name := ds.kind.name()
 		if ds.err != nil {
-			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: ds.err.Error()})
+			nc.Errors = append(nc.Errors, report.Problem{Node: nc.Name, Device: name, Message: ds.err.Error()})
 			continue
 		}
 		for _, w := range ds.warnings {
@@ -58,24 +59,24 @@ func nodeCards(ns *nodeState) NodeCards {
 			// listed, the part is an error) or an operator's setting
 			// partly ignored (a cordon entry naming no card).
 			var setting device.IgnoredSetting
-			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Message: w.Error(), Setting: errors.As(w, &setting)})
+			nc.Errors = append(nc.Errors, report.Problem{Node: nc.Name, Device: name, Message: w.Error(), Setting: errors.As(w, &setting)})
 		}
 		for _, pp := range ds.problems {
-			nc.Errors = append(nc.Errors, Problem{Node: nc.Name, Device: name, Pod: podKey(pp.pod), Message: pp.err.Error()})
+			nc.Errors = append(nc.Errors, report.Problem{Node: nc.Name, Device: name, Pod: podKey(pp.pod), Message: pp.err.Error()})
 		}
-		t := Totals{Device: name}
+		t := report.Totals{Device: name}
 		pods := map[string]bool{}
 		for pos, u := range ds.cards {
-			c := Card{Device: name, Index: u.Index, ID: u.ID, Model: u.Type, Healthy: u.Healthy, Cordoned: u.Cordoned,
+			c := report.Card{Device: name, Index: u.Index, ID: u.ID, Model: u.Type, Healthy: u.Healthy, Cordoned: u.Cordoned,
 				MemoryUsedMiB: u.MemoryUsedMiB, MemoryTotalMiB: u.MemoryTotalMiB, CoresUsed: u.CoresUsed, CoresTotal: u.CoresTotal,
-				Shares: u.Pods, MaxShares: u.MaxPods, Layout: ds.layouts[pos], Pods: []CardHolder{}}
+				Shares: u.Pods, MaxShares: u.MaxPods, Layout: ds.layouts[pos], Pods: []report.CardHolder{}}
 			for _, h := range ds.holders(pos) {
-				c.Pods = append(c.Pods, CardHolder{Namespace: h.pod.Namespace, Name: h.pod.Name, MemoryMiB: h.share.memMiB, Cores: h.share.cores})
+				c.Pods = append(c.Pods, report.CardHolder{Namespace: h.pod.Namespace, Name: h.pod.Name, MemoryMiB: h.share.memMiB, Cores: h.share.cores})
 				pods[podKey(h.pod)] = true
 			}
 			nc.Cards = append(nc.Cards, c)
 			t.Cards++
-			if idle(c) {
+			if c.Idle() {
 				t.IdleCards++
 			}
 			t.MemoryUsedMiB += c.MemoryUsedMiB
@@ -90,11 +91,11 @@ func nodeCards(ns *nodeState) NodeCards {
 	return nc
 }
 
-// idle reports whether nothing holds the card.
-func idle(c Card) bool { return c.Shares == 0 && c.MemoryUsedMiB == 0 && c.CoresUsed == 0 }
+// podKey is "namespace/name".
+func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 
 // addTotals adds t to the entry of its device type.
-func addTotals(all []Totals, t Totals) []Totals {
+func addTotals(all []report.Totals, t report.Totals) []report.Totals {
 	for i := range all {
 		if all[i].Device == t.Device {
 			a := &all[i]
@@ -111,6 +112,3 @@ func addTotals(all []Totals, t Totals) []Totals {
 	}
 	return append(all, t)
 }
-
-// podKey is "namespace/name".
-func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }

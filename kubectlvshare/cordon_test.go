@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -35,7 +36,7 @@ func TestCardsShowCordon(t *testing.T) {
 		t.Errorf("errors %+v, want one setting warning naming GPU-zz", errs)
 	}
 	var out bytes.Buffer
-	if err := rep.table(&out, false); err != nil {
+	if err := report.Render(&out, report.FormatTable, rep); err != nil {
 		t.Fatal(err)
 	}
 	table := out.String()

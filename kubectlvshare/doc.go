@@ -12,7 +12,7 @@
 // (device.CardExplainer). It imports no Volcano scheduler package, so it
 // stays a small client.
 //
-// Every command renders one report type (schema.go) as a table, a wide
+// Every command renders one report type (package report) as a table, a wide
 // table, JSON or YAML. Run returns the process exit code: 0 success, 1 an
 // error (no cluster, RBAC forbids, object not found), 2 a usage error, 3
 // from `fit` when the shape fits no node. A malformed annotation is part of

@@ -2,11 +2,11 @@ package kubectlvshare
 
 import (
 	"context"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 )
 
 // Node-level reasons the plugin reports besides the backends' per-card
@@ -24,12 +24,12 @@ const (
 // FitOptions are the shape `kubectl vshare fit` asks about and the
 // scheduling policy.
 type FitOptions struct {
-	Shape  Shape
+	Shape  report.Shape
 	Policy string
 }
 
 // Fit reports where a pod of the shape would fit now.
-func (p *Plugin) Fit(ctx context.Context, o FitOptions) (*FitReport, error) {
+func (p *Plugin) Fit(ctx context.Context, o FitOptions) (*report.FitReport, error) {
 	k := p.kindFor(o.Shape.Type)
 	if o.Shape.Number < 1 {
 		return nil, usagef("--number=%d: want 1 or more cards", o.Shape.Number)
@@ -47,8 +47,8 @@ func (p *Plugin) Fit(ctx context.Context, o FitOptions) (*FitReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &FitReport{TypeMeta: TypeMeta{APIVersion: APIVersion, Kind: KindFit}, Request: o.Shape, Device: k.name(),
-		Policy: o.Policy, Nodes: []NodeFit{}}
+	rep := &report.FitReport{TypeMeta: report.TypeMeta{APIVersion: report.APIVersion, Kind: report.KindFit}, Request: o.Shape, Device: k.name(),
+		Policy: o.Policy, Nodes: []report.NodeFit{}}
 	byNode := podsByNode(pods)
 	for i := range nodes {
 		ns := accountNode([]*kind{k}, &nodes[i], byNode[nodes[i].Name])
@@ -77,8 +77,8 @@ func (p *Plugin) kindFor(typ string) *kind {
 
 // nodeFit asks the node's devices of kind k whether the pod fits, as the
 // scheduler's predicate does, and card by card why not.
-func nodeFit(ns *nodeState, k *kind, pod *v1.Pod, policy string) NodeFit {
-	nf := NodeFit{Name: ns.node.Name}
+func nodeFit(ns *nodeState, k *kind, pod *v1.Pod, policy string) report.NodeFit {
+	nf := report.NodeFit{Name: ns.node.Name}
 	var ds *deviceState
 	for _, d := range ns.devices {
 		if d.kind == k {
@@ -133,16 +133,16 @@ func labelsMatch(selector, labels map[string]string) bool {
 }
 
 // chosen returns the cards Allocate takes for the pod, on a copy.
-func chosen(ds *deviceState, pod *v1.Pod, policy string) []CardRef {
+func chosen(ds *deviceState, pod *v1.Pod, policy string) []report.CardRef {
 	c := ds.devices.DeepCopy()
 	before := usage(c)
 	if _, err := c.Allocate(pod, policy); err != nil {
 		return nil
 	}
-	var out []CardRef
+	var out []report.CardRef
 	for i, u := range usage(c) {
 		if b := before[i]; u.Pods != b.Pods || u.MemoryUsedMiB != b.MemoryUsedMiB || u.CoresUsed != b.CoresUsed {
-			out = append(out, CardRef{Index: u.Index, ID: u.ID})
+			out = append(out, report.CardRef{Index: u.Index, ID: u.ID})
 		}
 	}
 	return out
@@ -150,7 +150,7 @@ func chosen(ds *deviceState, pod *v1.Pod, policy string) []CardRef {
 
 // verdicts returns every card's verdict with what it has free, or nil when
 // the device type cannot explain card by card.
-func verdicts(ds *deviceState, pod *v1.Pod, policy string) []CardVerdict {
+func verdicts(ds *deviceState, pod *v1.Pod, policy string) []report.CardVerdict {
 	e, ok := ds.devices.(device.CardExplainer)
 	if !ok {
 		return nil
@@ -159,9 +159,9 @@ func verdicts(ds *deviceState, pod *v1.Pod, policy string) []CardVerdict {
 	for pos, u := range ds.cards {
 		byIndex[u.Index] = pos
 	}
-	var out []CardVerdict
+	var out []report.CardVerdict
 	for _, v := range e.ExplainCards(pod, policy) {
-		cv := CardVerdict{Index: v.Index, Reason: v.Reason, Resolvable: v.Resolvable}
+		cv := report.CardVerdict{Index: v.Index, Reason: v.Reason, Resolvable: v.Resolvable}
 		if pos, ok := byIndex[v.Index]; ok {
 			u := ds.cards[pos]
 			cv.ID = u.ID
@@ -171,18 +171,4 @@ func verdicts(ds *deviceState, pod *v1.Pod, policy string) []CardVerdict {
 		out = append(out, cv)
 	}
 	return out
-}
-
-// fitSummary names the nodes the shape fits.
-func fitSummary(rep *FitReport) string {
-	var fits []string
-	for _, n := range rep.Nodes {
-		if n.Fits {
-			fits = append(fits, n.Name)
-		}
-	}
-	if len(fits) == 0 {
-		return "fits no node now (exit code 3)"
-	}
-	return "fits " + plural(len(fits), "node") + " of " + itoa(len(rep.Nodes)) + ": " + strings.Join(fits, ", ")
 }

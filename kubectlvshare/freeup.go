@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 )
 
 // freeUp finds a small set of pods on the node whose cards, freed, would
@@ -16,7 +17,7 @@ import (
 // pods, then memory). ok is false when freeing every pod would not help.
 // It works on copies of the node's Devices with the backend's own
 // SubResource and FilterNode, so it is the scheduler's idea of "fits".
-func freeUp(ds *deviceState, pod *v1.Pod, policy string) (FreeUp, bool) {
+func freeUp(ds *deviceState, pod *v1.Pod, policy string) (report.FreeUp, bool) {
 	var sets [][]podHolding
 	byMem := func(hs []podHolding) {
 		slices.SortStableFunc(hs, func(a, b podHolding) int { return cmp.Compare(heldMemory(b), heldMemory(a)) })
@@ -47,24 +48,24 @@ func freeUp(ds *deviceState, pod *v1.Pod, policy string) (FreeUp, bool) {
 		}
 	}
 	if !found || len(best) == 0 {
-		return FreeUp{}, false
+		return report.FreeUp{}, false
 	}
-	f := FreeUp{Device: ds.kind.name(), Pods: []CardHolder{}, Cards: []CardRef{}}
+	f := report.FreeUp{Device: ds.kind.name(), Pods: []report.CardHolder{}, Cards: []report.CardRef{}}
 	seen := map[int]bool{}
 	for _, h := range best {
-		ch := CardHolder{Namespace: h.pod.Namespace, Name: h.pod.Name}
+		ch := report.CardHolder{Namespace: h.pod.Namespace, Name: h.pod.Name}
 		for _, c := range h.cards {
 			ch.MemoryMiB += c.memMiB
 			ch.Cores += c.cores
 			if !seen[c.pos] {
 				seen[c.pos] = true
 				u := ds.cards[c.pos]
-				f.Cards = append(f.Cards, CardRef{Index: u.Index, ID: u.ID})
+				f.Cards = append(f.Cards, report.CardRef{Index: u.Index, ID: u.ID})
 			}
 		}
 		f.Pods = append(f.Pods, ch)
 	}
-	slices.SortFunc(f.Cards, func(a, b CardRef) int { return cmp.Compare(a.Index, b.Index) })
+	slices.SortFunc(f.Cards, func(a, b report.CardRef) int { return cmp.Compare(a.Index, b.Index) })
 	return f, true
 }
 

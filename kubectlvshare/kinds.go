@@ -2,7 +2,6 @@ package kubectlvshare
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	"github.com/vgpushare/vshare/protocol/ascendproto"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -30,7 +30,7 @@ type kind struct {
 	bindPhases []string
 	// shape builds a pod of the shape for `fit`; nil when `fit` does not
 	// serve the device type.
-	shape func(Shape) *v1.Pod
+	shape func(report.Shape) *v1.Pod
 	// matches reports whether `fit --type` names this device type.
 	matches func(typ string) bool
 }
@@ -76,28 +76,6 @@ func newKinds(cfg *config.Config) ([]*kind, error) {
 	return out, nil
 }
 
-// Shape is the pod shape `fit` asks about: one container asking for
-// Number cards of one device type.
-type Shape struct {
-	// Type is a card model (vGPU: a substring of the registered type, as
-	// nvidia.com/use-gputype matches) or an Ascend chip type
-	// (its commonWord, like Ascend910B3, or chip name); "" means any vGPU.
-	Type string `json:"type,omitempty"`
-	// Number is the number of cards.
-	Number int64 `json:"number"`
-	// MemoryMiB is the memory per card; 0 leaves it to the device type's
-	// default (a whole vGPU card, an Ascend chip's whole memory).
-	MemoryMiB int64 `json:"memoryMiB,omitempty"`
-	// MemoryPercent is the memory per card as a percentage (vGPU only).
-	MemoryPercent int64 `json:"memoryPercent,omitempty"`
-	// Cores is the percentage of each card's cores (vGPU SMs, Ascend AI
-	// cores in hami-core mode); 0 asks for none.
-	Cores int64 `json:"cores,omitempty"`
-	// Mode is volcano.sh/vgpu-mode (hami-core, mig) or, for Ascend,
-	// huawei.com/vnpu-mode (hami-core).
-	Mode string `json:"mode,omitempty"`
-}
-
 // fitPodName names the pod `fit` asks about.
 const fitPodName = "kubectl-vshare-fit"
 
@@ -124,9 +102,9 @@ func setPositive(l v1.ResourceList, name v1.ResourceName, v int64) {
 	}
 }
 
-func vgpuShape(b *vgpu.Backend) func(Shape) *v1.Pod {
+func vgpuShape(b *vgpu.Backend) func(report.Shape) *v1.Pod {
 	count, memory, percent, cores := b.Resources()
-	return func(s Shape) *v1.Pod {
+	return func(s report.Shape) *v1.Pod {
 		l := v1.ResourceList{count: *resource.NewQuantity(s.Number, resource.DecimalSI)}
 		setPositive(l, memory, s.MemoryMiB)
 		setPositive(l, percent, s.MemoryPercent)
@@ -135,37 +113,12 @@ func vgpuShape(b *vgpu.Backend) func(Shape) *v1.Pod {
 	}
 }
 
-func ascendShape(b *ascend.Backend) func(Shape) *v1.Pod {
+func ascendShape(b *ascend.Backend) func(report.Shape) *v1.Pod {
 	count, memory, core := b.Resources()
-	return func(s Shape) *v1.Pod {
+	return func(s report.Shape) *v1.Pod {
 		l := v1.ResourceList{count: *resource.NewQuantity(s.Number, resource.DecimalSI)}
 		setPositive(l, memory, s.MemoryMiB)
 		setPositive(l, core, s.Cores)
 		return shapePod(l, ascendproto.AnnotationVNPUMode, s.Mode)
 	}
-}
-
-// describeShape renders a shape for people: "2 cards x 20000 MiB, 30% cores of A100".
-func describeShape(device string, s Shape) string {
-	var b strings.Builder
-	b.WriteString(strconv.FormatInt(s.Number, 10) + " " + device + " card")
-	if s.Number != 1 {
-		b.WriteString("s")
-	}
-	switch {
-	case s.MemoryMiB > 0:
-		b.WriteString(" x " + strconv.FormatInt(s.MemoryMiB, 10) + " MiB")
-	case s.MemoryPercent > 0:
-		b.WriteString(" x " + strconv.FormatInt(s.MemoryPercent, 10) + "% memory")
-	}
-	if s.Cores > 0 {
-		b.WriteString(", " + strconv.FormatInt(s.Cores, 10) + "% cores")
-	}
-	if s.Type != "" && !strings.EqualFold(s.Type, device) {
-		b.WriteString(", type " + s.Type)
-	}
-	if s.Mode != "" {
-		b.WriteString(", mode " + s.Mode)
-	}
-	return b.String()
 }

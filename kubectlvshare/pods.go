@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -26,7 +27,7 @@ type PodsOptions struct {
 }
 
 // Pods reports every pod of the namespace that asks for a device type.
-func (p *Plugin) Pods(ctx context.Context, o PodsOptions) (*PodReport, error) {
+func (p *Plugin) Pods(ctx context.Context, o PodsOptions) (*report.PodReport, error) {
 	r := reader{c: p.clients}
 	pods, err := r.pods(ctx, o.Namespace)
 	if err != nil {
@@ -54,8 +55,8 @@ func (p *Plugin) Pods(ctx context.Context, o PodsOptions) (*PodReport, error) {
 
 // podReport accounts the pods on their nodes and reports every pod asking
 // for a device type, by namespace and name.
-func podReport(kinds []*kind, nodes []v1.Node, pods []v1.Pod) *PodReport {
-	rep := &PodReport{TypeMeta: TypeMeta{APIVersion: APIVersion, Kind: KindPods}, Pods: []PodCards{}}
+func podReport(kinds []*kind, nodes []v1.Node, pods []v1.Pod) *report.PodReport {
+	rep := &report.PodReport{TypeMeta: report.TypeMeta{APIVersion: report.APIVersion, Kind: report.KindPods}, Pods: []report.PodCards{}}
 	byNode := podsByNode(pods)
 	states := map[string]*nodeState{}
 	for i := range nodes {
@@ -76,7 +77,7 @@ func podReport(kinds []*kind, nodes []v1.Node, pods []v1.Pod) *PodReport {
 		}
 		rep.Pods = append(rep.Pods, podCards(pod, asked, states[pod.Spec.NodeName]))
 	}
-	slices.SortFunc(rep.Pods, func(a, b PodCards) int {
+	slices.SortFunc(rep.Pods, func(a, b report.PodCards) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return rep
@@ -84,9 +85,9 @@ func podReport(kinds []*kind, nodes []v1.Node, pods []v1.Pod) *PodReport {
 
 // podCards reports one pod; ns is its node's state (nil when not bound or
 // the node is gone).
-func podCards(pod *v1.Pod, asked []*kind, ns *nodeState) PodCards {
-	pc := PodCards{Namespace: pod.Namespace, Name: pod.Name, Phase: string(pod.Status.Phase), Node: pod.Spec.NodeName,
-		Devices: []string{}, Cards: []HeldCard{}}
+func podCards(pod *v1.Pod, asked []*kind, ns *nodeState) report.PodCards {
+	pc := report.PodCards{Namespace: pod.Namespace, Name: pod.Name, Phase: string(pod.Status.Phase), Node: pod.Spec.NodeName,
+		Devices: []string{}, Cards: []report.HeldCard{}}
 	for _, k := range asked {
 		pc.Devices = append(pc.Devices, k.name())
 		for _, key := range k.bindPhases {
@@ -108,7 +109,7 @@ func podCards(pod *v1.Pod, asked []*kind, ns *nodeState) PodCards {
 	for _, ds := range ns.devices {
 		for _, pp := range ds.problems {
 			if pp.pod == pod {
-				pc.Errors = append(pc.Errors, Problem{Node: ns.node.Name, Device: ds.kind.name(), Pod: podKey(pod), Message: pp.err.Error()})
+				pc.Errors = append(pc.Errors, report.Problem{Node: ns.node.Name, Device: ds.kind.name(), Pod: podKey(pod), Message: pp.err.Error()})
 			}
 		}
 		for _, h := range ds.holdings {
@@ -117,7 +118,7 @@ func podCards(pod *v1.Pod, asked []*kind, ns *nodeState) PodCards {
 			}
 			for _, c := range h.cards {
 				u := ds.cards[c.pos]
-				pc.Cards = append(pc.Cards, HeldCard{Device: ds.kind.name(), Index: u.Index, ID: u.ID, Model: u.Type,
+				pc.Cards = append(pc.Cards, report.HeldCard{Device: ds.kind.name(), Index: u.Index, ID: u.ID, Model: u.Type,
 					MemoryMiB: c.memMiB, Cores: c.cores})
 			}
 		}

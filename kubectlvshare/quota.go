@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -14,33 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 )
-
-// KindQuota is the kind of `kubectl vshare quota`'s report.
-const KindQuota = "QuotaReport"
-
-// QuotaReport is `kubectl vshare quota`: every ResourceQuota limit on a
-// device resource (limits.volcano.sh/vgpu-memory and its family) and what
-// the namespace's pods hold of it, counted as the scheduler counts it:
-// memory and cores times cards, from the allocation annotations.
-type QuotaReport struct {
-	TypeMeta `json:",inline"`
-	Quotas   []QuotaUse `json:"quotas"`
-}
-
-// QuotaUse is one limit of one ResourceQuota.
-type QuotaUse struct {
-	Namespace string `json:"namespace"`
-	Quota     string `json:"quota"`
-	// Resource is the limit's name in the ResourceQuota.
-	Resource string `json:"resource"`
-	Used     int64  `json:"used"`
-	Hard     int64  `json:"hard"`
-	// Enforced is false for a quota with scopes, which the scheduler does
-	// not evaluate; NotEnforced says why.
-	Enforced    bool   `json:"enforced"`
-	NotEnforced string `json:"notEnforced,omitempty"`
-}
 
 // QuotaOptions select the namespaces of `kubectl vshare quota`.
 type QuotaOptions struct {
@@ -49,13 +22,13 @@ type QuotaOptions struct {
 }
 
 // Quota reports the namespace quotas on device resources.
-func (p *Plugin) Quota(ctx context.Context, o QuotaOptions) (*QuotaReport, error) {
+func (p *Plugin) Quota(ctx context.Context, o QuotaOptions) (*report.QuotaReport, error) {
 	r := reader{c: p.clients}
 	list, err := p.clients.Kube.CoreV1().ResourceQuotas(o.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, &apiError{verb: "list", resource: "resourcequotas", namespace: o.Namespace, err: err}
 	}
-	rep := &QuotaReport{TypeMeta: TypeMeta{APIVersion: APIVersion, Kind: KindQuota}, Quotas: []QuotaUse{}}
+	rep := &report.QuotaReport{TypeMeta: report.TypeMeta{APIVersion: report.APIVersion, Kind: report.KindQuota}, Quotas: []report.QuotaUse{}}
 	limits := p.quotaLimits(list.Items)
 	if len(limits) == 0 {
 		return rep, nil
@@ -70,7 +43,7 @@ func (p *Plugin) Quota(ctx context.Context, o QuotaOptions) (*QuotaReport, error
 	}
 	used := p.quotaUsed(nodes, pods)
 	for _, l := range limits {
-		rep.Quotas = append(rep.Quotas, QuotaUse{Namespace: l.Namespace, Quota: l.Quota, Resource: l.Name(),
+		rep.Quotas = append(rep.Quotas, report.QuotaUse{Namespace: l.Namespace, Quota: l.Quota, Resource: l.Name(),
 			Used: used[l.Namespace][string(l.Resource)], Hard: l.Hard, Enforced: l.err == nil, NotEnforced: errString(l.err)})
 	}
 	return rep, nil
@@ -137,34 +110,10 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// table renders one row per limit.
-func (r *QuotaReport) table(w io.Writer, _ bool) error {
-	if len(r.Quotas) == 0 {
-		_, err := fmt.Fprintln(w, "No ResourceQuota limits a device resource (limits.volcano.sh/vgpu-memory and its family).")
-		return err
-	}
-	tw := newTable(w)
-	var n notes
-	row(tw, "NAMESPACE", "QUOTA", "RESOURCE", "USED/HARD", "ENFORCED")
-	for _, q := range r.Quotas {
-		enforced := "yes"
-		if !q.Enforced {
-			enforced = "no " + n.ref(q.NotEnforced)
-		} else if q.Used > q.Hard {
-			enforced = "yes (over: hard lowered after pods were placed)"
-		}
-		row(tw, q.Namespace, q.Quota, q.Resource, ratio(q.Used, q.Hard), enforced)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	return n.write(w)
-}
-
 // quotaWait returns, when the scheduler's recorded reasons name a
 // namespace quota, the sentence `why` sums the pod up with: which quota,
 // and where to see its use; "" otherwise.
-func quotaWait(rep *WhyReport) string {
+func quotaWait(rep *report.WhyReport) string {
 	for _, r := range rep.Recorded {
 		if strings.HasPrefix(r.Reason, device.ReasonQuotaExceeded) {
 			return "pod " + rep.Namespace + "/" + rep.Name + " waits for its namespace's quota (" +

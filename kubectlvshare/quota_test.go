@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,12 +42,12 @@ func TestQuotaReport(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rep QuotaReport
+	var rep report.QuotaReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	notEnforced := "quota has scopes or a scope selector, which the scheduler does not evaluate; its device limits are not enforced"
-	want := []QuotaUse{
+	want := []report.QuotaUse{
 		{Namespace: "other", Quota: "scoped", Resource: "limits.volcano.sh/vgpu-memory", Used: 4000, Hard: 1000, NotEnforced: notEnforced},
 		{Namespace: "team", Quota: "cards", Resource: "limits.volcano.sh/vgpu-number", Used: 6, Hard: 8, Enforced: true},
 		{Namespace: "team", Quota: "gpu", Resource: "limits.volcano.sh/vgpu-cores", Used: 170, Hard: 400, Enforced: true},
@@ -62,7 +63,7 @@ func TestQuotaReport(t *testing.T) {
 }
 
 func TestWhyNamesTheQuota(t *testing.T) {
-	rep := &WhyReport{Namespace: "team", Name: "waiter", Waiting: true, Devices: []string{"hamivgpu"},
+	rep := &report.WhyReport{Namespace: "team", Name: "waiter", Waiting: true, Devices: []string{"hamivgpu"},
 		Recorded: parseHistogram("0/2 nodes are unavailable: 2 namespace quota exceeded: resourcequota team/gpu limits.volcano.sh/vgpu-memory: used 6000, asked 6000, hard 10000.")}
 	want := "pod team/waiter waits for its namespace's quota (resourcequota team/gpu limits.volcano.sh/vgpu-memory: used 6000, asked 6000, hard 10000): see kubectl vshare quota -n team"
 	if got := whySummary(rep); got != want {

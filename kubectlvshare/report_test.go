@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -24,7 +25,7 @@ func decode[R any](t *testing.T, format string, args ...string) (R, int) {
 	var rep R
 	code, out, errOut := newFakeEnv(t).run(append(args, "-o", format)...)
 	var err error
-	if format == FormatYAML {
+	if format == report.FormatYAML {
 		err = yaml.UnmarshalStrict([]byte(out), &rep)
 	} else {
 		err = json.Unmarshal([]byte(out), &rep)
@@ -36,19 +37,19 @@ func decode[R any](t *testing.T, format string, args ...string) (R, int) {
 }
 
 func TestCardsReport(t *testing.T) {
-	for _, format := range []string{FormatJSON, FormatYAML} {
+	for _, format := range []string{report.FormatJSON, report.FormatYAML} {
 		t.Run(format, func(t *testing.T) {
-			rep, code := decode[CardReport](t, format, "cards")
-			if code != ExitOK || rep.Kind != KindCards || rep.APIVersion != APIVersion {
+			rep, code := decode[report.CardReport](t, format, "cards")
+			if code != ExitOK || rep.Kind != report.KindCards || rep.APIVersion != report.APIVersion {
 				t.Fatalf("exit %d, kind %q, apiVersion %q", code, rep.Kind, rep.APIVersion)
 			}
-			nodes := map[string]NodeCards{}
+			nodes := map[string]report.NodeCards{}
 			for _, n := range rep.Nodes {
 				nodes[n.Name] = n
 			}
-			want := Card{Device: "hamivgpu", Index: 0, ID: "GPU-a0", Model: "NVIDIA-A100-SXM4-40GB", Healthy: true,
+			want := report.Card{Device: "hamivgpu", Index: 0, ID: "GPU-a0", Model: "NVIDIA-A100-SXM4-40GB", Healthy: true,
 				MemoryUsedMiB: 20000, MemoryTotalMiB: 40960, CoresUsed: 60, CoresTotal: 100, Shares: 2, MaxShares: 10,
-				Pods: []CardHolder{{Namespace: "team", Name: "infer-0", MemoryMiB: 12000, Cores: 40}, {Namespace: "team", Name: "infer-1", MemoryMiB: 8000, Cores: 20}}}
+				Pods: []report.CardHolder{{Namespace: "team", Name: "infer-0", MemoryMiB: 12000, Cores: 40}, {Namespace: "team", Name: "infer-1", MemoryMiB: 8000, Cores: 20}}}
 			if diff := cmp.Diff(want, nodes["gpu-a"].Cards[0]); diff != "" {
 				t.Errorf("gpu-a card 0 (-want +got):\n%s", diff)
 			}
@@ -64,7 +65,7 @@ func TestCardsReport(t *testing.T) {
 			if errs := nodes["gpu-broken"].Errors; len(errs) != 1 || errs[0].Pod != "" || len(nodes["gpu-broken"].Cards) != 0 {
 				t.Errorf("gpu-broken = %+v, want no cards and its registration as an error", nodes["gpu-broken"])
 			}
-			wantTotals := []Totals{
+			wantTotals := []report.Totals{
 				{Device: "hamivgpu", Cards: 8, IdleCards: 2, MemoryUsedMiB: 106120, MemoryTotalMiB: 278528, CoresUsed: 170, CoresTotal: 800, Shares: 7, Pods: 6},
 				{Device: "Ascend910B3", Cards: 2, IdleCards: 1, MemoryUsedMiB: 32768, MemoryTotalMiB: 131072, CoresUsed: 10, CoresTotal: 40, Shares: 2, Pods: 2},
 			}
@@ -76,16 +77,16 @@ func TestCardsReport(t *testing.T) {
 }
 
 func TestPodsReport(t *testing.T) {
-	rep, _ := decode[PodReport](t, FormatJSON, "pods")
-	byName := map[string]PodCards{}
+	rep, _ := decode[report.PodReport](t, report.FormatJSON, "pods")
+	byName := map[string]report.PodCards{}
 	for _, p := range rep.Pods {
 		byName[p.Name] = p
 	}
 	if _, ok := byName["mig-0"]; ok {
 		t.Error("pods without -A listed another namespace's pod")
 	}
-	want := PodCards{Namespace: "team", Name: "train-0", Phase: "Running", Node: "gpu-a", Devices: []string{"hamivgpu"},
-		Cards: []HeldCard{
+	want := report.PodCards{Namespace: "team", Name: "train-0", Phase: "Running", Node: "gpu-a", Devices: []string{"hamivgpu"},
+		Cards: []report.HeldCard{
 			{Device: "hamivgpu", Index: 1, ID: "GPU-a1", Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 30000, Cores: 50},
 			{Device: "hamivgpu", Index: 2, ID: "GPU-a2", Model: "NVIDIA-A100-SXM4-40GB", MemoryMiB: 30000, Cores: 50},
 		}, BindPhase: "success", Admitted: admittedYes}
@@ -104,18 +105,18 @@ func TestPodsReport(t *testing.T) {
 	if p := byName["npu-infer-1"]; len(p.Cards) != 1 || p.Cards[0].Device != "Ascend910B3" || p.BindPhase != "success" {
 		t.Errorf("npu-infer-1 = %+v, want one Ascend910B3 chip, bind phase success", p)
 	}
-	all, _ := decode[PodReport](t, FormatJSON, "pods", "-A")
+	all, _ := decode[report.PodReport](t, report.FormatJSON, "pods", "-A")
 	if len(all.Pods) != len(rep.Pods)+1 {
 		t.Errorf("pods -A lists %d pods, want the %d of team and other/mig-0", len(all.Pods), len(rep.Pods))
 	}
 }
 
 func TestFitReport(t *testing.T) {
-	rep, code := decode[FitReport](t, FormatJSON, "fit", "--memory", "20000", "--cores", "30", "--number", "2", "--type", "A100")
+	rep, code := decode[report.FitReport](t, report.FormatJSON, "fit", "--memory", "20000", "--cores", "30", "--number", "2", "--type", "A100")
 	if code != ExitOK || !rep.Fits || rep.Device != "hamivgpu" || rep.Policy != "binpack" {
 		t.Fatalf("exit %d, report %+v", code, rep)
 	}
-	fits := map[string]NodeFit{}
+	fits := map[string]report.NodeFit{}
 	for _, n := range rep.Nodes {
 		fits[n.Name] = n
 	}
@@ -125,7 +126,7 @@ func TestFitReport(t *testing.T) {
 	if n := fits["gpu-b"]; n.Fits || n.Reasons[0] != reasonCordoned {
 		t.Errorf("gpu-b = %+v, want refused as cordoned first", n)
 	}
-	none, code := decode[FitReport](t, FormatJSON, "fit", "--memory", "39000", "--number", "2")
+	none, code := decode[report.FitReport](t, report.FormatJSON, "fit", "--memory", "39000", "--number", "2")
 	if code != ExitNoFit || none.Fits {
 		t.Fatalf("two 39000 MiB cards: exit %d, fits %v; want %d and false", code, none.Fits, ExitNoFit)
 	}
@@ -133,7 +134,7 @@ func TestFitReport(t *testing.T) {
 		if n.Name != "gpu-a" {
 			continue
 		}
-		want := []CardVerdict{
+		want := []report.CardVerdict{
 			{Index: 0, ID: "GPU-a0", Reason: "insufficient vGPU memory on card", Resolvable: true, MemoryFreeMiB: 20960, CoresFree: 40},
 			{Index: 1, ID: "GPU-a1", Reason: "insufficient vGPU memory on card", Resolvable: true, MemoryFreeMiB: 10960, CoresFree: 50},
 			{Index: 2, ID: "GPU-a2", Reason: "insufficient vGPU memory on card", Resolvable: true, MemoryFreeMiB: 10960, CoresFree: 50},
@@ -150,11 +151,11 @@ func TestFitReport(t *testing.T) {
 }
 
 func TestWhyReport(t *testing.T) {
-	rep, code := decode[WhyReport](t, FormatJSON, "why", "waiter")
+	rep, code := decode[report.WhyReport](t, report.FormatJSON, "why", "waiter")
 	if code != ExitOK || !rep.Waiting || rep.PodGroup == nil || rep.PodGroup.Name != "pg-waiter" {
 		t.Fatalf("exit %d, report %+v", code, rep)
 	}
-	wantRecorded := []RecordedReason{
+	wantRecorded := []report.RecordedReason{
 		{Nodes: 1, Reason: "hamivgpu device registration on the node is invalid"}, {Nodes: 1, Reason: "node(s) were unschedulable"},
 		{Nodes: 2, Reason: "hamivgpu devices are not present on the node"}, {Nodes: 1, Reason: "insufficient vGPU memory on card"},
 		{Nodes: 1, Reason: "vGPU card unhealthy"},
@@ -165,16 +166,16 @@ func TestWhyReport(t *testing.T) {
 	if len(rep.Events) != 2 || rep.Events[1].Object != "podgroup/pg-waiter" {
 		t.Errorf("events = %+v, want the pod's and then the PodGroup's", rep.Events)
 	}
-	wantFree := []FreeUp{
-		{Node: "gpu-a", Device: "hamivgpu", Pods: []CardHolder{{Namespace: "team", Name: "notebook", MemoryMiB: 20000, Cores: 10}},
-			Cards: []CardRef{{Index: 3, ID: "GPU-a3"}}},
-		{Node: "gpu-mig", Device: "hamivgpu", Pods: []CardHolder{{Namespace: "other", Name: "mig-0", MemoryMiB: 5120}},
-			Cards: []CardRef{{Index: 0, ID: "GPU-m0"}}},
+	wantFree := []report.FreeUp{
+		{Node: "gpu-a", Device: "hamivgpu", Pods: []report.CardHolder{{Namespace: "team", Name: "notebook", MemoryMiB: 20000, Cores: 10}},
+			Cards: []report.CardRef{{Index: 3, ID: "GPU-a3"}}},
+		{Node: "gpu-mig", Device: "hamivgpu", Pods: []report.CardHolder{{Namespace: "other", Name: "mig-0", MemoryMiB: 5120}},
+			Cards: []report.CardRef{{Index: 0, ID: "GPU-m0"}}},
 	}
 	if diff := cmp.Diff(wantFree, rep.FreeUp); diff != "" {
 		t.Errorf("free up (-want +got):\n%s", diff)
 	}
-	bound, _ := decode[WhyReport](t, FormatYAML, "why", "pod/infer-0")
+	bound, _ := decode[report.WhyReport](t, report.FormatYAML, "why", "pod/infer-0")
 	if bound.Waiting || bound.Node != "gpu-a" || len(bound.Nodes) != 0 {
 		t.Errorf("a bound pod: %+v, want not waiting and no node analysis", bound)
 	}
@@ -183,14 +184,14 @@ func TestWhyReport(t *testing.T) {
 func TestParseHistogram(t *testing.T) {
 	for _, tc := range []struct {
 		msg  string
-		want []RecordedReason
+		want []report.RecordedReason
 	}{
 		{msg: "no histogram here", want: nil},
 		{msg: "0/2 nodes are unavailable: 2 insufficient vGPU memory on card.",
-			want: []RecordedReason{{Nodes: 2, Reason: "insufficient vGPU memory on card"}}},
+			want: []report.RecordedReason{{Nodes: 2, Reason: "insufficient vGPU memory on card"}}},
 		{msg: "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 Unschedulable. " +
 			"Origin reason is g-0: 0/3 nodes are unavailable: 1 NPU card cannot hold the template next to its other vNPUs (AI cores, AI CPUs or DVPP), 2 node(s) resource fit failed.",
-			want: []RecordedReason{{Nodes: 1, Reason: "NPU card cannot hold the template next to its other vNPUs (AI cores, AI CPUs or DVPP)"},
+			want: []report.RecordedReason{{Nodes: 1, Reason: "NPU card cannot hold the template next to its other vNPUs (AI cores, AI CPUs or DVPP)"},
 				{Nodes: 2, Reason: "node(s) resource fit failed"}}},
 	} {
 		if diff := cmp.Diff(tc.want, parseHistogram(tc.msg)); diff != "" {

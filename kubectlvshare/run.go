@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 )
 
 // helpText is the help text.
@@ -61,7 +62,7 @@ func (g *globalOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.conn.Context, "context", "", "kubeconfig context")
 	fs.StringVarP(&g.conn.Namespace, "namespace", "n", "", "namespace")
 	fs.DurationVar(&g.conn.Timeout, "request-timeout", 30*time.Second, "timeout of each API request")
-	fs.StringVarP(&g.output, "output", "o", FormatTable, "output format: table, wide, json or yaml")
+	fs.StringVarP(&g.output, "output", "o", report.FormatTable, "output format: table, wide, json or yaml")
 	fs.StringVar(&g.policy, "policy", device.PolicyBinpack, "scheduling policy for fit and why: binpack or spread")
 	fs.StringVar(&g.deviceConfig, "device-config", "", "device-config.yaml of the device ConfigMap")
 }
@@ -115,10 +116,10 @@ func run(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := render(env.Stdout, g.output, rep); err != nil {
+	if err := report.Render(env.Stdout, g.output, rep); err != nil {
 		return fmt.Errorf("write the report: %w", err)
 	}
-	if f, ok := rep.(*FitReport); ok && !f.Fits {
+	if f, ok := rep.(*report.FitReport); ok && !f.Fits {
 		return errNoFit
 	}
 	return nil
@@ -155,7 +156,7 @@ func parseCommand(args []string) (*globalOptions, *pflag.FlagSet, command, error
 		return nil, nil, command{}, flagError(err)
 	}
 	switch {
-	case !validFormat(g.output):
+	case !report.ValidFormat(g.output):
 		return nil, nil, command{}, usagef("--output=%q: want table, wide, json or yaml", g.output)
 	case g.policy != device.PolicyBinpack && g.policy != device.PolicySpread:
 		return nil, nil, command{}, usagef("--policy=%q: want %s or %s", g.policy, device.PolicyBinpack, device.PolicySpread)
@@ -200,7 +201,7 @@ type invocation struct {
 // cluster is contacted, run produces its report.
 type command struct {
 	check func(args []string) error
-	run   func(ctx context.Context, p *Plugin, inv invocation) (tabler, error)
+	run   func(ctx context.Context, p *Plugin, inv invocation) (report.Tabler, error)
 }
 
 // commands register their flags on a FlagSet and return what runs them.
@@ -232,7 +233,7 @@ func cardsCommand(fs *pflag.FlagSet) command {
 			}
 			return noArgs("cards")(args)
 		},
-		run: func(ctx context.Context, p *Plugin, _ invocation) (tabler, error) { return p.Cards(ctx, o) },
+		run: func(ctx context.Context, p *Plugin, _ invocation) (report.Tabler, error) { return p.Cards(ctx, o) },
 	}
 }
 
@@ -240,7 +241,7 @@ func podsCommand(fs *pflag.FlagSet) command {
 	ns := allNamespaces(fs, "pods")
 	return command{
 		check: noArgs("pods"),
-		run: func(ctx context.Context, p *Plugin, inv invocation) (tabler, error) {
+		run: func(ctx context.Context, p *Plugin, inv invocation) (report.Tabler, error) {
 			return p.Pods(ctx, PodsOptions{Namespace: ns(inv)})
 		},
 	}
@@ -250,7 +251,7 @@ func quotaCommand(fs *pflag.FlagSet) command {
 	ns := allNamespaces(fs, "quotas")
 	return command{
 		check: noArgs("quota"),
-		run: func(ctx context.Context, p *Plugin, inv invocation) (tabler, error) {
+		run: func(ctx context.Context, p *Plugin, inv invocation) (report.Tabler, error) {
 			return p.Quota(ctx, QuotaOptions{Namespace: ns(inv)})
 		},
 	}
@@ -270,7 +271,7 @@ func allNamespaces(fs *pflag.FlagSet, what string) func(invocation) string {
 }
 
 func fitCommand(fs *pflag.FlagSet) command {
-	s := Shape{}
+	s := report.Shape{}
 	fs.Int64Var(&s.MemoryMiB, "memory", 0, "memory per card, MiB")
 	fs.Int64Var(&s.MemoryPercent, "memory-percentage", 0, "memory per card, percent (vGPU)")
 	fs.Int64Var(&s.Cores, "cores", 0, "percent of each card's cores")
@@ -293,7 +294,7 @@ func fitCommand(fs *pflag.FlagSet) command {
 			}
 			return noArgs("fit")(args)
 		},
-		run: func(ctx context.Context, p *Plugin, inv invocation) (tabler, error) {
+		run: func(ctx context.Context, p *Plugin, inv invocation) (report.Tabler, error) {
 			return p.Fit(ctx, FitOptions{Shape: s, Policy: inv.policy})
 		},
 	}
@@ -307,7 +308,7 @@ func whyCommand(*pflag.FlagSet) command {
 			}
 			return nil
 		},
-		run: func(ctx context.Context, p *Plugin, inv invocation) (tabler, error) {
+		run: func(ctx context.Context, p *Plugin, inv invocation) (report.Tabler, error) {
 			name := strings.TrimPrefix(strings.TrimPrefix(inv.args[0], "pod/"), "pods/")
 			return p.Why(ctx, WhyOptions{Namespace: inv.namespace, Name: name, Policy: inv.policy})
 		},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 )
@@ -24,15 +25,15 @@ type WhyOptions struct {
 // PodScheduled condition, its PodGroup's conditions, the events), whether
 // its cards fit each node now and why not, and which pods would have to
 // free their cards for it to fit.
-func (p *Plugin) Why(ctx context.Context, o WhyOptions) (*WhyReport, error) {
+func (p *Plugin) Why(ctx context.Context, o WhyOptions) (*report.WhyReport, error) {
 	r := reader{c: p.clients}
 	pod, err := r.pod(ctx, o.Namespace, o.Name)
 	if err != nil {
 		return nil, err
 	}
-	rep := &WhyReport{TypeMeta: TypeMeta{APIVersion: APIVersion, Kind: KindWhy}, Namespace: pod.Namespace, Name: pod.Name,
+	rep := &report.WhyReport{TypeMeta: report.TypeMeta{APIVersion: report.APIVersion, Kind: report.KindWhy}, Namespace: pod.Namespace, Name: pod.Name,
 		Phase: string(pod.Status.Phase), Node: pod.Spec.NodeName, Waiting: pod.Spec.NodeName == "", Devices: []string{},
-		Recorded: []RecordedReason{}, Events: []Event{}, Policy: o.Policy, Nodes: []NodeFit{}, FreeUp: []FreeUp{}}
+		Recorded: []report.RecordedReason{}, Events: []report.Event{}, Policy: o.Policy, Nodes: []report.NodeFit{}, FreeUp: []report.FreeUp{}}
 	var asked []*kind
 	for _, k := range p.kinds {
 		if k.backend.HasDeviceRequest(pod) {
@@ -58,9 +59,9 @@ func (p *Plugin) Why(ctx context.Context, o WhyOptions) (*WhyReport, error) {
 // recorded fills in what the scheduler and the controllers wrote: the
 // pod's PodScheduled condition, its PodGroup, both objects' events and the
 // fit error's reasons.
-func (p *Plugin) recorded(ctx context.Context, r reader, pod *v1.Pod, rep *WhyReport) error {
+func (p *Plugin) recorded(ctx context.Context, r reader, pod *v1.Pod, rep *report.WhyReport) error {
 	if c := podCondition(pod, v1.PodScheduled); c != nil {
-		rep.Scheduled = &Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message,
+		rep.Scheduled = &report.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message,
 			Time: rfc3339(c.LastTransitionTime.Time)}
 	}
 	events, err := r.events(ctx, pod.Namespace, "Pod", pod.Name)
@@ -86,7 +87,7 @@ func (p *Plugin) recorded(ctx context.Context, r reader, pod *v1.Pod, rep *WhyRe
 		events = mergeEvents(events, pgEvents)
 	}
 	for _, e := range events {
-		rep.Events = append(rep.Events, Event{Time: rfc3339(eventTime(e)), Type: e.Type, Reason: e.Reason,
+		rep.Events = append(rep.Events, report.Event{Time: rfc3339(eventTime(e)), Type: e.Type, Reason: e.Reason,
 			Object: strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name, Message: e.Message, Count: e.Count})
 	}
 	// The latest fit error: the pod's condition, else the PodGroup's, else
@@ -110,7 +111,7 @@ func (p *Plugin) recorded(ctx context.Context, r reader, pod *v1.Pod, rep *WhyRe
 
 // now asks every node's cards whether the pod fits them now, and where it
 // does not but pods leaving would help, which pods.
-func (p *Plugin) now(ctx context.Context, r reader, pod *v1.Pod, asked []*kind, rep *WhyReport) error {
+func (p *Plugin) now(ctx context.Context, r reader, pod *v1.Pod, asked []*kind, rep *report.WhyReport) error {
 	nodes, err := r.nodes(ctx, "", "")
 	if err != nil {
 		return err
@@ -142,7 +143,7 @@ func (p *Plugin) now(ctx context.Context, r reader, pod *v1.Pod, asked []*kind, 
 }
 
 // whySummary is the report in one sentence.
-func whySummary(rep *WhyReport) string {
+func whySummary(rep *report.WhyReport) string {
 	who := "pod " + rep.Namespace + "/" + rep.Name
 	switch {
 	case !rep.Waiting:
@@ -187,7 +188,7 @@ var histogramItem = regexp.MustCompile(`(?:^|, )(\d+) `)
 
 // parseHistogram reads the reasons of a Volcano fit error, "... 0/3 nodes
 // are unavailable: 2 reason a, 1 reason b.", or nil when msg has none.
-func parseHistogram(msg string) []RecordedReason {
+func parseHistogram(msg string) []report.RecordedReason {
 	const marker = "nodes are unavailable: "
 	i := strings.LastIndex(msg, marker)
 	if i < 0 {
@@ -195,7 +196,7 @@ func parseHistogram(msg string) []RecordedReason {
 	}
 	s := strings.TrimSuffix(strings.TrimSpace(msg[i+len(marker):]), ".")
 	locs := histogramItem.FindAllStringSubmatchIndex(s, -1)
-	var out []RecordedReason
+	var out []report.RecordedReason
 	for j, l := range locs {
 		n, err := strconv.Atoi(s[l[2]:l[3]])
 		if err != nil {
@@ -205,17 +206,17 @@ func parseHistogram(msg string) []RecordedReason {
 		if j+1 < len(locs) {
 			end = locs[j+1][0]
 		}
-		out = append(out, RecordedReason{Nodes: n, Reason: s[l[1]:end]})
+		out = append(out, report.RecordedReason{Nodes: n, Reason: s[l[1]:end]})
 	}
 	return out
 }
 
 // podGroupState reports a PodGroup.
-func podGroupState(pg *schedulingv1beta1.PodGroup) *PodGroupState {
-	s := &PodGroupState{Name: pg.Name, Phase: string(pg.Status.Phase), MinMember: pg.Spec.MinMember, Running: pg.Status.Running,
-		Conditions: []Condition{}}
+func podGroupState(pg *schedulingv1beta1.PodGroup) *report.PodGroupState {
+	s := &report.PodGroupState{Name: pg.Name, Phase: string(pg.Status.Phase), MinMember: pg.Spec.MinMember, Running: pg.Status.Running,
+		Conditions: []report.Condition{}}
 	for _, c := range pg.Status.Conditions {
-		s.Conditions = append(s.Conditions, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason,
+		s.Conditions = append(s.Conditions, report.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason,
 			Message: c.Message, Time: rfc3339(c.LastTransitionTime.Time)})
 	}
 	return s

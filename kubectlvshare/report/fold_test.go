@@ -1,4 +1,4 @@
-package kubectlvshare
+package report
 
 import (
 	"strings"

@@ -1,4 +1,9 @@
-package kubectlvshare
+package report
+
+import (
+	"strconv"
+	"strings"
+)
 
 // APIVersion is the version of the JSON and YAML reports. Fields are only
 // ever added within one version; a renamed or removed field or a changed
@@ -276,4 +281,68 @@ type FreeUp struct {
 	Pods   []CardHolder `json:"pods"`
 	// Cards are the cards those pods hold there.
 	Cards []CardRef `json:"cards"`
+}
+
+// Shape is the pod shape `fit` asks about: one container asking for
+// Number cards of one device type.
+type Shape struct {
+	// Type is a card model (vGPU: a substring of the registered type, as
+	// nvidia.com/use-gputype matches) or an Ascend chip type
+	// (its commonWord, like Ascend910B3, or chip name); "" means any vGPU.
+	Type string `json:"type,omitempty"`
+	// Number is the number of cards.
+	Number int64 `json:"number"`
+	// MemoryMiB is the memory per card; 0 leaves it to the device type's
+	// default (a whole vGPU card, an Ascend chip's whole memory).
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// MemoryPercent is the memory per card as a percentage (vGPU only).
+	MemoryPercent int64 `json:"memoryPercent,omitempty"`
+	// Cores is the percentage of each card's cores (vGPU SMs, Ascend AI
+	// cores in hami-core mode); 0 asks for none.
+	Cores int64 `json:"cores,omitempty"`
+	// Mode is volcano.sh/vgpu-mode (hami-core, mig) or, for Ascend,
+	// huawei.com/vnpu-mode (hami-core).
+	Mode string `json:"mode,omitempty"`
+}
+
+// Describe renders a shape for people: "2 cards x 20000 MiB, 30% cores of A100".
+func (s Shape) Describe(device string) string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(s.Number, 10) + " " + device + " card")
+	if s.Number != 1 {
+		b.WriteString("s")
+	}
+	switch {
+	case s.MemoryMiB > 0:
+		b.WriteString(" x " + strconv.FormatInt(s.MemoryMiB, 10) + " MiB")
+	case s.MemoryPercent > 0:
+		b.WriteString(" x " + strconv.FormatInt(s.MemoryPercent, 10) + "% memory")
+	}
+	if s.Cores > 0 {
+		b.WriteString(", " + strconv.FormatInt(s.Cores, 10) + "% cores")
+	}
+	if s.Type != "" && !strings.EqualFold(s.Type, device) {
+		b.WriteString(", type " + s.Type)
+	}
+	if s.Mode != "" {
+		b.WriteString(", mode " + s.Mode)
+	}
+	return b.String()
+}
+
+// Idle reports whether nothing holds the card.
+func (c Card) Idle() bool { return c.Shares == 0 && c.MemoryUsedMiB == 0 && c.CoresUsed == 0 }
+
+// Summary names the nodes the shape fits.
+func (rep *FitReport) Summary() string {
+	var fits []string
+	for _, n := range rep.Nodes {
+		if n.Fits {
+			fits = append(fits, n.Name)
+		}
+	}
+	if len(fits) == 0 {
+		return "fits no node now (exit code 3)"
+	}
+	return "fits " + plural(len(fits), "node") + " of " + itoa(len(rep.Nodes)) + ": " + strings.Join(fits, ", ")
 }

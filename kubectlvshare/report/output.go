@@ -1,4 +1,4 @@
-package kubectlvshare
+package report
 
 import (
 	"encoding/json"
@@ -17,8 +17,8 @@ const (
 	FormatYAML  = "yaml"
 )
 
-// validFormat reports whether f is one of the output formats.
-func validFormat(f string) bool {
+// ValidFormat reports whether f is one of the output formats.
+func ValidFormat(f string) bool {
 	switch f {
 	case FormatTable, FormatWide, FormatJSON, FormatYAML:
 		return true
@@ -26,13 +26,14 @@ func validFormat(f string) bool {
 	return false
 }
 
-// tabler renders a report as a table (wide adds columns and unfolds).
-type tabler interface {
+// Tabler renders a report as a table (wide adds columns and unfolds);
+// every report type of this package is one.
+type Tabler interface {
 	table(w io.Writer, wide bool) error
 }
 
-// render writes the report in the format.
-func render(w io.Writer, format string, rep tabler) error {
+// Render writes the report in the format.
+func Render(w io.Writer, format string, rep Tabler) error {
 	switch format {
 	case FormatJSON:
 		b, err := json.MarshalIndent(rep, "", "  ")

@@ -1,4 +1,4 @@
-package kubectlvshare
+package report
 
 import (
 	"fmt"
@@ -16,13 +16,13 @@ var (
 
 // table renders the nodes' verdicts and a summary line.
 func (r *FitReport) table(w io.Writer, wide bool) error {
-	if _, err := fmt.Fprintf(w, "Where %s fits now (policy %s):\n\n", describeShape(r.Device, r.Request), r.Policy); err != nil {
+	if _, err := fmt.Fprintf(w, "Where %s fits now (policy %s):\n\n", r.Request.Describe(r.Device), r.Policy); err != nil {
 		return err
 	}
 	if err := fitTable(w, r.Nodes, wide, ""); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%s\n", fitSummary(r))
+	_, err := fmt.Fprintf(w, "\n%s\n", r.Summary())
 	return err
 }
 

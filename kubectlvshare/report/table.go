@@ -1,4 +1,4 @@
-package kubectlvshare
+package report
 
 import (
 	"fmt"
@@ -185,7 +185,7 @@ func foldIdle(cards []Card, on bool) []cardRun {
 
 // alike reports whether two cards are idle and healthy twins.
 func alike(a, b Card) bool {
-	return idle(a) && idle(b) && a.Healthy && b.Healthy && a.Cordoned == b.Cordoned && a.Device == b.Device && a.Model == b.Model &&
+	return a.Idle() && b.Idle() && a.Healthy && b.Healthy && a.Cordoned == b.Cordoned && a.Device == b.Device && a.Model == b.Model &&
 		a.MemoryTotalMiB == b.MemoryTotalMiB && a.CoresTotal == b.CoresTotal && a.MaxShares == b.MaxShares && a.Layout == b.Layout
 }
 
