@@ -19,8 +19,8 @@ import (
 // onAllocate is the allocation event handler (allocate, pipeline and a
 // discarded eviction's undo all raise it). It picks the cards on the
 // session's copy of the node's devices and, for a task to be bound, records
-// the choice in the ledger as an assumption and hands the allocation
-// annotations to the binder, which sends them on the v1.Binding. A
+// the choice once (bind.Decisions): the binder sends its annotations on the
+// v1.Binding and the node state accounts it until the informer shows it. A
 // pipelined task (a preemptor waiting for its victims) only reserves its
 // cards in the session view. No API call happens here, and the task's pod
 // is left alone: Volcano v1.10 still feeds session pods to its built-in
@@ -115,7 +115,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	if pipelined {
 		// A pipelined task is bound in a later session, if at all; its
 		// reservation lives in this session's view only (Volcano keeps no
-		// pipelined state across sessions either), so the ledger assumes
+		// pipelined state across sessions either), so the node state assumes
 		// nothing and no node lock is due. The binder's note only records
 		// the choice: a later session's allocation replaces it.
 		p.st.binder.Decisions.Record(task.Pod.UID, bind.Decision{Node: task.NodeName, Annotations: merged.Annotations})

@@ -39,7 +39,7 @@ func (st *State) newPlugin(arguments framework.Arguments) *plugin {
 // Name returns the plugin name.
 func (p *plugin) Name() string { return PluginName }
 
-// OnSessionOpen brings the ledger up to date with the session's snapshot and
+// OnSessionOpen brings the node state up to date with the session's snapshot and
 // registers the plugin's functions.
 func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	start := p.st.clock.Now()
@@ -77,7 +77,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 }
 
 // OnSessionClose drops the session's state; assumptions already live in the
-// ledger.
+// node state.
 func (p *plugin) OnSessionClose(ssn *framework.Session) {
 	if p.sess != nil {
 		klog.V(3).InfoS("Device session closed", "plugin", PluginName, "allocations", len(p.sess.allocs),
@@ -121,7 +121,7 @@ func (p *plugin) registerMisconfigured(ssn *framework.Session) {
 }
 
 // newSessionState builds the session's read-mostly view: per node the
-// ledger's devices, node locks, and per pending task its device request.
+// node state's devices, node locks, and per pending task its device request.
 func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend, ssn *framework.Session) *sessionState {
 	view, assumedPods, inflight := st.nodes.View()
 	s := &sessionState{
@@ -179,7 +179,7 @@ func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend
 }
 
 // releaseTerminating takes the node's Releasing pods out of the session's
-// view (see sessionDevices): they still hold their cards in the ledger,
+// view (see sessionDevices): they still hold their cards in the node state,
 // which is what now() reports, but their cards are the node's future
 // capacity, as Volcano counts their CPU and memory in FutureIdle.
 func (s *sessionState) releaseTerminating(sn *sessionNode, ni *vcapi.NodeInfo) {

@@ -31,7 +31,7 @@ import (
 //     (summed over cards) says enough.
 //   - Evictions move victims' allocations out of the session view (they are
 //     terminating) and the pipelined preemptor reserves them there; a
-//     discarded statement puts both back. The ledger is not touched: it
+//     discarded statement puts both back. The node state is not touched: it
 //     learns about evictions from the pods themselves, next session.
 
 // preemptSlot is the preemption in progress: the preemptor, the node whose

@@ -19,7 +19,7 @@ import (
 // A ResourceQuota hard limit "limits.<device resource>" (device.QuotaLimits)
 // caps what the namespace's pods hold of the resource: cards, memory times
 // cards, cores times cards. The count comes from what is allocated, never
-// from pod specs: at session open the ledger's accounted pods (bound pods
+// from pod specs: at session open the node state's accounted pods (bound pods
 // with their allocation annotations, and this process's binds in flight),
 // then every allocation of the session as it is made, so a scheduler that
 // restarts counts again from the pods and the second pod of a session sees

@@ -15,9 +15,9 @@ import (
 )
 
 // sessionState is one scheduling session's view of the devices. It reads
-// the ledger's Devices and copies a node's Devices of one type on the first
+// the node state's Devices and copies a node's Devices of one type on the first
 // allocation there (copy on write), so filtering thousands of nodes costs no
-// copies and the ledger is never written by a session.
+// copies and the node state is never written by a session.
 //
 // Concurrency: Volcano calls predicates and node-order functions from
 // several goroutines at once, but never while it runs the allocation event
@@ -74,11 +74,11 @@ type sessionNode struct {
 func (n *sessionNode) locked() bool { return n.lockedOutside || n.inSession > 0 }
 
 // sessionDevices is one node's devices of one type as the session sees
-// them: the ledger's (base) until the session writes, then its own copy.
+// them: the node state's (base) until the session writes, then its own copy.
 //
 // The view is the node's *future* state, as Volcano's FutureIdle: pods that
 // are terminating (Releasing at session open, or evicted in this session)
-// still hold their cards in the ledger, but not in this view, so that a
+// still hold their cards in the node state, but not in this view, so that a
 // preemptor can be pipelined onto what its victims free and the next
 // session does not evict again for capacity already on its way. now()
 // adds them back for pods that would be bound at once.
@@ -86,7 +86,7 @@ type sessionDevices struct {
 	base   device.Devices
 	own    device.Devices
 	invErr error
-	// gen is the ledger's generation of base's inventory.
+	// gen is the node state's generation of base's inventory.
 	gen uint64
 	// releasing are the terminating pods whose cards the view treats as
 	// free, by UID, as accounted (with their allocation annotations).
@@ -250,7 +250,7 @@ func (s *sessionState) claimedRequest(pod *v1.Pod) *taskRequest {
 	return r
 }
 
-// effectivePod is the pod as the ledger accounts it: with its assumed
+// effectivePod is the pod as the node state accounts it: with its assumed
 // annotations while its bind is in flight.
 func (s *sessionState) effectivePod(pod *v1.Pod) *v1.Pod {
 	if p, ok := s.assumedPods[pod.UID]; ok {

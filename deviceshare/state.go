@@ -54,7 +54,7 @@ type Options struct {
 // second); each call returns a cheap plugin value that borrows this state.
 //
 // Locking: mu guards the backend cache and the last argument error; the
-// ledger and the binder have their own locks.
+// node state and the binder have their own locks.
 type State struct {
 	clock   clock.Clock
 	factory BackendFactory
@@ -213,7 +213,7 @@ const (
 	EventInvalidDeviceSetting = "InvalidDeviceSetting"
 )
 
-// reportProblems records a Warning event for each problem a ledger sync
+// reportProblems records a Warning event for each problem a node state sync
 // found for the first time.
 func (st *State) reportProblems(client kubernetes.Interface, problems []nodestate.Problem) {
 	if len(problems) == 0 {
