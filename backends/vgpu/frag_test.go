@@ -193,11 +193,9 @@ func TestFragmentUnlearned(t *testing.T) {
 	}
 }
 
-// BenchmarkScoreNodeFragment scores a half-used 8-card node under the
-// fragment policy with a 40-class learned mix, against binpack: repeated
-// on an unchanged node (the memo answers) and with the node's free CPU
-// changing every call (computed from scratch).
-func BenchmarkScoreNodeFragment(b *testing.B) {
+// fragBenchNode is a half-used 8-card node whose backend learned a
+// 40-class mix, and a 30% share to place on it.
+func fragBenchNode(b *testing.B) (*Devices, *v1.Pod) {
 	be := newBackend(b)
 	for i := 0; i < fragWindow; i++ {
 		pct := int64(5 + 5*(i%19))
@@ -216,8 +214,16 @@ func BenchmarkScoreNodeFragment(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	return d, withCPU(share("p", 30), 4000)
+}
+
+// BenchmarkScoreNodeFragment scores a half-used 8-card node under the
+// fragment policy with a 40-class learned mix, against binpack: repeated
+// on an unchanged node (the memo answers) and with the node's free CPU
+// changing every call (computed from scratch).
+func BenchmarkScoreNodeFragment(b *testing.B) {
+	d, pod := fragBenchNode(b)
 	host := device.Host{CPUMilli: 64000, MemMiB: 1 << 20, Known: true}
-	pod := withCPU(share("p", 30), 4000)
 	for _, policy := range []string{"binpack", PolicyFragment} {
 		b.Run(policy, func(b *testing.B) {
 			b.ReportAllocs()
@@ -232,6 +238,31 @@ func BenchmarkScoreNodeFragment(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			d.ScoreNodeOn(pod, PolicyFragment, device.Host{CPUMilli: int64(64000 + i%1000), MemMiB: 1 << 20, Known: true})
+		}
+	})
+}
+
+// BenchmarkFilterNodeFragment is BenchmarkScoreNodeFragment's node
+// filtered under the fragment policy: repeated (the memo answers) and with
+// the node's free CPU changing every call, so the cards are chosen from
+// scratch, the fragmentation ranking the tied cards each time.
+func BenchmarkFilterNodeFragment(b *testing.B) {
+	d, pod := fragBenchNode(b)
+	host := device.Host{CPUMilli: 64000, MemMiB: 1 << 20, Known: true}
+	b.Run("fragment", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if !d.FilterNodeOn(pod, PolicyFragment, host).IsSuccess() {
+				b.Fatal("does not fit")
+			}
+		}
+	})
+	b.Run("fragment-uncached", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if !d.FilterNodeOn(pod, PolicyFragment, device.Host{CPUMilli: int64(64000 + i%1000), MemMiB: 1 << 20, Known: true}).IsSuccess() {
+				b.Fatal("does not fit")
+			}
 		}
 	})
 }
