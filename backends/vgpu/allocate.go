@@ -40,7 +40,7 @@ func (d *Devices) AllocateOn(pod *v1.Pod, policy string, host device.Host) (*dev
 	if err := cardledger.CheckNew(d.ledger, pod); err != nil {
 		return nil, err
 	}
-	s := scratch{host: hostOf(host)}
+	s := scratch{host: host}
 	st := d.unservable(&req)
 	var picks []pick
 	if st == nil {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -42,8 +43,8 @@ type Backend struct {
 	ignored                                   []string
 	// rules are Options.ExclusiveRules.
 	rules []device.ExclusiveRule
-	// frag is the workload mix the fragment policy learns (its own lock).
-	frag *workload
+	// workload is the mix the fragment policy learns (its own lock).
+	workload *frag.Workload
 	// last is parse's last result (see parse).
 	last atomic.Pointer[parsed]
 }
@@ -71,7 +72,7 @@ func New(opts Options) (*Backend, error) {
 		defaultCores:  cfg.DefaultCores,
 		defaultGPUNum: cfg.DefaultGPUNum,
 		migCatalogue:  (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
-		frag:          newWorkload(),
+		workload:      frag.NewWorkload(),
 		rules:         opts.ExclusiveRules,
 	}
 	if len(b.rules) > 64 {

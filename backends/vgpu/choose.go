@@ -31,7 +31,7 @@ type scratch struct {
 	forced []int32
 	// host is the node's free CPU and memory for this call (the fragment
 	// policy's card ranking reads it; zero: unknown, plentiful).
-	host hostIdle
+	host device.Host
 }
 
 // choose picks the cards of every container of req, in container order,

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -34,6 +35,8 @@ type cardInfo struct {
 	mig *migLayout
 	// linkSum is the card's total link score to the other cards.
 	linkSum int64
+	// fig is the card's figures for the fragment policy (fragCard).
+	fig frag.Card
 }
 
 // cardState is the mutable part of one card. It is a value: copies of
@@ -143,7 +146,7 @@ type Devices struct {
 	gen  uint64
 	memo filterMemos
 	// fragMemo is fragNow's last measure of the cards.
-	fragMemo atomic.Pointer[fragNode]
+	fragMemo atomic.Pointer[measured]
 	ledger
 }
 
@@ -211,9 +214,9 @@ type filterMemo struct {
 // pointer identifies it: a published target is never changed), the host's
 // free CPU and memory, and the pod's own.
 type fragInputs struct {
-	target *fragTarget
-	host   hostIdle
-	use    hostUse
+	target *frag.Target
+	host   device.Host
+	use    frag.Use
 }
 
 var (
@@ -246,6 +249,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 					"node", node, "card", c.UUID, "type", c.Type)
 			}
 		}
+		ci.fig = fragCard(&ci)
 		for j := 0; s.links != nil && j < n; j++ {
 			ci.linkSum += int64(s.links[i*n+j])
 		}
@@ -272,7 +276,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
 	}
-	b.frag.registerSupply(node, d.supplyOf())
+	b.workload.RegisterSupply(node, d.supplyOf())
 	return d
 }
 

@@ -28,7 +28,6 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 // FilterNodeOn is FilterNode on a node with host free outside its cards
 // (device.HostAware), which the fragment policy's card choice weighs.
 func (d *Devices) FilterNodeOn(pod *v1.Pod, policy string, host device.Host) *device.Status {
-	h := hostOf(host)
 	req, err := d.b.request(pod, policy)
 	if err != nil {
 		return device.NewStatus(device.Error, "invalid vGPU request: "+err.Error())
@@ -39,15 +38,15 @@ func (d *Devices) FilterNodeOn(pod *v1.Pod, policy string, host device.Host) *de
 	// The fragment policy's card choice also follows the host's free
 	// resources, the pod's own and the learned workload: they are part of
 	// the entry's identity.
-	t := d.b.frag.target.Load()
-	fi := d.fragInputsOf(req, t, h)
+	t := d.b.workload.Target()
+	fi := d.fragInputsOf(req, t, host)
 	m := d.memo.get(req.key, req.hash, d.gen, fi)
 	if m == nil {
-		sc, st := d.fit(req, h)
+		sc, st := d.fit(req, host)
 		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc, frag: fi}
 		// Kept unless a new target was published while the cards were
 		// chosen (the fragment policy's choice reads it).
-		if fi.target == nil || d.b.frag.target.Load() == t {
+		if fi.target == nil || d.b.workload.Target() == t {
 			d.memo.put(m, req.hash)
 		}
 	}
@@ -61,7 +60,7 @@ func (d *Devices) FilterNodeOn(pod *v1.Pod, policy string, host device.Host) *de
 
 // fit is FilterNode for a parsed, non-empty request: the node's score for
 // the cards chosen when it fits, else why not.
-func (d *Devices) fit(req *podRequest, host hostIdle) (float64, *device.Status) {
+func (d *Devices) fit(req *podRequest, host device.Host) (float64, *device.Status) {
 	if st := d.unservable(req); st != nil {
 		return 0, st
 	}
@@ -86,7 +85,7 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 // (device.HostAware), which the fragment policy weighs.
 func (d *Devices) ScoreNodeOn(pod *v1.Pod, policy string, host device.Host) float64 {
 	if policy == PolicyFragment {
-		return d.fragScoreNode(pod, hostOf(host))
+		return d.fragScoreNode(pod, host)
 	}
 	req, err := d.b.request(pod, policy)
 	if err != nil || req.empty() {
@@ -142,8 +141,8 @@ func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
 	}
 	k := make([]byte, 0, len(req.key)+24)
 	k = append(append(k, req.key...), 0)
-	k = strconv.AppendInt(k, req.host.cpuMilli, 10)
-	k = strconv.AppendInt(append(k, ','), req.host.memMiB, 10)
+	k = strconv.AppendInt(k, req.host.CPUMilli, 10)
+	k = strconv.AppendInt(append(k, ','), req.host.MemMiB, 10)
 	return string(k), true
 }
 

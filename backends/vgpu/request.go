@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/device/podres"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -74,7 +75,7 @@ type podRequest struct {
 	hash uint64
 	// host is what the pod takes outside the cards (CPU and memory), which
 	// only the fragment policy weighs; it is not part of key.
-	host hostUse
+	host frag.Use
 }
 
 // fingerprint encodes the request's fields into key.
@@ -176,7 +177,7 @@ func (b *Backend) request(pod *v1.Pod, policy string) (*podRequest, error) {
 }
 
 func (b *Backend) parseUncached(pod *v1.Pod, policy string, r *podRequest) error {
-	*r = podRequest{containers: len(pod.Spec.Containers), host: podHost(pod)}
+	*r = podRequest{containers: len(pod.Spec.Containers), host: frag.PodUse(pod)}
 	if err := b.parseInitContainers(pod, r); err != nil {
 		return err
 	}
