@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpushare/vshare/backends/vgpu/frag"
+	"github.com/vgpushare/vshare/backends/vgpu/inventory"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -155,7 +156,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 // naming the annotation, the card and the problem when the registration is
 // malformed; the plugin then keeps the node's vGPUs unavailable.
 func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
-	inv, err := b.decodeInventory(node)
+	inv, err := inventory.Decode(node)
 	if err != nil {
 		return nil, fmt.Errorf("decode %s inventory of node %s: %w", Name, node.Name, err)
 	}
@@ -164,8 +165,8 @@ func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
 	}
 	d := newDevices(b, node.Name, inv)
 	if v := klog.V(4); v.Enabled() {
-		v.InfoS("Decoded vGPU inventory", "node", node.Name, "cards", len(inv.cards), "source", inv.source,
-			"topology", inv.links != nil)
+		v.InfoS("Decoded vGPU inventory", "node", node.Name, "cards", len(inv.Cards), "source", inv.Source,
+			"topology", inv.Links != nil)
 	}
 	return d, nil
 }

@@ -36,7 +36,7 @@ const (
 	ReasonNUMASplit        = "not enough fitting vGPU cards on one NUMA node (nvidia.com/numa-bind)"
 	ReasonTooFewFitting    = "fewer fitting vGPU cards than requested"
 	// ReasonInitAgent: the node's agent would serve an init container
-	// another container's cards (see inventory.initAgent).
+	// another container's cards (see inventory.Inventory.InitAgent).
 	ReasonInitAgent = "node agent (volcano-vgpu-device-plugin) does not serve vGPUs to init containers"
 	// ReasonReusedCard: a container after a regular init container gets
 	// that container's cards again from the kubelet, and one does not fit

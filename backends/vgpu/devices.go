@@ -12,6 +12,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/backends/vgpu/frag"
+	"github.com/vgpushare/vshare/backends/vgpu/inventory"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -32,7 +33,7 @@ type cardInfo struct {
 	memMiB   int64
 	// mig is the card's MIG layout; nil unless the card is in MIG mode with a
 	// known geometry.
-	mig *migLayout
+	mig *inventory.Layout
 	// linkSum is the card's total link score to the other cards.
 	linkSum int64
 	// fig is the card's figures for the fragment policy (fragCard).
@@ -127,7 +128,7 @@ type shared struct {
 	// agent is HAMi's plugin, which reads the hami.io/* allocation (hami.go).
 	hami bool
 	// initAgent is set when the node's agent serves init containers
-	// (inventory.initAgent).
+	// (inventory.Inventory.InitAgent).
 	initAgent bool
 }
 
@@ -226,15 +227,15 @@ var (
 	_ device.CardReporter = (*Devices)(nil)
 )
 
-func newDevices(b *Backend, node string, inv *inventory) *Devices {
-	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.warnings,
-		hami: inv.source == vgpuproto.AnnotationHAMiRegister, initAgent: inv.initAgent}
-	n := len(inv.cards)
+func newDevices(b *Backend, node string, inv *inventory.Inventory) *Devices {
+	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.Cards)), links: inv.Links, warnings: inv.Warnings,
+		hami: inv.Source == vgpuproto.AnnotationHAMiRegister, initAgent: inv.InitAgent}
+	n := len(inv.Cards)
 	var memUnits, slots int64
 	report := make([]cardledger.Card, n)
-	for i, c := range inv.cards {
+	for i, c := range inv.Cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
-			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB, cordoned: inv.cordoned != nil && inv.cordoned[i]}
+			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB, cordoned: inv.Cordoned != nil && inv.Cordoned[i]}
 		if c.Mode == vgpuproto.ModeMIG && s.hami {
 			// HAMi's MIG allocation format is not written (hami.go): never
 			// hand such a card out rather than hand it out wrongly.
@@ -242,7 +243,7 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 			klog.InfoS("vGPU card registered by HAMi's plugin in mig mode; HAMi's MIG allocations are not supported, "+
 				"the card is not scheduled", "node", node, "card", c.UUID)
 		} else if c.Mode == vgpuproto.ModeMIG {
-			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
+			ci.mig = inventory.LayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
 				ci.mode = vgpuproto.ModeHAMiCore
 				klog.InfoS("vGPU card registered in mig mode but its model has no known MIG geometry; sharing it as hami-core",
@@ -409,7 +410,7 @@ func (d *Devices) GetStatus() string {
 			b.WriteString(", cordoned")
 		}
 		if c.migGroup >= 0 {
-			b.WriteString(", mig " + ci.mig.groups[c.migGroup].name + "/" + strconv.FormatUint(c.migUsed, 2))
+			b.WriteString(", mig " + ci.mig.Groups[c.migGroup].Name + "/" + strconv.FormatUint(c.migUsed, 2))
 		}
 		if len(c.gangs) > 0 {
 			b.WriteString(", gangs [")

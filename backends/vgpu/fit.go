@@ -119,7 +119,7 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		return rCores, cand
 	}
 	if ci.mig != nil {
-		g, pos, inst, ok, busy := ci.mig.fit(c.migGroup, c.migUsed, mem)
+		g, pos, inst, ok, busy := ci.mig.Fit(c.migGroup, c.migUsed, mem)
 		switch {
 		case !ok && busy:
 			return rMIGBusy, cand
