@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/backends/vgpu/inventory"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -33,17 +34,11 @@ type Options struct {
 // for concurrent use.
 type Backend struct {
 	clock clock.PassiveClock
-
-	resCount, resMemory, resPercent, resCores v1.ResourceName
-	resPriority                               v1.ResourceName // task priority (priority.go)
-	factor                                    int64
-	defaultMemMiB                             int64
-	defaultCores                              int32
-	defaultGPUNum                             int32
-	migCatalogue                              []config.AllowedMIGGeometries
-	ignored                                   []string
-	// rules are Options.ExclusiveRules.
-	rules []device.ExclusiveRule
+	// parser reads pods' requests: the resource names, defaults,
+	// gpuMemoryFactor and exclusive rules.
+	parser       *request.Parser
+	migCatalogue []config.AllowedMIGGeometries
+	ignored      []string
 	// workload is the mix the fragment policy learns (its own lock).
 	workload *frag.Workload
 	// last is parse's last result (see parse).
@@ -61,47 +56,21 @@ func New(opts Options) (*Backend, error) {
 	if cfg == nil {
 		cfg = &config.Default().NVIDIA
 	}
+	p, err := request.NewParser(cfg, opts.ExclusiveRules)
+	if err != nil {
+		return nil, err
+	}
 	b := &Backend{
-		clock:         opts.Clock,
-		resCount:      resourceOr(cfg.ResourceCountName, config.DefaultResourceCountName),
-		resMemory:     resourceOr(cfg.ResourceMemoryName, config.DefaultResourceMemoryName),
-		resPercent:    resourceOr(cfg.ResourceMemoryPercentageName, config.DefaultResourceMemoryPercentageName),
-		resCores:      resourceOr(cfg.ResourceCoreName, config.DefaultResourceCoreName),
-		resPriority:   resourceOr(cfg.ResourcePriorityName, config.DefaultResourcePriorityName),
-		factor:        int64(cfg.GPUMemoryFactor),
-		defaultMemMiB: int64(cfg.DefaultMemory),
-		defaultCores:  cfg.DefaultCores,
-		defaultGPUNum: cfg.DefaultGPUNum,
-		migCatalogue:  (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
-		workload:      frag.NewWorkload(),
-		rules:         opts.ExclusiveRules,
-	}
-	if len(b.rules) > 64 {
-		return nil, fmt.Errorf("vgpu options: %d exclusive rules: want at most 64", len(b.rules))
-	}
-	if b.factor <= 0 {
-		b.factor = 1
-	}
-	switch {
-	case b.defaultMemMiB < 0 || b.defaultMemMiB > vgpuproto.MaxMemoryMiB:
-		return nil, fmt.Errorf("vgpu options: nvidia.defaultMemory=%d: want 0 to %d MiB", cfg.DefaultMemory, vgpuproto.MaxMemoryMiB)
-	case b.defaultCores < 0 || b.defaultCores > fullCores:
-		return nil, fmt.Errorf("vgpu options: nvidia.defaultCores=%d: want 0 to %d", cfg.DefaultCores, fullCores)
-	case b.defaultGPUNum < 0 || b.defaultGPUNum > MaxGPUsPerContainer:
-		return nil, fmt.Errorf("vgpu options: nvidia.defaultGPUNum=%d: want 0 to %d", cfg.DefaultGPUNum, MaxGPUsPerContainer)
+		clock:        opts.Clock,
+		parser:       p,
+		migCatalogue: (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
+		workload:     frag.NewWorkload(),
 	}
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
 	}
-	b.ignored = []string{string(b.resMemory), string(b.resPercent), string(b.resCores), string(b.resPriority)}
+	b.ignored = []string{string(p.ResMemory), string(p.ResPercent), string(p.ResCores), string(p.ResPriority)}
 	return b, nil
-}
-
-func resourceOr(name, def string) v1.ResourceName {
-	if name == "" {
-		return v1.ResourceName(def)
-	}
-	return v1.ResourceName(name)
 }
 
 // Name returns "hamivgpu".
@@ -115,19 +84,19 @@ func (b *Backend) LockName() string { return Name }
 // Resources returns the configured resource names: count, memory, memory
 // percentage and cores.
 func (b *Backend) Resources() (count, memory, percentage, cores v1.ResourceName) {
-	return b.resCount, b.resMemory, b.resPercent, b.resCores
+	return b.parser.ResCount, b.parser.ResMemory, b.parser.ResPercent, b.parser.ResCores
 }
 
 // HasDeviceRequest reports whether a container of the pod names one of the
 // four vGPU resources with a non-zero quantity (invalid values included, so
 // that ValidateRequest can refuse them), or the pod is bound with cards
 // only HAMi's scheduler recorded (it may ask for HAMi's resource names).
-func (b *Backend) HasDeviceRequest(pod *v1.Pod) bool { return b.asks(pod) || placedByHAMi(pod) }
+func (b *Backend) HasDeviceRequest(pod *v1.Pod) bool { return b.parser.Asks(pod) || placedByHAMi(pod) }
 
 // ValidateRequest refuses requests no node could satisfy, naming the
 // container, the resource or annotation, the value and what is allowed.
 func (b *Backend) ValidateRequest(pod *v1.Pod) error {
-	var req podRequest
+	var req request.Pod
 	return b.parse(pod, "", &req)
 }
 

@@ -129,7 +129,7 @@ func (d *Devices) checkMIG(uses []use) error {
 
 // encodeAllocation renders picks as vgpu-ids-new: one entry per container
 // (empty for containers without cards), the init containers' first when
-// one of them has cards (podRequest.containers), in the order the kubelet
+// one of them has cards (request.Pod.Containers), in the order the kubelet
 // admits the containers and the node agent serves them.
 func (d *Devices) encodeAllocation(picks []pick, ncontainers int) string {
 	buf := make([]byte, 0, 64*len(picks)+ncontainers)

@@ -13,6 +13,7 @@ import (
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/backends/vgpu/inventory"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -254,7 +255,7 @@ func newDevices(b *Backend, node string, inv *inventory.Inventory) *Devices {
 		for j := 0; s.links != nil && j < n; j++ {
 			ci.linkSum += int64(s.links[i*n+j])
 		}
-		memUnits += c.MemMiB / b.factor
+		memUnits += c.MemMiB / b.parser.Factor
 		slots += int64(c.Count)
 		s.info[i] = ci
 		report[i] = cardledger.Card{ID: c.UUID, Type: c.Type, Healthy: c.Healthy, MemMiB: c.MemMiB,
@@ -264,15 +265,15 @@ func newDevices(b *Backend, node string, inv *inventory.Inventory) *Devices {
 	// card), memory-percentage and cores 100 per card. Per container
 	// Kubernetes counts one card's worth of each.
 	advertised := v1.ResourceList{
-		b.resMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
-		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
-		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
-		// Task priority (priority.go): one per container the cards can
+		b.parser.ResMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
+		b.parser.ResPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
+		b.parser.ResCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
+		// Task priority (request/priority.go): one per container the cards can
 		// hold, so a priority of 1 never fails a resource fit.
-		b.resPriority: *resource.NewQuantity(slots, resource.DecimalSI),
+		b.parser.ResPriority: *resource.NewQuantity(slots, resource.DecimalSI),
 	}
-	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
-		Cores: b.resCores, Factor: b.factor, Asks: b.HasDeviceRequest, Ignored: b.ignored}
+	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.parser.ResCount, Memory: b.parser.ResMemory,
+		Cores: b.parser.ResCores, Factor: b.parser.Factor, Asks: b.HasDeviceRequest, Ignored: b.ignored}
 	d := &Devices{shared: s, cards: make([]cardState, n), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
@@ -372,7 +373,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 		if err == nil {
 			err = d.checkMIG(uses)
 		}
-		return newHolding(podGang(pod), d.b.ruleMask(pod), roles, uses), err
+		return newHolding(request.PodGang(pod), d.b.parser.RuleMask(pod), roles, uses), err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
 		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[key])

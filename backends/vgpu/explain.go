@@ -27,7 +27,7 @@ func (d *Devices) InventoryWarnings() []error { return d.warnings }
 // the reasons are the ones the scheduler reports for the node.
 func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict {
 	req, err := d.b.request(pod, policy)
-	if err != nil || req.empty() {
+	if err != nil || req.Empty() {
 		return nil
 	}
 	var s scratch
@@ -35,10 +35,10 @@ func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict 
 	if failed < 0 {
 		return nil
 	}
-	cr := &req.ctrs()[failed]
-	ctr, init := cr.ctr-req.inits, cr.ctr < req.inits
+	cr := &req.Ctrs()[failed]
+	ctr, init := cr.Entry-req.Inits, cr.Entry < req.Inits
 	if init {
-		ctr = cr.ctr
+		ctr = cr.Entry
 	}
 	return cardfit.Verdicts(len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, req) }, describe, ctr, init)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/backends/vgpu/frag"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 )
 
@@ -24,15 +25,15 @@ const PolicyFragment = device.PolicyFragment
 // it sees; a pod seen again in a later session counts once while it is in
 // the window. Pods without a valid vGPU request are ignored.
 func (b *Backend) ObserveRequest(pod *v1.Pod) {
-	var req podRequest
-	if err := b.parse(pod, "", &req); err != nil || req.empty() {
+	var req request.Pod
+	if err := b.parse(pod, "", &req); err != nil || req.Empty() {
 		return
 	}
 	var buf [4]frag.Shape
 	shapes := buf[:0]
-	for _, c := range req.ctrs() {
-		shapes = append(shapes, frag.Shape{Nums: c.nums, Cores: c.cores, Pct: c.pct, MemMiB: c.memMiB,
-			CPU: req.host.CPUMilli, HostMem: req.host.MemMiB, UseType: req.useType, NoUseType: req.noUseType})
+	for _, c := range req.Ctrs() {
+		shapes = append(shapes, frag.Shape{Nums: c.Nums, Cores: c.Cores, Pct: c.Pct, MemMiB: c.MemMiB,
+			CPU: req.Host.CPUMilli, HostMem: req.Host.MemMiB, UseType: req.UseType, NoUseType: req.NoUseType})
 	}
 	b.workload.Observe(cardledger.Key(pod), shapes)
 }
@@ -115,7 +116,7 @@ func (d *Devices) fragNow(t *frag.Target) *frag.Measure {
 // below any fullness step, so that sortCandidates' binpack order (after
 // descending, card index on ties) is that order. Only ties between cards
 // that differ (in state or kind) need measuring.
-func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate, host device.Host) {
+func (d *Devices) fragRank(cr *request.Container, work []cardState, cands []candidate, host device.Host) {
 	t := d.b.workload.Target()
 	if t.Empty() || len(cands) < 2 {
 		return
@@ -147,7 +148,7 @@ func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate, 
 		}
 		w := work[c.card]
 		w.UsedMiB += c.mem
-		w.UsedCores += cr.cores
+		w.UsedCores += cr.Cores
 		w.UsedNum++
 		left := f.ValueWith(int(c.card), &d.info[c.card].fig, &w.Usage, host, frag.Use{})
 		c.after += 1e-9 * (1 - left/span)
@@ -172,9 +173,9 @@ func (d *Devices) fragScoreNode(pod *v1.Pod, host device.Host) float64 {
 	if err != nil {
 		return 0
 	}
-	use := req.host
+	use := frag.Use(req.Host)
 	t := d.b.workload.Target()
-	if req.empty() {
+	if req.Empty() {
 		f := d.fragNow(t)
 		pack := 1.0
 		if len(d.cards) > 0 {
@@ -185,7 +186,7 @@ func (d *Devices) fragScoreNode(pod *v1.Pod, host device.Host) float64 {
 	// FilterNode has usually just chosen the cards for the same inputs;
 	// the score, once computed, is kept with its result.
 	fi := d.fragInputsOf(req, t, host)
-	m := d.memo.get(req.key, req.hash, d.gen, fi)
+	m := d.memo.get(req.Key, req.Hash, d.gen, fi)
 	if m != nil {
 		if m.st != nil {
 			return 0
@@ -205,8 +206,8 @@ func (d *Devices) fragScoreNode(pod *v1.Pod, host device.Host) float64 {
 		return sc
 	}
 	if m == nil {
-		m = &filterMemo{key: req.key, gen: d.gen, frag: fi}
-		d.memo.put(m, req.hash)
+		m = &filterMemo{key: req.Key, gen: d.gen, frag: fi}
+		d.memo.put(m, req.Hash)
 	}
 	m.fragScore.Store(math.Float64bits(sc))
 	m.fragScored.Store(true)
@@ -215,18 +216,18 @@ func (d *Devices) fragScoreNode(pod *v1.Pod, host device.Host) float64 {
 
 // fragInputsOf returns the fragment policy's inputs for req on this node
 // under target t, zero when req is not placed by that policy.
-func (d *Devices) fragInputsOf(req *podRequest, t *frag.Target, host device.Host) fragInputs {
-	if req.cardPolicy != PolicyFragment && req.nodePolicy != PolicyFragment {
+func (d *Devices) fragInputsOf(req *request.Pod, t *frag.Target, host device.Host) fragInputs {
+	if req.CardPolicy != PolicyFragment && req.NodePolicy != PolicyFragment {
 		return fragInputs{}
 	}
-	return fragInputs{target: t, host: host, use: req.host}
+	return fragInputs{target: t, host: host, use: frag.Use(req.Host)}
 }
 
 // fragScore is fragScoreNode for a non-empty request under target t: the
 // score of the cards chosen, -1 when the pod does not fit. The
 // fragmentation after placement includes the scarcity cost of the cards
 // taken.
-func (d *Devices) fragScore(req *podRequest, t *frag.Target, host device.Host) float64 {
+func (d *Devices) fragScore(req *request.Pod, t *frag.Target, host device.Host) float64 {
 	if d.unservable(req) != nil {
 		return -1
 	}
@@ -235,16 +236,16 @@ func (d *Devices) fragScore(req *podRequest, t *frag.Target, host device.Host) f
 	if failed >= 0 {
 		return -1
 	}
-	if req.nodePolicy != PolicyFragment {
-		return score(picks, req.nodePolicy)
+	if req.NodePolicy != PolicyFragment {
+		return score(picks, req.NodePolicy)
 	}
 	before := d.fragNow(t)
 	var after float64
 	if len(picks) == 1 {
 		c := picks[0].card
-		after = before.ValueWith(int(c), &d.info[c].fig, &work[c].Usage, host, req.host)
+		after = before.ValueWith(int(c), &d.info[c].fig, &work[c].Usage, host, frag.Use(req.Host))
 	} else {
-		after = d.fragOf(t, work).Value(host, req.host)
+		after = d.fragOf(t, work).Value(host, frag.Use(req.Host))
 	}
 	after += d.scarcity(t, work)
 	// pack is how full the chosen cards end: the mean of their memory,

@@ -328,7 +328,7 @@ func TestFragmentMemoNeverStale(t *testing.T) {
 				wantScore = 0
 			}
 			for round := 0; round < 2; round++ {
-				if m := d.memo.get(req.key, req.hash, d.gen, d.fragInputsOf(req, target, host)); m != nil {
+				if m := d.memo.get(req.Key, req.Hash, d.gen, d.fragInputsOf(req, target, host)); m != nil {
 					hits++
 				}
 				st := d.FilterNodeOn(p, PolicyFragment, host)

@@ -3,8 +3,6 @@ package frag
 import (
 	"math"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/vgpushare/vshare/backends/cardfit"
 	"github.com/vgpushare/vshare/backends/cardledger"
 	"github.com/vgpushare/vshare/device"
@@ -79,28 +77,8 @@ func (cl *class) fits(c *Card, u *cardledger.Usage) bool {
 }
 
 // Use is what a pod takes outside the cards: CPU in milli-cores and
-// memory in MiB.
+// memory in MiB (the backend's request.HostUse).
 type Use struct{ CPUMilli, MemMiB int64 }
-
-// PodUse is the pod's CPU and memory request: the sum over its regular
-// containers (requests, else limits).
-func PodUse(pod *v1.Pod) Use {
-	var u Use
-	for i := range pod.Spec.Containers {
-		r := &pod.Spec.Containers[i].Resources
-		q, ok := r.Requests[v1.ResourceCPU]
-		if !ok {
-			q = r.Limits[v1.ResourceCPU]
-		}
-		u.CPUMilli += q.MilliValue()
-		m, ok := r.Requests[v1.ResourceMemory]
-		if !ok {
-			m = r.Limits[v1.ResourceMemory]
-		}
-		u.MemMiB += m.Value() >> 20
-	}
-	return u
-}
 
 // hostFits reports whether the host (device.Host: Volcano's
 // NodeInfo.Idle, which the plugin passes with every call), after a pod
