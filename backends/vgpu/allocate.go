@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -29,18 +30,18 @@ func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, err
 // (device.HostAware), which the fragment policy's card choice weighs, as
 // FilterNodeOn did.
 func (d *Devices) AllocateOn(pod *v1.Pod, policy string, host device.Host) (*device.Reservation, error) {
-	var req podRequest
+	var req request.Pod
 	err := d.b.parse(pod, policy, &req)
 	if err != nil {
 		return nil, fmt.Errorf("allocate %s on node %s: invalid vGPU request: %w", Name, d.node, err)
 	}
-	if req.empty() {
+	if req.Empty() {
 		return nil, nil
 	}
 	if err := cardledger.CheckNew(d.ledger, pod); err != nil {
 		return nil, err
 	}
-	s := scratch{host: hostOf(host)}
+	s := scratch{host: host}
 	st := d.unservable(&req)
 	var picks []pick
 	if st == nil {
@@ -57,17 +58,17 @@ func (d *Devices) AllocateOn(pod *v1.Pod, policy string, host device.Host) (*dev
 	for i, p := range picks {
 		uses[i] = use{card: p.card, entry: p.ctr, cores: p.cores, mem: p.mem, recMem: p.recMem, migGroup: p.migGroup, migPos: p.migPos}
 	}
-	h := newHolding(podGang(pod), req.rules, req.roles, uses)
-	value := d.encodeAllocation(picks, req.containers)
+	h := newHolding(request.PodGang(pod), req.Rules, req.Roles, uses)
+	value := d.encodeAllocation(picks, req.Containers)
 	cardledger.Hold(d.ledger, pod, value, h, d.apply)
 	now := strconv.FormatInt(d.b.clock.Now().Unix(), 10)
 	if v := klog.V(4); v.Enabled() {
-		v.InfoS("Allocated vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cardPolicy", req.cardPolicy,
-			"nodePolicy", req.nodePolicy, "cards", value)
+		v.InfoS("Allocated vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cardPolicy", req.CardPolicy,
+			"nodePolicy", req.NodePolicy, "cards", value)
 	}
 	if d.hami {
 		return &device.Reservation{
-			Annotations: d.hamiAnnotations(value, d.containerDevices(picks, req.containers), len(pod.Spec.InitContainers)-req.inits, now),
+			Annotations: d.hamiAnnotations(value, d.containerDevices(picks, req.Containers), len(pod.Spec.InitContainers)-req.Inits, now),
 			NodeLocks:   []string{vgpuproto.HAMiNodeLock},
 		}, nil
 	}

@@ -8,6 +8,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
+	"github.com/vgpushare/vshare/backends/vgpu/inventory"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -31,19 +34,13 @@ type Options struct {
 // for concurrent use.
 type Backend struct {
 	clock clock.PassiveClock
-
-	resCount, resMemory, resPercent, resCores v1.ResourceName
-	resPriority                               v1.ResourceName // task priority (priority.go)
-	factor                                    int64
-	defaultMemMiB                             int64
-	defaultCores                              int32
-	defaultGPUNum                             int32
-	migCatalogue                              []config.AllowedMIGGeometries
-	ignored                                   []string
-	// rules are Options.ExclusiveRules.
-	rules []device.ExclusiveRule
-	// frag is the workload mix the fragment policy learns (its own lock).
-	frag *workload
+	// parser reads pods' requests: the resource names, defaults,
+	// gpuMemoryFactor and exclusive rules.
+	parser       *request.Parser
+	migCatalogue []config.AllowedMIGGeometries
+	ignored      []string
+	// workload is the mix the fragment policy learns (its own lock).
+	workload *frag.Workload
 	// last is parse's last result (see parse).
 	last atomic.Pointer[parsed]
 }
@@ -59,47 +56,21 @@ func New(opts Options) (*Backend, error) {
 	if cfg == nil {
 		cfg = &config.Default().NVIDIA
 	}
+	p, err := request.NewParser(cfg, opts.ExclusiveRules)
+	if err != nil {
+		return nil, err
+	}
 	b := &Backend{
-		clock:         opts.Clock,
-		resCount:      resourceOr(cfg.ResourceCountName, config.DefaultResourceCountName),
-		resMemory:     resourceOr(cfg.ResourceMemoryName, config.DefaultResourceMemoryName),
-		resPercent:    resourceOr(cfg.ResourceMemoryPercentageName, config.DefaultResourceMemoryPercentageName),
-		resCores:      resourceOr(cfg.ResourceCoreName, config.DefaultResourceCoreName),
-		resPriority:   resourceOr(cfg.ResourcePriorityName, config.DefaultResourcePriorityName),
-		factor:        int64(cfg.GPUMemoryFactor),
-		defaultMemMiB: int64(cfg.DefaultMemory),
-		defaultCores:  cfg.DefaultCores,
-		defaultGPUNum: cfg.DefaultGPUNum,
-		migCatalogue:  (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
-		frag:          newWorkload(),
-		rules:         opts.ExclusiveRules,
-	}
-	if len(b.rules) > 64 {
-		return nil, fmt.Errorf("vgpu options: %d exclusive rules: want at most 64", len(b.rules))
-	}
-	if b.factor <= 0 {
-		b.factor = 1
-	}
-	switch {
-	case b.defaultMemMiB < 0 || b.defaultMemMiB > vgpuproto.MaxMemoryMiB:
-		return nil, fmt.Errorf("vgpu options: nvidia.defaultMemory=%d: want 0 to %d MiB", cfg.DefaultMemory, vgpuproto.MaxMemoryMiB)
-	case b.defaultCores < 0 || b.defaultCores > fullCores:
-		return nil, fmt.Errorf("vgpu options: nvidia.defaultCores=%d: want 0 to %d", cfg.DefaultCores, fullCores)
-	case b.defaultGPUNum < 0 || b.defaultGPUNum > MaxGPUsPerContainer:
-		return nil, fmt.Errorf("vgpu options: nvidia.defaultGPUNum=%d: want 0 to %d", cfg.DefaultGPUNum, MaxGPUsPerContainer)
+		clock:        opts.Clock,
+		parser:       p,
+		migCatalogue: (&config.Config{NVIDIA: *cfg}).DeepCopy().NVIDIA.KnownMIGGeometries,
+		workload:     frag.NewWorkload(),
 	}
 	if b.clock == nil {
 		b.clock = clock.RealClock{}
 	}
-	b.ignored = []string{string(b.resMemory), string(b.resPercent), string(b.resCores), string(b.resPriority)}
+	b.ignored = []string{string(p.ResMemory), string(p.ResPercent), string(p.ResCores), string(p.ResPriority)}
 	return b, nil
-}
-
-func resourceOr(name, def string) v1.ResourceName {
-	if name == "" {
-		return v1.ResourceName(def)
-	}
-	return v1.ResourceName(name)
 }
 
 // Name returns "hamivgpu".
@@ -113,19 +84,19 @@ func (b *Backend) LockName() string { return Name }
 // Resources returns the configured resource names: count, memory, memory
 // percentage and cores.
 func (b *Backend) Resources() (count, memory, percentage, cores v1.ResourceName) {
-	return b.resCount, b.resMemory, b.resPercent, b.resCores
+	return b.parser.ResCount, b.parser.ResMemory, b.parser.ResPercent, b.parser.ResCores
 }
 
 // HasDeviceRequest reports whether a container of the pod names one of the
 // four vGPU resources with a non-zero quantity (invalid values included, so
 // that ValidateRequest can refuse them), or the pod is bound with cards
 // only HAMi's scheduler recorded (it may ask for HAMi's resource names).
-func (b *Backend) HasDeviceRequest(pod *v1.Pod) bool { return b.asks(pod) || placedByHAMi(pod) }
+func (b *Backend) HasDeviceRequest(pod *v1.Pod) bool { return b.parser.Asks(pod) || placedByHAMi(pod) }
 
 // ValidateRequest refuses requests no node could satisfy, naming the
 // container, the resource or annotation, the value and what is allowed.
 func (b *Backend) ValidateRequest(pod *v1.Pod) error {
-	var req podRequest
+	var req request.Pod
 	return b.parse(pod, "", &req)
 }
 
@@ -154,7 +125,7 @@ func (b *Backend) InventoryKey(node *v1.Node) string {
 // naming the annotation, the card and the problem when the registration is
 // malformed; the plugin then keeps the node's vGPUs unavailable.
 func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
-	inv, err := b.decodeInventory(node)
+	inv, err := inventory.Decode(node)
 	if err != nil {
 		return nil, fmt.Errorf("decode %s inventory of node %s: %w", Name, node.Name, err)
 	}
@@ -163,8 +134,8 @@ func (b *Backend) NewDevices(node *v1.Node) (device.Devices, error) {
 	}
 	d := newDevices(b, node.Name, inv)
 	if v := klog.V(4); v.Enabled() {
-		v.InfoS("Decoded vGPU inventory", "node", node.Name, "cards", len(inv.cards), "source", inv.source,
-			"topology", inv.links != nil)
+		v.InfoS("Decoded vGPU inventory", "node", node.Name, "cards", len(inv.Cards), "source", inv.Source,
+			"topology", inv.Links != nil)
 	}
 	return d, nil
 }

@@ -2,6 +2,7 @@ package vgpu
 
 import (
 	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 )
 
@@ -31,7 +32,7 @@ type scratch struct {
 	forced []int32
 	// host is the node's free CPU and memory for this call (the fragment
 	// policy's card ranking reads it; zero: unknown, plentiful).
-	host hostIdle
+	host device.Host
 }
 
 // choose picks the cards of every container of req, in container order,
@@ -41,21 +42,21 @@ type scratch struct {
 // container that does not fit (-1 when all do); work then holds the cards
 // as the earlier containers left them, for explain. A pod whose init
 // containers ask for cards is placed by choosePhased.
-func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []cardState, failed int) {
-	if req.inits > 0 {
+func (d *Devices) choose(req *request.Pod, s *scratch) (picks []pick, work []cardState, failed int) {
+	if req.Inits > 0 {
 		return d.choosePhased(req, s)
 	}
 	work = append(s.workBuf[:0], d.cards...)
 	picks = s.pickBuf[:0]
 	cands := s.candBuf[:0]
-	ctrs := req.ctrs()
+	ctrs := req.Ctrs()
 	for f := range ctrs {
 		cr := &ctrs[f]
 		cands = cardfit.Fitting(cands[:0], len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, req) })
-		if req.cardPolicy == PolicyFragment && cr.nums == 1 {
+		if req.CardPolicy == PolicyFragment && cr.Nums == 1 {
 			d.fragRank(cr, work, cands, s.host)
 		}
-		sel := d.selectCards(req, cands, int(cr.nums), s.selBuf[:0])
+		sel := d.selectCards(req, cands, int(cr.Nums), s.selBuf[:0])
 		if sel == nil {
 			return picks, work, f
 		}
@@ -63,13 +64,13 @@ func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []card
 			c := cands[k]
 			w := &work[c.card]
 			w.UsedMiB += c.mem
-			w.UsedCores += cr.cores
+			w.UsedCores += cr.Cores
 			w.UsedNum++
 			if c.migPos >= 0 {
 				w.migGroup = c.migGroup
 				w.migUsed |= 1 << uint(c.migPos)
 			}
-			picks = append(picks, pick{candidate: c, ctr: int32(cr.ctr), cores: cr.cores})
+			picks = append(picks, pick{candidate: c, ctr: int32(cr.Entry), cores: cr.Cores})
 		}
 	}
 	return picks, work, -1
@@ -78,16 +79,16 @@ func (d *Devices) choose(req *podRequest, s *scratch) (picks []pick, work []card
 // selectCards returns the positions in cands of the k cards to take, or
 // nil when there are fewer than k (on one NUMA node, when req binds NUMA).
 // cands is reordered.
-func (d *Devices) selectCards(req *podRequest, cands []candidate, k int, out []int) []int {
+func (d *Devices) selectCards(req *request.Pod, cands []candidate, k int, out []int) []int {
 	if len(cands) < k || k <= 0 {
 		return nil
 	}
-	topo := req.cardPolicy == PolicyTopologyAware && d.links != nil
-	rankPolicy := req.cardPolicy
+	topo := req.CardPolicy == PolicyTopologyAware && d.links != nil
+	rankPolicy := req.CardPolicy
 	if rankPolicy == PolicyTopologyAware {
-		rankPolicy = req.nodePolicy
+		rankPolicy = req.NodePolicy
 	}
-	numa := req.numaBind && k > 1
+	numa := req.NUMABind && k > 1
 	sortCandidates(cands, rankPolicy, numa)
 	if !numa {
 		return d.selectIn(cands, 0, len(cands), k, topo, rankPolicy, out)

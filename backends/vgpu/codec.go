@@ -92,8 +92,8 @@ func (d *Devices) decodeUse(dev vgpuproto.Device) (use, error) {
 	if ci.mig == nil {
 		return u, fmt.Errorf("MIG instance %s[%s-%d] on a card without known MIG geometry", dev.UUID, dev.MIGGroup, dev.MIGPos)
 	}
-	g := ci.mig.groupIndex(dev.MIGGroup)
-	inst, found := ci.mig.instanceAt(g, dev.MIGPos)
+	g := ci.mig.GroupIndex(dev.MIGGroup)
+	inst, found := ci.mig.InstanceAt(g, dev.MIGPos)
 	if !found {
 		return u, fmt.Errorf("MIG instance %s[%s-%d]: the card's geometries have no group %q with position %d",
 			dev.UUID, dev.MIGGroup, dev.MIGPos, dev.MIGGroup, dev.MIGPos)
@@ -112,8 +112,8 @@ func (d *Devices) checkMIG(uses []use) error {
 		c := &d.cards[u.card]
 		ci := &d.info[u.card]
 		if c.migUsed != 0 && c.migGroup != u.migGroup {
-			return fmt.Errorf("card %s runs MIG geometry %s, not %s", ci.uuid, ci.mig.groups[c.migGroup].name,
-				ci.mig.groups[u.migGroup].name)
+			return fmt.Errorf("card %s runs MIG geometry %s, not %s", ci.uuid, ci.mig.Groups[c.migGroup].Name,
+				ci.mig.Groups[u.migGroup].Name)
 		}
 		if c.migUsed&(1<<uint(u.migPos)) != 0 {
 			return fmt.Errorf("MIG position %d of card %s is already in use", u.migPos, ci.uuid)
@@ -129,7 +129,7 @@ func (d *Devices) checkMIG(uses []use) error {
 
 // encodeAllocation renders picks as vgpu-ids-new: one entry per container
 // (empty for containers without cards), the init containers' first when
-// one of them has cards (podRequest.containers), in the order the kubelet
+// one of them has cards (request.Pod.Containers), in the order the kubelet
 // admits the containers and the node agent serves them.
 func (d *Devices) encodeAllocation(picks []pick, ncontainers int) string {
 	buf := make([]byte, 0, 64*len(picks)+ncontainers)
@@ -150,7 +150,7 @@ func (d *Devices) device(pk *pick) vgpuproto.Device {
 	ci := &d.info[pk.card]
 	dev := vgpuproto.Device{UUID: ci.uuid, MIGPos: -1, Type: vgpuproto.DeviceTypeNVIDIA, Mem: pk.recMem, Cores: pk.cores}
 	if pk.migPos >= 0 {
-		dev.MIGGroup, dev.MIGPos = ci.mig.groups[pk.migGroup].name, int(pk.migPos)
+		dev.MIGGroup, dev.MIGPos = ci.mig.Groups[pk.migGroup].Name, int(pk.migPos)
 	}
 	return dev
 }

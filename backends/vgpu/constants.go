@@ -1,6 +1,9 @@
 package vgpu
 
-import "github.com/vgpushare/vshare/protocol/vgpuproto"
+import (
+	"github.com/vgpushare/vshare/backends/vgpu/request"
+	"github.com/vgpushare/vshare/protocol/vgpuproto"
+)
 
 // Name is the backend's name, equal to upstream Volcano's vGPU device name
 // ("hamivgpu"); it is also the node lock key (see LockName).
@@ -8,11 +11,23 @@ const Name = "hamivgpu"
 
 // AnnotationGroupName is the PodGroup a pod belongs to (set by Volcano);
 // volcano.sh/vgpu-podgroup-policy spread keeps its members apart.
-const AnnotationGroupName = "scheduling.k8s.io/group-name"
+const AnnotationGroupName = request.AnnotationGroupName
 
 // PolicyTopologyAware is the card policy (hami.io/gpu-scheduler-policy)
 // that chooses multi-card sets with the best links.
-const PolicyTopologyAware = "topology-aware"
+const PolicyTopologyAware = request.PolicyTopologyAware
+
+// Task priority (request/priority.go): a container's limit of the
+// priority resource (nvidia.resourcePriorityName, default
+// volcano.sh/vgpu-priority) says 0 for high or 1 for low, as in HAMi; the
+// scheduler only validates it, the node agent passes it to the container.
+const (
+	// PriorityHigh is the value of a high-priority task.
+	PriorityHigh = request.PriorityHigh
+	// PriorityLow is the value of a low-priority task, also what a
+	// container that names no priority runs as.
+	PriorityLow = request.PriorityLow
+)
 
 // Filter failure reasons, short and stable across nodes so that Volcano's
 // fit-error histogram groups them.
@@ -36,11 +51,11 @@ const (
 	ReasonNUMASplit        = "not enough fitting vGPU cards on one NUMA node (nvidia.com/numa-bind)"
 	ReasonTooFewFitting    = "fewer fitting vGPU cards than requested"
 	// ReasonInitAgent: the node's agent would serve an init container
-	// another container's cards (see inventory.initAgent).
+	// another container's cards (see inventory.Inventory.InitAgent).
 	ReasonInitAgent = "node agent (volcano-vgpu-device-plugin) does not serve vGPUs to init containers"
 	// ReasonReusedCard: a container after a regular init container gets
 	// that container's cards again from the kubelet, and one does not fit
-	// it (see init.go).
+	// it (see package request, init.go).
 	ReasonReusedCard = "vGPU card an init container leaves to the next container does not fit it"
 )
 
@@ -50,5 +65,5 @@ const (
 	// MaxGPUsPerContainer is the largest vgpu-number a container may ask for.
 	MaxGPUsPerContainer = vgpuproto.MaxCards
 	// fullCores is a whole card's cores in percent.
-	fullCores = 100
+	fullCores = request.FullCores
 )

@@ -11,6 +11,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
+	"github.com/vgpushare/vshare/backends/vgpu/inventory"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -31,9 +34,11 @@ type cardInfo struct {
 	memMiB   int64
 	// mig is the card's MIG layout; nil unless the card is in MIG mode with a
 	// known geometry.
-	mig *migLayout
+	mig *inventory.Layout
 	// linkSum is the card's total link score to the other cards.
 	linkSum int64
+	// fig is the card's figures for the fragment policy (fragCard).
+	fig frag.Card
 }
 
 // cardState is the mutable part of one card. It is a value: copies of
@@ -124,7 +129,7 @@ type shared struct {
 	// agent is HAMi's plugin, which reads the hami.io/* allocation (hami.go).
 	hami bool
 	// initAgent is set when the node's agent serves init containers
-	// (inventory.initAgent).
+	// (inventory.Inventory.InitAgent).
 	initAgent bool
 }
 
@@ -143,7 +148,7 @@ type Devices struct {
 	gen  uint64
 	memo filterMemos
 	// fragMemo is fragNow's last measure of the cards.
-	fragMemo atomic.Pointer[fragNode]
+	fragMemo atomic.Pointer[measured]
 	ledger
 }
 
@@ -211,9 +216,9 @@ type filterMemo struct {
 // pointer identifies it: a published target is never changed), the host's
 // free CPU and memory, and the pod's own.
 type fragInputs struct {
-	target *fragTarget
-	host   hostIdle
-	use    hostUse
+	target *frag.Target
+	host   device.Host
+	use    frag.Use
 }
 
 var (
@@ -223,15 +228,15 @@ var (
 	_ device.CardReporter = (*Devices)(nil)
 )
 
-func newDevices(b *Backend, node string, inv *inventory) *Devices {
-	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.cards)), links: inv.links, warnings: inv.warnings,
-		hami: inv.source == vgpuproto.AnnotationHAMiRegister, initAgent: inv.initAgent}
-	n := len(inv.cards)
+func newDevices(b *Backend, node string, inv *inventory.Inventory) *Devices {
+	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.Cards)), links: inv.Links, warnings: inv.Warnings,
+		hami: inv.Source == vgpuproto.AnnotationHAMiRegister, initAgent: inv.InitAgent}
+	n := len(inv.Cards)
 	var memUnits, slots int64
 	report := make([]cardledger.Card, n)
-	for i, c := range inv.cards {
+	for i, c := range inv.Cards {
 		ci := cardInfo{uuid: c.UUID, typ: c.Type, typUpper: strings.ToUpper(c.Type), mode: c.Mode, count: c.Count,
-			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB, cordoned: inv.cordoned != nil && inv.cordoned[i]}
+			coresTotal: c.Cores, numa: c.NUMA, healthy: c.Healthy, memMiB: c.MemMiB, cordoned: inv.Cordoned != nil && inv.Cordoned[i]}
 		if c.Mode == vgpuproto.ModeMIG && s.hami {
 			// HAMi's MIG allocation format is not written (hami.go): never
 			// hand such a card out rather than hand it out wrongly.
@@ -239,17 +244,18 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 			klog.InfoS("vGPU card registered by HAMi's plugin in mig mode; HAMi's MIG allocations are not supported, "+
 				"the card is not scheduled", "node", node, "card", c.UUID)
 		} else if c.Mode == vgpuproto.ModeMIG {
-			ci.mig = migLayoutFor(b.migCatalogue, c.Type)
+			ci.mig = inventory.LayoutFor(b.migCatalogue, c.Type)
 			if ci.mig == nil {
 				ci.mode = vgpuproto.ModeHAMiCore
 				klog.InfoS("vGPU card registered in mig mode but its model has no known MIG geometry; sharing it as hami-core",
 					"node", node, "card", c.UUID, "type", c.Type)
 			}
 		}
+		ci.fig = fragCard(&ci)
 		for j := 0; s.links != nil && j < n; j++ {
 			ci.linkSum += int64(s.links[i*n+j])
 		}
-		memUnits += c.MemMiB / b.factor
+		memUnits += c.MemMiB / b.parser.Factor
 		slots += int64(c.Count)
 		s.info[i] = ci
 		report[i] = cardledger.Card{ID: c.UUID, Type: c.Type, Healthy: c.Healthy, MemMiB: c.MemMiB,
@@ -259,20 +265,20 @@ func newDevices(b *Backend, node string, inv *inventory) *Devices {
 	// card), memory-percentage and cores 100 per card. Per container
 	// Kubernetes counts one card's worth of each.
 	advertised := v1.ResourceList{
-		b.resMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
-		b.resPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
-		b.resCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
-		// Task priority (priority.go): one per container the cards can
+		b.parser.ResMemory:  *resource.NewQuantity(memUnits, resource.DecimalSI),
+		b.parser.ResPercent: *resource.NewQuantity(int64(100*n), resource.DecimalSI),
+		b.parser.ResCores:   *resource.NewQuantity(int64(fullCores*n), resource.DecimalSI),
+		// Task priority (request/priority.go): one per container the cards can
 		// hold, so a priority of 1 never fails a resource fit.
-		b.resPriority: *resource.NewQuantity(slots, resource.DecimalSI),
+		b.parser.ResPriority: *resource.NewQuantity(slots, resource.DecimalSI),
 	}
-	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.resCount, Memory: b.resMemory,
-		Cores: b.resCores, Factor: b.factor, Asks: b.HasDeviceRequest, Ignored: b.ignored}
+	spec := cardledger.Spec{Device: Name, Annotation: vgpuproto.AnnotationIDs, Count: b.parser.ResCount, Memory: b.parser.ResMemory,
+		Cores: b.parser.ResCores, Factor: b.parser.Factor, Asks: b.HasDeviceRequest, Ignored: b.ignored}
 	d := &Devices{shared: s, cards: make([]cardState, n), ledger: cardledger.NewLedger[*holding](spec, node, report, advertised)}
 	for i := range d.cards {
 		d.cards[i].migGroup = -1
 	}
-	b.frag.registerSupply(node, d.supplyOf())
+	b.workload.RegisterSupply(node, d.supplyOf())
 	return d
 }
 
@@ -367,7 +373,7 @@ func (d *Devices) AddResource(pod *v1.Pod) error {
 		if err == nil {
 			err = d.checkMIG(uses)
 		}
-		return newHolding(podGang(pod), d.b.ruleMask(pod), roles, uses), err
+		return newHolding(request.PodGang(pod), d.b.parser.RuleMask(pod), roles, uses), err
 	}, d.apply)
 	if v := klog.V(5); added && v.Enabled() {
 		v.InfoS("Accounted vGPU cards", "pod", klog.KObj(pod), "node", d.node, "cards", pod.Annotations[key])
@@ -405,7 +411,7 @@ func (d *Devices) GetStatus() string {
 			b.WriteString(", cordoned")
 		}
 		if c.migGroup >= 0 {
-			b.WriteString(", mig " + ci.mig.groups[c.migGroup].name + "/" + strconv.FormatUint(c.migUsed, 2))
+			b.WriteString(", mig " + ci.mig.Groups[c.migGroup].Name + "/" + strconv.FormatUint(c.migUsed, 2))
 		}
 		if len(c.gangs) > 0 {
 			b.WriteString(", gangs [")

@@ -4,46 +4,14 @@
 // device (v1.10.0 and later) and volcano-vgpu-device-plugin, and able to read
 // nodes registered by HAMi's own node agent.
 //
-// # Requests
+// # Requests and pod annotations
 //
-// Per container, with the resource names of the device ConfigMap's nvidia:
-// section (defaults shown):
-//
-//   - volcano.sh/vgpu-number: cards. Absent with memory, percentage or
-//     cores present: nvidia.defaultGPUNum (1).
-//   - volcano.sh/vgpu-memory: memory per card, times nvidia.gpuMemoryFactor
-//     MiB.
-//   - volcano.sh/vgpu-memory-percentage: memory as a percentage of each
-//     chosen card, computed per card (50% is 8 GiB of a 16 GiB card and 40 GiB
-//     of an 80 GiB one). Memory wins when both are given. With neither,
-//     nvidia.defaultMemory MiB, or the whole card when that is 0.
-//   - volcano.sh/vgpu-cores: percent of the card's SMs; default
-//     nvidia.defaultCores. 100 asks for an unused card.
-//
-// Init containers and native sidecars (restartPolicy Always) ask the same
-// way (init.go). ValidateRequest refuses what no node can serve: negative,
-// fractional or oversized values, cores or percentage above 100, a count
-// of 0 with memory, unknown annotation values, and a container asking for
-// fewer cards than the regular init container before it leaves to it (the
-// kubelet would give it some of those devices, picked at random).
-//
-// # Pod annotations read (sources; keys in protocol/vgpuproto)
-//
-//   - volcano.sh/vgpu-mode: hami-core | mig | mps (Volcano GPUModeAnnotation).
-//   - nvidia.com/use-gputype, nvidia.com/nouse-gputype: comma-separated,
-//     case-insensitive substrings of the card type (Volcano and HAMi
-//     GPUInUse/GPUNoUse).
-//   - volcano.sh/vgpu-use-gpuuuid, volcano.sh/vgpu-nouse-gpuuuid:
-//     comma-separated card UUIDs (Volcano's names for HAMi's
-//     nvidia.com/use-gpuuuid).
-//   - volcano.sh/vgpu-podgroup-policy: spread keeps pods of one PodGroup
-//     (scheduling.k8s.io/group-name) off the same card (Volcano
-//     VGPUPodGroupPolicyAnnotation).
-//   - hami.io/gpu-scheduler-policy: binpack | spread | topology-aware, the
-//     card policy (HAMi); hami.io/node-scheduler-policy: binpack | spread, the
-//     node policy (HAMi). Both default to deviceshare.SchedulePolicy.
-//   - nvidia.com/numa-bind: true puts all cards of a container on one NUMA
-//     node (HAMi NumaBind).
+// Per container, volcano.sh/vgpu-number, -memory, -memory-percentage and
+// -cores (the resource names of the device ConfigMap's nvidia: section),
+// init containers and native sidecars included; per pod, the mode, the
+// card type and UUID selectors, PodGroup spread, the card and node
+// policies and NUMA binding. Package request parses them, documents each,
+// and refuses (ValidateRequest) what no node can serve.
 //
 // # Node annotations read
 //
@@ -153,6 +121,20 @@
 // InventoryWarnings, not errors, so one typo never takes the node's cards
 // away. The cordon is part of InventoryKey, so a change decodes the node
 // again.
+//
+// # Packages
+//
+// Three packages below this one hold what does not need its state, and
+// none imports it: request parses and validates a pod's request
+// (request.Parser, request.Pod); inventory decodes a node's registration,
+// cordons and link scores (inventory.Decode) and a card model's MIG
+// geometries (inventory.Layout); frag is the fragment policy's model (the
+// learned workload, the fragmentation measure, the card models' scarcity)
+// on plain card figures. This package keeps the node's cards and the pods
+// holding them (devices.go), the card check (fit.go), the choice
+// (choose.go, phased.go), filtering and scoring (filter.go, frag.go),
+// allocation and its records (allocate.go, codec.go, hami.go) and the
+// exclusive rules (exclusive.go).
 //
 // # State
 //

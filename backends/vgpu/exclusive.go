@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strconv"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -31,22 +29,11 @@ import (
 // Upstream rebuilds which card holds which rule at every session from the
 // pods' labels and allocation annotations, plus an in-memory map of its own
 // allocations kept in the plugin value (which Volcano builds again every
-// session). Here the rules a pod matches are part of what the ledger
+// session). Here the rules a pod matches (request.Parser.RuleMask) are part of what the ledger
 // accounts for it (holding.rules, counted per card in cardState.excl), so
 // pods bound before a scheduler restart, pods whose bind is in flight
 // (the ledger's assumptions) and pods placed earlier in the same session
 // all count, and releasing a pod gives back exactly what it took.
-
-// ruleMask returns the rules the pod's labels match, one bit per rule.
-func (b *Backend) ruleMask(pod *v1.Pod) uint64 {
-	var m uint64
-	for i, r := range b.rules {
-		if r.Matches(pod.Labels) {
-			m |= 1 << uint(i)
-		}
-	}
-	return m
-}
 
 // exclusiveApplies reports whether the rules keep pods apart on the card:
 // hami-core cards only (see above).

@@ -1,9 +1,6 @@
 package vgpu
 
 import (
-	"strconv"
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
@@ -30,7 +27,7 @@ func (d *Devices) InventoryWarnings() []error { return d.warnings }
 // the reasons are the ones the scheduler reports for the node.
 func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict {
 	req, err := d.b.request(pod, policy)
-	if err != nil || req.empty() {
+	if err != nil || req.Empty() {
 		return nil
 	}
 	var s scratch
@@ -38,17 +35,17 @@ func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict 
 	if failed < 0 {
 		return nil
 	}
-	cr := &req.ctrs()[failed]
-	ctr, init := cr.ctr-req.inits, cr.ctr < req.inits
+	cr := &req.Ctrs()[failed]
+	ctr, init := cr.Entry-req.Inits, cr.Entry < req.Inits
 	if init {
-		ctr = cr.ctr
+		ctr = cr.Entry
 	}
 	return cardfit.Verdicts(len(work), func(i int) (reason, candidate) { return d.check(i, &work[i], cr, req) }, describe, ctr, init)
 }
 
 // CardLayouts describes the cards that are not shared by hami-core: a MIG
-// card's geometry in use and the instances taken ("mig all-1g: 1g.5gb x2,
-// 7 instances"), "mig idle" for a MIG card holding nothing, and the mode of
+// card's geometry in use and the instances taken ("mig all-1g: 1g.5gb x2 of
+// 7 instances", inventory.Group.Describe), "mig idle" for a MIG card holding nothing, and the mode of
 // cards registered in another mode (mps).
 func (d *Devices) CardLayouts() []string {
 	out := make([]string, len(d.cards))
@@ -58,33 +55,10 @@ func (d *Devices) CardLayouts() []string {
 		case ci.mig != nil && c.migGroup < 0:
 			out[i] = "mig idle"
 		case ci.mig != nil:
-			out[i] = migUse(&ci.mig.groups[c.migGroup], c.migUsed)
+			out[i] = ci.mig.Groups[c.migGroup].Describe(c.migUsed)
 		case ci.mode != "" && ci.mode != vgpuproto.ModeHAMiCore:
 			out[i] = ci.mode
 		}
 	}
 	return out
-}
-
-// migUse renders the instances taken in a geometry, in catalogue order.
-func migUse(g *migGroup, used uint64) string {
-	var b strings.Builder
-	b.WriteString("mig " + g.name + ":")
-	total := 0
-	sep := " "
-	for _, in := range g.instances {
-		total += in.count
-		n := 0
-		for p := in.start; p < in.start+in.count; p++ {
-			if used&(1<<uint(p)) != 0 {
-				n++
-			}
-		}
-		if n > 0 {
-			b.WriteString(sep + in.name + " x" + strconv.Itoa(n))
-			sep = ", "
-		}
-	}
-	b.WriteString(" of " + strconv.Itoa(total) + " instances")
-	return b.String()
 }

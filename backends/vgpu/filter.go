@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 )
 
@@ -28,27 +29,26 @@ func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
 // FilterNodeOn is FilterNode on a node with host free outside its cards
 // (device.HostAware), which the fragment policy's card choice weighs.
 func (d *Devices) FilterNodeOn(pod *v1.Pod, policy string, host device.Host) *device.Status {
-	h := hostOf(host)
 	req, err := d.b.request(pod, policy)
 	if err != nil {
 		return device.NewStatus(device.Error, "invalid vGPU request: "+err.Error())
 	}
-	if req.empty() {
+	if req.Empty() {
 		return nil
 	}
 	// The fragment policy's card choice also follows the host's free
 	// resources, the pod's own and the learned workload: they are part of
 	// the entry's identity.
-	t := d.b.frag.target.Load()
-	fi := d.fragInputsOf(req, t, h)
-	m := d.memo.get(req.key, req.hash, d.gen, fi)
+	t := d.b.workload.Target()
+	fi := d.fragInputsOf(req, t, host)
+	m := d.memo.get(req.Key, req.Hash, d.gen, fi)
 	if m == nil {
-		sc, st := d.fit(req, h)
-		m = &filterMemo{key: req.key, gen: d.gen, st: st, score: sc, frag: fi}
+		sc, st := d.fit(req, host)
+		m = &filterMemo{key: req.Key, gen: d.gen, st: st, score: sc, frag: fi}
 		// Kept unless a new target was published while the cards were
 		// chosen (the fragment policy's choice reads it).
-		if fi.target == nil || d.b.frag.target.Load() == t {
-			d.memo.put(m, req.hash)
+		if fi.target == nil || d.b.workload.Target() == t {
+			d.memo.put(m, req.Hash)
 		}
 	}
 	if m.st != nil {
@@ -61,14 +61,14 @@ func (d *Devices) FilterNodeOn(pod *v1.Pod, policy string, host device.Host) *de
 
 // fit is FilterNode for a parsed, non-empty request: the node's score for
 // the cards chosen when it fits, else why not.
-func (d *Devices) fit(req *podRequest, host hostIdle) (float64, *device.Status) {
+func (d *Devices) fit(req *request.Pod, host device.Host) (float64, *device.Status) {
 	if st := d.unservable(req); st != nil {
 		return 0, st
 	}
 	s := scratch{host: host}
 	picks, work, failed := d.choose(req, &s)
 	if failed < 0 {
-		return score(picks, req.nodePolicy), nil
+		return score(picks, req.NodePolicy), nil
 	}
 	return 0, d.explain(req, failed, work, s.forced)
 }
@@ -86,13 +86,13 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 // (device.HostAware), which the fragment policy weighs.
 func (d *Devices) ScoreNodeOn(pod *v1.Pod, policy string, host device.Host) float64 {
 	if policy == PolicyFragment {
-		return d.fragScoreNode(pod, hostOf(host))
+		return d.fragScoreNode(pod, host)
 	}
 	req, err := d.b.request(pod, policy)
-	if err != nil || req.empty() {
+	if err != nil || req.Empty() {
 		return 0
 	}
-	if m := d.memo.get(req.key, req.hash, d.gen, fragInputs{}); m != nil && m.st == nil {
+	if m := d.memo.get(req.Key, req.Hash, d.gen, fragInputs{}); m != nil && m.st == nil {
 		return m.score
 	}
 	var s scratch
@@ -100,17 +100,17 @@ func (d *Devices) ScoreNodeOn(pod *v1.Pod, policy string, host device.Host) floa
 	if failed >= 0 {
 		return 0
 	}
-	return score(picks, req.nodePolicy)
+	return score(picks, req.NodePolicy)
 }
 
 // unservable says why no choice of cards serves the request on the node:
 // a container asks for more cards than it has, or init containers ask for
 // cards the node's agent would not serve them.
-func (d *Devices) unservable(req *podRequest) *device.Status {
+func (d *Devices) unservable(req *request.Pod) *device.Status {
 	switch {
 	case d.tooFewCards(req):
 		return device.NewStatus(device.UnschedulableAndUnresolvable, ReasonTooFewCards)
-	case req.inits > 0 && !d.initAgent:
+	case req.Inits > 0 && !d.initAgent:
 		return device.NewStatus(device.UnschedulableAndUnresolvable, ReasonInitAgent)
 	}
 	return nil
@@ -118,9 +118,9 @@ func (d *Devices) unservable(req *podRequest) *device.Status {
 
 // tooFewCards reports whether a container asks for more cards than the
 // node has.
-func (d *Devices) tooFewCards(req *podRequest) bool {
-	for _, c := range req.ctrs() {
-		if int(c.nums) > len(d.cards) {
+func (d *Devices) tooFewCards(req *request.Pod) bool {
+	for _, c := range req.Ctrs() {
+		if int(c.Nums) > len(d.cards) {
 			return true
 		}
 	}
@@ -129,21 +129,21 @@ func (d *Devices) tooFewCards(req *podRequest) bool {
 
 // ResultKey implements device.ResultKeyer: FilterNode and ScoreNode read the
 // pod only through its parsed request, whose key encodes every field they
-// use (see podRequest.key), plus, for a request the fragment policy
+// use (see request.Pod.Key), plus, for a request the fragment policy
 // places, the CPU and memory the pod takes on the host. Pods without a
 // valid vGPU request have no key.
 func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
 	req, err := b.request(pod, policy)
-	if err != nil || req.empty() {
+	if err != nil || req.Empty() {
 		return "", false
 	}
-	if req.cardPolicy != PolicyFragment && req.nodePolicy != PolicyFragment {
-		return req.key, true
+	if req.CardPolicy != PolicyFragment && req.NodePolicy != PolicyFragment {
+		return req.Key, true
 	}
-	k := make([]byte, 0, len(req.key)+24)
-	k = append(append(k, req.key...), 0)
-	k = strconv.AppendInt(k, req.host.cpuMilli, 10)
-	k = strconv.AppendInt(append(k, ','), req.host.memMiB, 10)
+	k := make([]byte, 0, len(req.Key)+24)
+	k = append(append(k, req.Key...), 0)
+	k = strconv.AppendInt(k, req.Host.CPUMilli, 10)
+	k = strconv.AppendInt(append(k, ','), req.Host.MemMiB, 10)
 	return string(k), true
 }
 

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 )
 
@@ -84,7 +85,7 @@ type candidate struct {
 // what it would take. Every check upstream HAMi/Volcano makes is here, in
 // the order static (health, mode, selectors, size) then dynamic (gang,
 // share count, exclusivity, cores, MIG instance, memory).
-func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (reason, candidate) {
+func (d *Devices) check(i int, c *cardState, cr *request.Container, req *request.Pod) (reason, candidate) {
 	ci := &d.info[i]
 	cand := candidate{card: int32(i), numa: ci.numa, migGroup: -1, migPos: -1, linkSum: ci.linkSum}
 	switch {
@@ -92,34 +93,34 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		return rUnhealthy, cand
 	case ci.cordoned:
 		return rCordoned, cand
-	case req.mode != "" && req.mode != ci.mode:
+	case req.Mode != "" && req.Mode != ci.mode:
 		return rMode, cand
-	case cardfit.TypeExcluded(req.useType, req.noUseType, ci.typUpper):
+	case cardfit.TypeExcluded(req.UseType, req.NoUseType, ci.typUpper):
 		return rType, cand
-	case cardfit.Excluded(req.useUUID, req.noUseUUID, ci.uuid):
+	case cardfit.Excluded(req.UseUUID, req.NoUseUUID, ci.uuid):
 		return rUUID, cand
 	}
-	mem := cr.memOn(ci.memMiB)
+	mem := cr.MemOn(ci.memMiB)
 	cand.mem, cand.recMem = mem, mem
-	if ci.mig == nil && (mem > ci.memMiB || cr.cores > ci.coresTotal) {
+	if ci.mig == nil && (mem > ci.memMiB || cr.Cores > ci.coresTotal) {
 		return rTooSmall, cand
 	}
 	switch {
-	case req.gang != "" && c.hasGang(req.gang):
+	case req.Gang != "" && c.hasGang(req.Gang):
 		return rGang, cand
-	case req.rules != 0 && ci.exclusiveApplies() && c.holdsRule(req.rules):
+	case req.Rules != 0 && ci.exclusiveApplies() && c.holdsRule(req.Rules):
 		return rExclRule, cand
 	case c.UsedNum >= ci.count:
 		return rShareCount, cand
-	case cr.cores >= fullCores && c.UsedNum > 0:
+	case cr.Cores >= fullCores && c.UsedNum > 0:
 		return rExclusive, cand
-	case cr.cores == 0 && c.UsedCores >= ci.coresTotal:
+	case cr.Cores == 0 && c.UsedCores >= ci.coresTotal:
 		return rCoresFull, cand
-	case c.UsedCores+cr.cores > ci.coresTotal:
+	case c.UsedCores+cr.Cores > ci.coresTotal:
 		return rCores, cand
 	}
 	if ci.mig != nil {
-		g, pos, inst, ok, busy := ci.mig.fit(c.migGroup, c.migUsed, mem)
+		g, pos, inst, ok, busy := ci.mig.Fit(c.migGroup, c.migUsed, mem)
 		switch {
 		case !ok && busy:
 			return rMIGBusy, cand
@@ -132,7 +133,7 @@ func (d *Devices) check(i int, c *cardState, cr *ctrRequest, req *podRequest) (r
 		return rMemory, cand
 	}
 	cand.before = fullness(ci, c, 0, 0, 0)
-	cand.after = fullness(ci, c, cand.mem, cr.cores, 1)
+	cand.after = fullness(ci, c, cand.mem, cr.Cores, 1)
 	return fits, cand
 }
 
@@ -157,8 +158,8 @@ func fullness(ci *cardInfo, c *cardState, dMem int64, dCores, dNum int32) float6
 // the cards the container had to take (the cards of the init container
 // before it, see choosePhased): one of them not fitting is the reason, with
 // ReasonReusedCard.
-func (d *Devices) explain(req *podRequest, f int, work []cardState, forced []int32) *device.Status {
-	cr := &req.ctrs()[f]
+func (d *Devices) explain(req *request.Pod, f int, work []cardState, forced []int32) *device.Status {
+	cr := &req.Ctrs()[f]
 	forcedFails := false
 	reasons, fitting := cardfit.Explain(len(work), func(i int) (reason, candidate) {
 		code, c := d.check(i, &work[i], cr, req)
@@ -168,7 +169,7 @@ func (d *Devices) explain(req *podRequest, f int, work []cardState, forced []int
 	switch {
 	case forcedFails:
 		reasons.Add(ReasonReusedCard, false)
-	case fitting >= int(cr.nums) && req.numaBind:
+	case fitting >= int(cr.Nums) && req.NUMABind:
 		reasons.Add(ReasonNUMASplit, false)
 	case fitting > 0:
 		reasons.Add(ReasonTooFewFitting, false)

@@ -5,193 +5,109 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/backends/cardledger"
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 )
 
-// The fragment policy is Fragmentation Gradient Descent (Weng et al.,
-// ATC'23) over what a live scheduler can know, with these changes:
-//
-//   - The target workload is learned online from the requests the backend
-//     observes (see workload), not read from a trace.
-//   - Whether a card serves a request class is decided by check's own
-//     conditions (memory, cores, share count, exclusivity, type
-//     selectors), so fragmentation is measured in the cards' own terms.
-//   - A class the node's free CPU or free memory cannot host strands all
-//     the node's free cards for it. FGD weighs CPU only; host memory
-//     strands cards just the same (measured: it is what wins gpushare100
-//     and takes 0.2 points off multigpu50).
-//   - FGD scores int(100 * sigmoid(ΔF/1000)) and leaves the many ties to
-//     an arbitrary node order. Here the fragmentation decrease decides in
-//     the same whole steps, and within a step the node whose chosen cards
-//     end fullest wins (best fit of cards), which keeps whole cards free
-//     for the whole-card requests instead of scattering shares.
-//   - Cards are chosen fullest after placement first (the binpack order),
-//     the fragmentation they leave breaking ties.
-//   - A pod without vGPUs, when the plugin scores it, goes where its CPU
-//     and memory strand the fewest cards, then where the fewest cards are
-//     idle.
-//   - A placement also costs the card share it takes times its card
-//     model's pressure, the learned demand of the pods naming that model
-//     (use-gputype, nouse-gputype) against the model's share of the
-//     registered cards (frag_scarcity.go). FGD's measure alone draws the
-//     pods that may run anywhere to the models the fewest classes name,
-//     whatever their supply, and fails the pods that can run only there.
-//
-// Node fragmentation F sums, over the target classes with their weights,
-// the free card milli the class could not use on the node: all of it when
-// fewer cards than the class asks for fit or the node lacks the class's
-// CPU or memory, else the free milli of the cards it does not fit.
+// PolicyFragment is the fragmentation-aware scheduling policy
+// (deviceshare.SchedulePolicy: fragment). It places a pod where it
+// destroys the least of the cards' usefulness to the workload the backend
+// has recently seen (a Fragmentation Gradient Descent over the learned
+// mix). The model (the learned workload, the fragmentation measure, the
+// card models' scarcity) is package frag; this file feeds it the requests
+// and the cards and ranks and scores with its measures.
+const PolicyFragment = device.PolicyFragment
 
-// fragScale is the fragmentation decrease (in card milli) that moves the
-// logistic from 0.5 to 0.73, as in FGD.
-const fragScale = 1000
-
-// fragLevels is the number of whole steps the fragmentation term is
-// scored in, FGD's granularity. Finer steps rank on differences that are
-// mostly noise of the learned mix (measured: worse on the openb traces).
-const fragLevels = 99
-
-// fragTie scales the packing term within one step; below 1 so it never
-// crosses a step.
-const fragTie = 0.999
-
-// milliPerCard is a whole card in the units fragmentation is counted in.
-const milliPerCard = 1000
-
-// hostIdle is what the node has free outside its cards.
-type hostIdle struct {
-	cpuMilli, memMiB int64
-	known            bool
-}
-
-// hostUse is what a pod takes outside the cards.
-type hostUse struct{ cpuMilli, memMiB int64 }
-
-// hostOf is the fragment policy's view of the node's free CPU and memory
-// (device.Host: Volcano's NodeInfo.Idle), which decide whether a request
-// class could still run there. The plugin passes it with every call
-// (device.HostAware); without it the host is assumed to be plentiful.
-func hostOf(h device.Host) hostIdle {
-	return hostIdle{cpuMilli: h.CPUMilli, memMiB: h.MemMiB, known: h.Known}
-}
-
-// fits reports whether the host, after a pod takes used, still has the
-// class's CPU and memory.
-func (h hostIdle) fits(cl *fragClass, used hostUse) bool {
-	return !h.known || h.cpuMilli-used.cpuMilli >= cl.cpu && h.memMiB-used.memMiB >= cl.hostMem
-}
-
-// cardFree is the share of card i (in state c) that another hami-core
-// request could still take, in milli: the smaller of its free cores and
-// free memory; 0 for unhealthy, MIG and fully shared cards.
-func (d *Devices) cardFree(i int, c *cardState) float64 {
-	ci := &d.info[i]
-	if !ci.healthy || ci.mig != nil || c.UsedNum >= ci.count || ci.memMiB <= 0 {
-		return 0
+// ObserveRequest records the pod's vGPU request in the learned workload
+// mix of the fragment policy. The plugin calls it for every pending pod
+// it sees; a pod seen again in a later session counts once while it is in
+// the window. Pods without a valid vGPU request are ignored.
+func (b *Backend) ObserveRequest(pod *v1.Pod) {
+	var req request.Pod
+	if err := b.parse(pod, "", &req); err != nil || req.Empty() {
+		return
 	}
-	free := float64(ci.memMiB-c.UsedMiB) / float64(ci.memMiB)
-	if ci.coresTotal > 0 {
-		free = min(free, float64(ci.coresTotal-c.UsedCores)/float64(ci.coresTotal))
+	var buf [4]frag.Shape
+	shapes := buf[:0]
+	for _, c := range req.Ctrs() {
+		shapes = append(shapes, frag.Shape{Nums: c.Nums, Cores: c.Cores, Pct: c.Pct, MemMiB: c.MemMiB,
+			CPU: req.Host.CPUMilli, HostMem: req.Host.MemMiB, UseType: req.UseType, NoUseType: req.NoUseType})
 	}
-	return milliPerCard * max(free, 0)
+	b.workload.Observe(cardledger.Key(pod), shapes)
 }
 
-// fragNode is a node's cards as the target classes see them.
-type fragNode struct {
-	t *fragTarget
-	// gen is the generation of the node's cards it was measured at, for
-	// Devices.fragNow.
-	gen  uint64
-	free []float64
-	idle float64
-	// fit[k*n+i] says whether card i serves class k; count[k] and
-	// usable[k] are the number and free milli of the cards serving k.
-	fit    []bool
-	count  []int32
-	usable []float64
+// WorkloadGeneration identifies the learned mix the fragment policy scores
+// against: under that policy a node's ScoreNode is a function of its
+// cards, the pod and this generation, so callers may cache scores until
+// it (or the node) changes.
+func (b *Backend) WorkloadGeneration() uint64 { return b.workload.Target().Gen() }
+
+// BareNodeScore is the fragment policy's score, for a pod without vGPUs,
+// of a node that has no vGPU cards: the pod strands no card there, so the
+// fragmentation term is at its middle step (no change), and there is no
+// idle card, so the packing term is full. It is at least the score of any
+// node with cards (a pod's CPU and memory can only strand cards), so under
+// the fragment policy pods without vGPUs go to nodes without cards first.
+func (b *Backend) BareNodeScore() float64 { return frag.Score(0, 1) }
+
+// fragCard is card ci's figures for the fragment policy: only a healthy
+// card shared by hami-core (not MIG) has a share to take.
+func fragCard(ci *cardInfo) frag.Card {
+	return frag.Card{Type: ci.typUpper, MemMiB: ci.memMiB, Cores: ci.coresTotal, Count: ci.count,
+		Shareable: ci.healthy && ci.mig == nil}
 }
 
-// classFits reports whether card i in state c serves class cl: check's
-// conditions for a healthy hami-core card (cardFree is 0 for the others),
-// without computing what check reports besides.
-func (d *Devices) classFits(cl *fragClass, i int, c *cardState) bool {
-	ci := &d.info[i]
-	if cardfit.TypeExcluded(cl.useType, cl.noUseType, ci.typUpper) {
-		return false
+// supplyOf is the model → cards summary of the node's cards that may
+// take a share, for frag.Workload.RegisterSupply.
+func (d *Devices) supplyOf() map[string]frag.Supply {
+	s := make(map[string]frag.Supply, 1)
+	for i := range d.info {
+		fc := &d.info[i].fig
+		if !fc.Shareable {
+			continue
+		}
+		t := s[fc.Type]
+		t.Cards++
+		t.MemMiB += fc.MemMiB
+		s[fc.Type] = t
 	}
-	cr := ctrRequest{nums: cl.nums, memMiB: cl.memMiB, pct: cl.pct, cores: cl.cores}
-	mem := cr.memOn(ci.memMiB)
-	switch {
-	case mem > ci.memMiB, cl.cores > ci.coresTotal, c.UsedNum >= ci.count,
-		cl.cores >= fullCores && c.UsedNum > 0,
-		cl.cores == 0 && c.UsedCores >= ci.coresTotal,
-		c.UsedCores+cl.cores > ci.coresTotal:
-		return false
-	}
-	return c.UsedMiB+mem <= ci.memMiB
+	return s
 }
 
-// fragOf measures the node with cards in state cards.
-func (d *Devices) fragOf(t *fragTarget, cards []cardState) *fragNode {
-	n, nk := len(cards), len(t.classes)
-	f := &fragNode{t: t, free: make([]float64, n), fit: make([]bool, nk*n), count: make([]int32, nk),
-		usable: make([]float64, nk)}
+// measured is fragNow's measure of the node's cards at generation gen.
+type measured struct {
+	gen uint64
+	frag.Measure
+}
+
+// measure measures the node with cards in state cards under target t.
+func (d *Devices) measure(m *frag.Measure, t *frag.Target, cards []cardState) {
+	m.Init(t, len(cards))
 	for i := range cards {
-		f.free[i] = d.cardFree(i, &cards[i])
-		f.idle += f.free[i]
+		m.Add(i, &d.info[i].fig, &cards[i].Usage)
 	}
-	for k := range t.classes {
-		for i := range cards {
-			if f.free[i] > 0 && d.classFits(&t.classes[k], i, &cards[i]) {
-				f.fit[k*n+i] = true
-				f.count[k]++
-				f.usable[k] += f.free[i]
-			}
-		}
-	}
-	return f
 }
 
-// value is F with the host's free CPU and memory minus used.
-func (f *fragNode) value(h hostIdle, used hostUse) float64 {
-	var frag float64
-	for k := range f.t.classes {
-		cl := &f.t.classes[k]
-		usable := f.usable[k]
-		if f.count[k] < cl.nums || !h.fits(cl, used) {
-			usable = 0
-		}
-		frag += cl.weight * (f.idle - usable)
-	}
-	return frag
+// fragOf is a new measure of the node with cards in state cards.
+func (d *Devices) fragOf(t *frag.Target, cards []cardState) *frag.Measure {
+	m := new(frag.Measure)
+	d.measure(m, t, cards)
+	return m
 }
 
-// valueWith is F after card i changes to state c, with the host's free
-// CPU and memory minus used: the measure of one candidate card without measuring the
-// other cards again.
-func (d *Devices) valueWith(f *fragNode, i int, c *cardState, h hostIdle, used hostUse) float64 {
-	n := len(f.free)
-	free := d.cardFree(i, c)
-	idle := f.idle - f.free[i] + free
-	var frag float64
-	for k := range f.t.classes {
-		cl := &f.t.classes[k]
-		count, usable := f.count[k], f.usable[k]
-		if f.fit[k*n+i] {
-			count--
-			usable -= f.free[i]
-		}
-		if free > 0 && d.classFits(cl, i, c) {
-			count++
-			usable += free
-		}
-		if count < cl.nums || !h.fits(cl, used) {
-			usable = 0
-		}
-		frag += cl.weight * (idle - usable)
+// fragNow is fragOf the node's current cards: kept while neither the
+// cards nor the learned target change, since every pod scored on the node
+// in between measures the same "before". Read-only once made.
+func (d *Devices) fragNow(t *frag.Target) *frag.Measure {
+	if f := d.fragMemo.Load(); f != nil && f.Target() == t && f.gen == d.gen {
+		return &f.Measure
 	}
-	return frag
+	f := &measured{gen: d.gen}
+	d.measure(&f.Measure, t, d.cards)
+	d.fragMemo.Store(f)
+	return &f.Measure
 }
 
 // fragRank orders the candidate cards of a one-card container cr by
@@ -200,9 +116,9 @@ func (d *Devices) valueWith(f *fragNode, i int, c *cardState, h hostIdle, used h
 // below any fullness step, so that sortCandidates' binpack order (after
 // descending, card index on ties) is that order. Only ties between cards
 // that differ (in state or kind) need measuring.
-func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate, host hostIdle) {
-	t := d.b.frag.target.Load()
-	if len(t.classes) == 0 || len(cands) < 2 {
+func (d *Devices) fragRank(cr *request.Container, work []cardState, cands []candidate, host device.Host) {
+	t := d.b.workload.Target()
+	if t.Empty() || len(cands) < 2 {
 		return
 	}
 	top := 0
@@ -223,7 +139,7 @@ func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate, 
 		return
 	}
 	f := d.fragOf(t, work)
-	span := float64(milliPerCard*len(work)) + 1
+	span := float64(frag.MilliPerCard*len(work)) + 1
 	best := cands[top].after
 	for i := range cands {
 		c := &cands[i]
@@ -232,10 +148,10 @@ func (d *Devices) fragRank(cr *ctrRequest, work []cardState, cands []candidate, 
 		}
 		w := work[c.card]
 		w.UsedMiB += c.mem
-		w.UsedCores += cr.cores
+		w.UsedCores += cr.Cores
 		w.UsedNum++
-		frag := d.valueWith(f, int(c.card), &w, host, hostUse{})
-		c.after += 1e-9 * (1 - frag/span)
+		left := f.ValueWith(int(c.card), &d.info[c.card].fig, &w.Usage, host, frag.Use{})
+		c.after += 1e-9 * (1 - left/span)
 	}
 }
 
@@ -249,41 +165,28 @@ func (d *Devices) sameCard(a, b int, work []cardState) bool {
 		wa.UsedMiB == wb.UsedMiB && wa.UsedCores == wb.UsedCores && wa.UsedNum == wb.UsedNum
 }
 
-// fragNow is fragOf the node's current cards: kept while neither the
-// cards nor the learned target change, since every pod scored on the node
-// in between measures the same "before". Read-only once made.
-func (d *Devices) fragNow(t *fragTarget) *fragNode {
-	if f := d.fragMemo.Load(); f != nil && f.t == t && f.gen == d.gen {
-		return f
-	}
-	f := d.fragOf(t, d.cards)
-	f.gen = d.gen
-	d.fragMemo.Store(f)
-	return f
-}
-
 // fragScoreNode is ScoreNode under the fragment policy, in
 // [0, device.MaxScore]. A pod without vGPUs (scored when the plugin asks)
 // prefers the nodes where its CPU and memory strand the fewest cards.
-func (d *Devices) fragScoreNode(pod *v1.Pod, host hostIdle) float64 {
+func (d *Devices) fragScoreNode(pod *v1.Pod, host device.Host) float64 {
 	req, err := d.b.request(pod, PolicyFragment)
 	if err != nil {
 		return 0
 	}
-	use := req.host
-	t := d.b.frag.target.Load()
-	if req.empty() {
+	use := frag.Use(req.Host)
+	t := d.b.workload.Target()
+	if req.Empty() {
 		f := d.fragNow(t)
 		pack := 1.0
 		if len(d.cards) > 0 {
-			pack -= f.idle / float64(milliPerCard*len(d.cards))
+			pack -= f.Idle() / float64(frag.MilliPerCard*len(d.cards))
 		}
-		return levels(logistic(f.value(host, hostUse{})-f.value(host, use)), pack)
+		return frag.Score(f.Value(host, frag.Use{})-f.Value(host, use), pack)
 	}
 	// FilterNode has usually just chosen the cards for the same inputs;
 	// the score, once computed, is kept with its result.
 	fi := d.fragInputsOf(req, t, host)
-	m := d.memo.get(req.key, req.hash, d.gen, fi)
+	m := d.memo.get(req.Key, req.Hash, d.gen, fi)
 	if m != nil {
 		if m.st != nil {
 			return 0
@@ -297,14 +200,14 @@ func (d *Devices) fragScoreNode(pod *v1.Pod, host hostIdle) float64 {
 		// Does not fit; FilterNode records that, with its reasons.
 		return 0
 	}
-	if d.b.frag.target.Load() != t {
+	if d.b.workload.Target() != t {
 		// A new target was published meanwhile; the card choice may
 		// have seen it.
 		return sc
 	}
 	if m == nil {
-		m = &filterMemo{key: req.key, gen: d.gen, frag: fi}
-		d.memo.put(m, req.hash)
+		m = &filterMemo{key: req.Key, gen: d.gen, frag: fi}
+		d.memo.put(m, req.Hash)
 	}
 	m.fragScore.Store(math.Float64bits(sc))
 	m.fragScored.Store(true)
@@ -313,18 +216,18 @@ func (d *Devices) fragScoreNode(pod *v1.Pod, host hostIdle) float64 {
 
 // fragInputsOf returns the fragment policy's inputs for req on this node
 // under target t, zero when req is not placed by that policy.
-func (d *Devices) fragInputsOf(req *podRequest, t *fragTarget, host hostIdle) fragInputs {
-	if req.cardPolicy != PolicyFragment && req.nodePolicy != PolicyFragment {
+func (d *Devices) fragInputsOf(req *request.Pod, t *frag.Target, host device.Host) fragInputs {
+	if req.CardPolicy != PolicyFragment && req.NodePolicy != PolicyFragment {
 		return fragInputs{}
 	}
-	return fragInputs{target: t, host: host, use: req.host}
+	return fragInputs{target: t, host: host, use: frag.Use(req.Host)}
 }
 
 // fragScore is fragScoreNode for a non-empty request under target t: the
 // score of the cards chosen, -1 when the pod does not fit. The
 // fragmentation after placement includes the scarcity cost of the cards
 // taken.
-func (d *Devices) fragScore(req *podRequest, t *fragTarget, host hostIdle) float64 {
+func (d *Devices) fragScore(req *request.Pod, t *frag.Target, host device.Host) float64 {
 	if d.unservable(req) != nil {
 		return -1
 	}
@@ -333,16 +236,16 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget, host hostIdle) float
 	if failed >= 0 {
 		return -1
 	}
-	if req.nodePolicy != PolicyFragment {
-		return score(picks, req.nodePolicy)
+	if req.NodePolicy != PolicyFragment {
+		return score(picks, req.NodePolicy)
 	}
 	before := d.fragNow(t)
 	var after float64
 	if len(picks) == 1 {
 		c := picks[0].card
-		after = d.valueWith(before, int(c), &work[c], host, req.host)
+		after = before.ValueWith(int(c), &d.info[c].fig, &work[c].Usage, host, frag.Use(req.Host))
 	} else {
-		after = d.fragOf(t, work).value(host, req.host)
+		after = d.fragOf(t, work).Value(host, frag.Use(req.Host))
 	}
 	after += d.scarcity(t, work)
 	// pack is how full the chosen cards end: the mean of their memory,
@@ -354,35 +257,20 @@ func (d *Devices) fragScore(req *podRequest, t *fragTarget, host hostIdle) float
 		c := picks[i].card
 		pack += fullness(&d.info[c], &work[c], 0, 0, 0) / float64(len(picks))
 	}
-	return levels(logistic(before.value(host, hostUse{})-after), pack)
+	return frag.Score(before.Value(host, frag.Use{})-after, pack)
 }
 
-// levels is the score of a fragmentation term frag and a packing term
-// pack, both in [0, 1]: frag in fragLevels whole steps, pack within a step.
-func levels(frag, pack float64) float64 {
-	step := float64(device.MaxScore) / (fragLevels + 1)
-	return step * (math.Trunc(fragLevels*frag) + fragTie*pack)
-}
-
-// logistic maps a fragmentation decrease to (0, 1).
-func logistic(delta float64) float64 { return 1 / (1 + math.Exp(-delta/fragScale)) }
-
-// podHost is the pod's CPU (milli-cores) and memory (MiB) request: the
-// sum over its regular containers (requests, else limits).
-func podHost(pod *v1.Pod) hostUse {
-	var u hostUse
-	for i := range pod.Spec.Containers {
-		r := &pod.Spec.Containers[i].Resources
-		q, ok := r.Requests[v1.ResourceCPU]
-		if !ok {
-			q = r.Limits[v1.ResourceCPU]
-		}
-		u.cpuMilli += q.MilliValue()
-		m, ok := r.Requests[v1.ResourceMemory]
-		if !ok {
-			m = r.Limits[v1.ResourceMemory]
-		}
-		u.memMiB += m.Value() >> 20
+// scarcity is the scarcity cost (frag.Scarcity) of the cards' change from
+// the node's cards to work under target t.
+func (d *Devices) scarcity(t *frag.Target, work []cardState) float64 {
+	if !t.Pressured() {
+		return 0
 	}
-	return u
+	var s frag.Scarcity
+	for i := range work {
+		if work[i].Usage != d.cards[i].Usage {
+			s.Add(t, &d.info[i].fig, &d.cards[i].Usage, &work[i].Usage)
+		}
+	}
+	return s.Cost()
 }

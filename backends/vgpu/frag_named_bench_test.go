@@ -4,18 +4,19 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
 // BenchmarkScoreNodeFragmentNamed is BenchmarkScoreNodeFragment's
 // from-scratch score with a third of the learned pods naming card models
-// (use-gputype), so the scarcity cost (frag_scarcity.go) is computed, and
+// (use-gputype), so the scarcity cost (frag.Scarcity) is computed, and
 // the decoding of a node, which registers its cards' models.
 func BenchmarkScoreNodeFragmentNamed(b *testing.B) {
 	be := newBackend(b)
 	models := []string{"MODEL-A", "MODEL-B", "MODEL-C"}
-	for i := 0; i < fragWindow; i++ {
+	for i := 0; i < frag.Window; i++ {
 		pct := int64(5 + 5*(i%19))
 		if i%10 == 0 {
 			pct = 100

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
+	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -52,81 +53,35 @@ func namedMix() []func(string) *v1.Pod {
 	return []func(string) *v1.Pod{any, any, any, any, any, onModel("MODEL-MANY"), onModel("MODEL-MANY"), onModel("MODEL-FEW")}
 }
 
-// TestScarcityPressure checks the pressures learned from a mix where twice
-// as many pods name the abundant model as the scarce one: each model's
-// named demand over its share of the cards, plus the prior (the named
-// share of the demand spread evenly over the models, over each model's
-// share of the cards).
-func TestScarcityPressure(t *testing.T) {
+// TestDecodedNodesRegisterSupply checks that every decoded node registers
+// its cards by model for the pressures (frag.Workload.RegisterSupply, whose
+// arithmetic frag's tests check): the model named on few cards weighs
+// most, the model named on many cards and the model nobody names (the
+// prior) weigh something; a node decoded again counts once, and more
+// cards of a model lower its pressure.
+func TestDecodedNodesRegisterSupply(t *testing.T) {
 	b := newBackend(t)
 	scarceCluster(t, b)
-	learn(t, b, fragMinRefresh, namedMix()...)
-	// 3 of 8 pods name a model; 3 models.
-	prior := func(cards, of float64) float64 { return fragPrior * 3.0 / 8 / 3 * cards / of }
-	press := b.frag.target.Load().press
-	// 20 cards: MODEL-MANY has 16, MODEL-FEW and MODEL-NONE 2 each.
-	want := map[string]float64{
-		"MODEL-MANY": 2.0/8*20/16 + prior(20, 16),
-		"MODEL-FEW":  1.0/8*20/2 + prior(20, 2),
-		"MODEL-NONE": prior(20, 2),
+	learn(t, b, frag.MinRefresh, namedMix()...)
+	tgt := b.workload.Target()
+	many, few, none := tgt.Pressure("MODEL-MANY"), tgt.Pressure("MODEL-FEW"), tgt.Pressure("MODEL-NONE")
+	if few <= many || few <= none || many <= 0 || none <= 0 {
+		t.Fatalf("pressures MODEL-FEW %.4f, MODEL-MANY %.4f, MODEL-NONE %.4f: want MODEL-FEW highest, all above 0", few, many, none)
 	}
-	for typ, w := range want {
-		if p := press[typ]; p < w-1e-9 || p > w+1e-9 {
-			t.Errorf("pressure of %s = %.4f, want %.4f (all: %v)", typ, p, w, press)
-		}
+	devicesOf(t, b, typedNode("few", "MODEL-FEW", 2))
+	learn(t, b, frag.MinRefresh, namedMix()...)
+	if p := b.workload.Target().Pressure("MODEL-FEW"); p != few {
+		t.Errorf("pressure of MODEL-FEW after its node was decoded again = %.4f, want %.4f", p, few)
 	}
-	if len(press) != len(want) {
-		t.Errorf("pressures = %v, want only %v", press, want)
-	}
-
-	// Two more MODEL-FEW cards lower its pressure from the next target on;
-	// the same node decoded again counts once.
 	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
-	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
-	if n := b.frag.total["MODEL-FEW"].cards; n != 4 {
-		t.Errorf("MODEL-FEW cards registered = %d, want 4", n)
-	}
-	gen := b.WorkloadGeneration()
 	mix := namedMix()
-	for i := 0; i < fragMinRefresh; i++ {
+	for i := 0; i < frag.MinRefresh; i++ {
 		for k, s := range mix {
 			b.ObserveRequest(s("again-" + strconv.Itoa(k) + "-" + strconv.Itoa(i)))
 		}
 	}
-	if b.WorkloadGeneration() == gen {
-		t.Fatal("the new cards published no new target")
-	}
-	// Published mid-round (every len(window)/8 requests by now): within 2%.
-	if p, w := b.frag.target.Load().press["MODEL-FEW"], 1.0/8*22/4+prior(22, 4); p < 0.98*w || p > 1.02*w {
-		t.Errorf("pressure of MODEL-FEW with 4 cards = %.4f, want %.4f", p, w)
-	}
-	// A node whose cards change model moves its cards.
-	devicesOf(t, b, typedNode("few-2", "MODEL-NONE", 2))
-	if few, none := b.frag.total["MODEL-FEW"].cards, b.frag.total["MODEL-NONE"].cards; few != 2 || none != 4 {
-		t.Errorf("cards registered after few-2 became MODEL-NONE: MODEL-FEW %d, MODEL-NONE %d; want 2 and 4", few, none)
-	}
-}
-
-// TestScarcityFollowsNamedDemand checks that the pressures follow the
-// named demand even when the mix of request shapes holds still: a model
-// named by 4% of the pods moves no target by fragDrift, but on 2 of 20
-// cards its pressure is 0.4.
-func TestScarcityFollowsNamedDemand(t *testing.T) {
-	b := newBackend(t)
-	scarceCluster(t, b)
-	learn(t, b, fragMinRefresh, func(n string) *v1.Pod { return whole(n, 1) })
-	if press := b.frag.target.Load().press; press != nil {
-		t.Fatalf("pressures before any pod names a model = %v, want none", press)
-	}
-	for i := 0; i < fragWindow; i++ {
-		p := whole("later-"+strconv.Itoa(i), 1)
-		if i%25 == 0 {
-			p = onModel("MODEL-FEW")("later-" + strconv.Itoa(i))
-		}
-		b.ObserveRequest(p)
-	}
-	if p := b.frag.target.Load().press["MODEL-FEW"]; p < 0.3 {
-		t.Errorf("pressure of MODEL-FEW = %.4f once 4%% of the pods name it, want about 0.4", p)
+	if p := b.workload.Target().Pressure("MODEL-FEW"); p >= 0.75*few {
+		t.Errorf("pressure of MODEL-FEW on twice the cards = %.4f, want about half of %.4f", p, few)
 	}
 }
 
@@ -138,7 +93,7 @@ func TestScarcityFollowsNamedDemand(t *testing.T) {
 func TestScarcityKeepsScarceModel(t *testing.T) {
 	b := newBackend(t)
 	many, few := scarceCluster(t, b)
-	learn(t, b, fragMinRefresh, namedMix()...)
+	learn(t, b, frag.MinRefresh, namedMix()...)
 	pod := whole("p", 1)
 	sMany, sFew := many.ScoreNode(pod, PolicyFragment), few.ScoreNode(pod, PolicyFragment)
 	if sMany <= sFew {
@@ -147,18 +102,12 @@ func TestScarcityKeepsScarceModel(t *testing.T) {
 }
 
 // TestScarcityWithoutNamedModels checks that without pods naming a model
-// there are no pressures (not even the prior) and a new node publishes no
-// new target: the policy is as without scarcity.
+// there are no pressures: the policy is as without scarcity.
 func TestScarcityWithoutNamedModels(t *testing.T) {
 	b := newBackend(t)
 	scarceCluster(t, b)
-	learn(t, b, fragMinRefresh, func(n string) *v1.Pod { return whole(n, 1) }, func(n string) *v1.Pod { return share(n, 30) })
-	if press := b.frag.target.Load().press; press != nil {
-		t.Errorf("pressures = %v, want none", press)
-	}
-	gen := b.WorkloadGeneration()
-	devicesOf(t, b, typedNode("few-2", "MODEL-FEW", 2))
-	if g := b.WorkloadGeneration(); g != gen {
-		t.Errorf("generation moved from %d to %d on a new node without pressures", gen, g)
+	learn(t, b, frag.MinRefresh, func(n string) *v1.Pod { return whole(n, 1) }, func(n string) *v1.Pod { return share(n, 30) })
+	if b.workload.Target().Pressured() {
+		t.Error("pressures without a pod naming a model, want none")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -44,18 +45,18 @@ func TestInitRequestEntries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var r podRequest
+			var r request.Pod
 			if err := b.parse(tc.pod, "", &r); err != nil {
 				t.Fatal(err)
 			}
 			var entries []int
-			for _, c := range r.ctrs() {
-				entries = append(entries, c.ctr)
+			for _, c := range r.Ctrs() {
+				entries = append(entries, c.Entry)
 			}
-			if r.containers != tc.containers || r.inits != tc.inits {
-				t.Errorf("entries %d with %d init entries, want %d with %d", r.containers, r.inits, tc.containers, tc.inits)
+			if r.Containers != tc.containers || r.Inits != tc.inits {
+				t.Errorf("entries %d with %d init entries, want %d with %d", r.Containers, r.Inits, tc.containers, tc.inits)
 			}
-			if diff := cmp.Diff(tc.roles, r.roles); diff != "" {
+			if diff := cmp.Diff(tc.roles, r.Roles); diff != "" {
 				t.Errorf("roles (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.entries, entries); diff != "" {

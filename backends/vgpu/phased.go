@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -30,31 +31,31 @@ func (p *phases) peak(span vgpuproto.Span, card int) cardledger.Usage {
 }
 
 // choosePhased is choose for a pod whose init containers ask for cards
-// (req.inits > 0). Each container is checked against the cards as other
+// (req.Inits > 0). Each container is checked against the cards as other
 // pods hold them (d.cards) plus what the pod's containers placed before it
 // hold in the phases it runs in, at the most (the node must have room for
 // the pod at its peak, vgpuproto.Peak). A MIG instance counts in every
 // phase. A container after a regular init container that asks for cards
 // gets that container's cards first, as the kubelet gives it those
-// devices again (init.go; checkReuse made sure it asks for at least as
+// devices again (request/init.go; checkReuse made sure it asks for at least as
 // many), and chooses only the rest; with nvidia.com/numa-bind the rest
 // come from the same NUMA node. When such a card does not fit, s.forced
 // names the cards the failed container had to take, for explain.
-func (d *Devices) choosePhased(req *podRequest, s *scratch) (picks []pick, work []cardState, failed int) {
+func (d *Devices) choosePhased(req *request.Pod, s *scratch) (picks []pick, work []cardState, failed int) {
 	n := len(d.cards)
 	work = append(s.workBuf[:0], d.cards...) // MIG positions of every phase
 	eff := make([]cardState, n)
-	spans, nph := vgpuproto.Spans(req.roles)
+	spans, nph := vgpuproto.Spans(req.Roles)
 	ph := phases{n: nph, cards: n, use: make([]cardledger.Usage, nph*n)}
 	all := vgpuproto.Span{First: 0, Last: nph - 1}
 	picks = s.pickBuf[:0]
 	var reusable []int32
-	ctrs := req.ctrs()
+	ctrs := req.Ctrs()
 	// stateFor is the cards as container m finds them.
-	stateFor := func(m *ctrRequest, out []cardState) []cardState {
+	stateFor := func(m *request.Container, out []cardState) []cardState {
 		for i := range out {
 			out[i] = work[i]
-			sp := spans[m.ctr]
+			sp := spans[m.Entry]
 			if d.info[i].mig != nil {
 				sp = all // only MIG instances there, in every phase
 			}
@@ -68,15 +69,15 @@ func (d *Devices) choosePhased(req *podRequest, s *scratch) (picks []pick, work 
 	var ahead []chained
 	for f := range ctrs {
 		cr := &ctrs[f]
-		span := spans[cr.ctr]
+		span := spans[cr.Entry]
 		stateFor(cr, eff)
 		// A regular init container's cards go to the containers after it
 		// until a sidecar or regular container takes them: each must fit
 		// there too, in its own phase (they never run together).
 		ahead = ahead[:0]
-		for m := f + 1; cr.role == vgpuproto.RoleInit && m < len(ctrs); m++ {
+		for m := f + 1; cr.Role == vgpuproto.RoleInit && m < len(ctrs); m++ {
 			ahead = append(ahead, chained{cr: ctrs[m], state: stateFor(&ctrs[m], make([]cardState, n))})
-			if ctrs[m].role != vgpuproto.RoleInit {
+			if ctrs[m].Role != vgpuproto.RoleInit {
 				break
 			}
 		}
@@ -96,12 +97,12 @@ func (d *Devices) choosePhased(req *podRequest, s *scratch) (picks []pick, work 
 			for p := sp.First; p <= sp.Last; p++ {
 				u := ph.at(p, int(c.card))
 				u.UsedMiB += c.mem
-				u.UsedCores += cr.cores
+				u.UsedCores += cr.Cores
 				u.UsedNum++
 			}
-			picks = append(picks, pick{candidate: c, ctr: int32(cr.ctr), cores: cr.cores})
+			picks = append(picks, pick{candidate: c, ctr: int32(cr.Entry), cores: cr.Cores})
 		}
-		if cr.role == vgpuproto.RoleInit {
+		if cr.Role == vgpuproto.RoleInit {
 			reusable = reusable[:0:0]
 			for _, c := range sel {
 				reusable = append(reusable, c.card)
@@ -124,7 +125,7 @@ func (d *Devices) choosePhased(req *podRequest, s *scratch) (picks []pick, work 
 // chained is a container that will get the cards of the container being
 // placed, with the cards as it finds them.
 type chained struct {
-	cr    ctrRequest // a copy: a pointer into req would move every request to the heap
+	cr    request.Container // a copy: a pointer into req would move every request to the heap
 	state []cardState
 }
 
@@ -133,8 +134,8 @@ type chained struct {
 // rest under the request's policies, among the cards that fit every
 // container of ahead too. (A MIG card's check for ahead does not count
 // the instance cr takes.)
-func (d *Devices) selectPhased(req *podRequest, cr *ctrRequest, eff []cardState, reusable []int32, ahead []chained, s *scratch) ([]candidate, bool) {
-	out := make([]candidate, 0, cr.nums)
+func (d *Devices) selectPhased(req *request.Pod, cr *request.Container, eff []cardState, reusable []int32, ahead []chained, s *scratch) ([]candidate, bool) {
+	out := make([]candidate, 0, cr.Nums)
 	numa := int32(-2)
 	for _, card := range reusable {
 		code, c := d.check(int(card), &eff[card], cr, req)
@@ -144,7 +145,7 @@ func (d *Devices) selectPhased(req *podRequest, cr *ctrRequest, eff []cardState,
 		out = append(out, c)
 		numa = c.numa
 	}
-	k := int(cr.nums) - len(out)
+	k := int(cr.Nums) - len(out)
 	if k == 0 {
 		return out, true
 	}
@@ -154,12 +155,12 @@ func (d *Devices) selectPhased(req *podRequest, cr *ctrRequest, eff []cardState,
 			continue
 		}
 		code, c := d.check(i, &eff[i], cr, req)
-		if code != fits || (req.numaBind && numa != -2 && c.numa != numa) || !fitsAhead(d, req, i, ahead) {
+		if code != fits || (req.NUMABind && numa != -2 && c.numa != numa) || !fitsAhead(d, req, i, ahead) {
 			continue
 		}
 		cands = append(cands, c)
 	}
-	if req.cardPolicy == PolicyFragment && k == 1 && len(out) == 0 {
+	if req.CardPolicy == PolicyFragment && k == 1 && len(out) == 0 {
 		d.fragRank(cr, eff, cands, s.host)
 	}
 	sel := d.selectCards(req, cands, k, s.selBuf[:0])
@@ -173,7 +174,7 @@ func (d *Devices) selectPhased(req *podRequest, cr *ctrRequest, eff []cardState,
 }
 
 // fitsAhead reports whether card i fits every container of ahead.
-func fitsAhead(d *Devices, req *podRequest, i int, ahead []chained) bool {
+func fitsAhead(d *Devices, req *request.Pod, i int, ahead []chained) bool {
 	for _, a := range ahead {
 		if code, _ := d.check(i, &a.state[i], &a.cr, req); code != fits {
 			return false

@@ -3,6 +3,7 @@ package vgpu
 import (
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -18,31 +19,31 @@ var _ device.QueueRequester = (*Backend)(nil)
 // (per card at its peak). Memory asked as a percentage of a card depends
 // on the card and is left out.
 func (b *Backend) QueueRequest(pod *v1.Pod) map[string]float64 {
-	var req podRequest
-	if err := b.parse(pod, "", &req); err != nil || req.empty() {
+	var req request.Pod
+	if err := b.parse(pod, "", &req); err != nil || req.Empty() {
 		return nil
 	}
-	spans, phases := vgpuproto.Spans(req.roles)
+	spans, phases := vgpuproto.Spans(req.Roles)
 	var cards, mem, cores int64
 	for p := 0; p < phases; p++ {
 		var pc, pm, pco int64
-		for _, c := range req.ctrs() {
-			if req.roles != nil && (p < spans[c.ctr].First || p > spans[c.ctr].Last) {
+		for _, c := range req.Ctrs() {
+			if req.Roles != nil && (p < spans[c.Entry].First || p > spans[c.Entry].Last) {
 				continue
 			}
-			n := int64(c.nums)
+			n := int64(c.Nums)
 			pc += n
-			pm += n * c.memMiB
-			pco += n * int64(c.cores)
+			pm += n * c.MemMiB
+			pco += n * int64(c.Cores)
 		}
 		cards, mem, cores = max(cards, pc), max(mem, pm), max(cores, pco)
 	}
 	out := map[string]float64{
-		string(b.resCount): float64(cards),
-		string(b.resCores): float64(cores),
+		string(b.parser.ResCount): float64(cards),
+		string(b.parser.ResCores): float64(cores),
 	}
 	if mem > 0 {
-		out[string(b.resMemory)] = float64(mem / b.factor)
+		out[string(b.parser.ResMemory)] = float64(mem / b.parser.Factor)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -20,25 +21,25 @@ func TestParseRequest(t *testing.T) {
 		cfg    func(*config.NVIDIAConfig)
 		pod    *v1.Pod
 		policy string
-		want   []ctrRequest
+		want   []request.Container
 	}{
 		{name: "memory alone implies defaultGPUNum cards", pod: vpod("p", []ctr{{n: -1, mem: 2000, pct: -1, cores: -1}}),
-			want: []ctrRequest{{nums: 1, memMiB: 2000}}},
+			want: []request.Container{{Nums: 1, MemMiB: 2000}}},
 		{name: "neither memory nor percentage is the whole card", pod: vpod("p", []ctr{{n: 2, mem: -1, pct: -1, cores: 30}}),
-			want: []ctrRequest{{nums: 2, pct: 100, cores: 30}}},
+			want: []request.Container{{Nums: 2, Pct: 100, Cores: 30}}},
 		{name: "percentage", pod: vpod("p", []ctr{{n: 1, mem: -1, pct: 50, cores: -1}}),
-			want: []ctrRequest{{nums: 1, pct: 50}}},
+			want: []request.Container{{Nums: 1, Pct: 50}}},
 		{name: "memory wins over percentage", pod: vpod("p", []ctr{{n: 1, mem: 100, pct: 50, cores: -1}}),
-			want: []ctrRequest{{nums: 1, memMiB: 100}}},
+			want: []request.Container{{Nums: 1, MemMiB: 100}}},
 		{name: "cores alone implies one card", pod: vpod("p", []ctr{{n: -1, mem: -1, pct: -1, cores: 20}}),
-			want: []ctrRequest{{nums: 1, pct: 100, cores: 20}}},
+			want: []request.Container{{Nums: 1, Pct: 100, Cores: 20}}},
 		{name: "gpuMemoryFactor scales memory", cfg: func(c *config.NVIDIAConfig) { c.GPUMemoryFactor = 1024 },
-			pod: one("p", 1, 3, -1), want: []ctrRequest{{nums: 1, memMiB: 3072}}},
+			pod: one("p", 1, 3, -1), want: []request.Container{{Nums: 1, MemMiB: 3072}}},
 		{name: "config defaults", cfg: func(c *config.NVIDIAConfig) { c.DefaultMemory, c.DefaultCores, c.DefaultGPUNum = 4096, 25, 2 },
 			pod:  vpod("p", []ctr{{n: -1, mem: -1, pct: -1, cores: 0}, {n: 1, mem: -1, pct: -1, cores: -1}}),
-			want: []ctrRequest{{ctr: 1, nums: 1, memMiB: 4096, cores: 25}}},
+			want: []request.Container{{Entry: 1, Nums: 1, MemMiB: 4096, Cores: 25}}},
 		{name: "containers without requests are skipped", pod: vpod("p", []ctr{{-1, -1, -1, -1}, {n: 1, mem: 10, pct: -1, cores: -1}}),
-			want: []ctrRequest{{ctr: 1, nums: 1, memMiB: 10}}},
+			want: []request.Container{{Entry: 1, Nums: 1, MemMiB: 10}}},
 		{name: "no request", pod: vpod("p", []ctr{{-1, -1, -1, -1}})},
 	}
 	for _, tc := range tests {
@@ -47,12 +48,12 @@ func TestParseRequest(t *testing.T) {
 			if tc.cfg != nil {
 				b = newBackend(t, tc.cfg)
 			}
-			var r podRequest
+			var r request.Pod
 			err := b.parse(tc.pod, tc.policy, &r)
 			if err != nil {
 				t.Fatalf("parse: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, r.ctrs(), cmp.AllowUnexported(ctrRequest{}), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tc.want, r.Ctrs(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("containers (-want +got):\n%s", diff)
 			}
 		})
@@ -81,12 +82,12 @@ func TestParsePolicies(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var r podRequest
+			var r request.Pod
 			err := newBackend(t).parse(one("p", 1, 10, 0, tc.annotations...), tc.global, &r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := []any{r.cardPolicy, r.nodePolicy, r.numaBind, r.gang}
+			got := []any{r.CardPolicy, r.NodePolicy, r.NUMABind, r.Gang}
 			if diff := cmp.Diff([]any{tc.wantCard, tc.node, tc.wantNUMA, tc.wantGang}, got); diff != "" {
 				t.Errorf("card policy, node policy, numa, gang (-want +got):\n%s", diff)
 			}
@@ -159,12 +160,12 @@ func TestRenamedResources(t *testing.T) {
 	if !b.HasDeviceRequest(p) || newBackend(t).HasDeviceRequest(p) {
 		t.Fatal("only the backend configured with the renamed resources recognises the pod")
 	}
-	var r podRequest
+	var r request.Pod
 	err := b.parse(p, "", &r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]ctrRequest{{nums: 2, memMiB: 1000}}, r.ctrs(), cmp.AllowUnexported(ctrRequest{})); diff != "" {
+	if diff := cmp.Diff([]request.Container{{Nums: 2, MemMiB: 1000}}, r.Ctrs()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
@@ -175,12 +176,12 @@ func TestParseCacheFollowsThePod(t *testing.T) {
 	b := newBackend(t)
 	pod := one("p", 1, 1000, 10)
 	pod.ResourceVersion = "1"
-	var r podRequest
-	if err := b.parse(pod, device.PolicyBinpack, &r); err != nil || r.cardPolicy != device.PolicyBinpack {
-		t.Fatalf("parse: %v, card policy %q", err, r.cardPolicy)
+	var r request.Pod
+	if err := b.parse(pod, device.PolicyBinpack, &r); err != nil || r.CardPolicy != device.PolicyBinpack {
+		t.Fatalf("parse: %v, card policy %q", err, r.CardPolicy)
 	}
-	if err := b.parse(pod, device.PolicySpread, &r); err != nil || r.cardPolicy != device.PolicySpread {
-		t.Fatalf("another policy: %v, card policy %q", err, r.cardPolicy)
+	if err := b.parse(pod, device.PolicySpread, &r); err != nil || r.CardPolicy != device.PolicySpread {
+		t.Fatalf("another policy: %v, card policy %q", err, r.CardPolicy)
 	}
 	updated := pod.DeepCopy()
 	updated.ResourceVersion = "2"
@@ -188,8 +189,8 @@ func TestParseCacheFollowsThePod(t *testing.T) {
 	if err := b.parse(updated, device.PolicySpread, &r); err == nil {
 		t.Fatalf("the updated pod's bad mode was not seen")
 	}
-	if err := b.parse(pod, device.PolicySpread, &r); err != nil || r.ctrs()[0].memMiB != 1000 {
-		t.Fatalf("the first object again: %v, %+v", err, r.ctrs())
+	if err := b.parse(pod, device.PolicySpread, &r); err != nil || r.Ctrs()[0].MemMiB != 1000 {
+		t.Fatalf("the first object again: %v, %+v", err, r.Ctrs())
 	}
 	pod.ResourceVersion = "3"
 	pod.Annotations[vgpuproto.AnnotationMode] = "turbo"

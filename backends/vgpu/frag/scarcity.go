@@ -1,10 +1,11 @@
-package vgpu
+package frag
 
 import (
 	"maps"
 	"math"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/backends/cardledger"
 )
 
 // Scarcity: the fragment policy's regard for the card models that pods
@@ -22,22 +23,22 @@ import (
 // 100% arrival").
 //
 // So a placement also costs, per card, the share it takes (in milli)
-// times the card model's pressure, weighted by fragScarcity. A model's
+// times the card model's pressure, weighted by scarcityWeight. A model's
 // pressure sums, over the learned classes that name models and accept it,
 // the class's share of the learned GPU demand over the share of the
 // registered cards the class may use; a model named by more demand than
 // its share of the cards has a pressure above 1. To that comes a prior:
 // the named share of the demand as if spread evenly over the models, over
-// each model's share of the cards, weighted by fragPrior, so that a scarce
+// each model's share of the cards, weighted by prior, so that a scarce
 // model nobody has named yet is not free for the taking. The pressures see
 // the whole window (pods naming a scarce model are often too few to be
 // among the target's frequent shapes) and are published again when one
-// moves by fragDrift. Without pods naming models there are no pressures
-// and the policy is unchanged. The card choice within a node (fragRank)
-// does not weigh scarcity: it matters between nodes of different models,
-// and a node rarely mixes them.
+// moves by driftLimit. Without pods naming models there are no pressures
+// and the policy is unchanged. The card choice within a node (the
+// backend's fragRank) does not weigh scarcity: it matters between nodes of
+// different models, and a node rarely mixes them.
 
-// fragScarcity weighs the scarcity cost against the fragmentation
+// scarcityWeight weighs the scarcity cost against the fragmentation
 // decrease. Measured on gpuspec33 (bench/results/quality-arr100-tuning.txt):
 // on seeds 42-44 any weight from 0.1 to 1 lifts 100% arrival from 87.67
 // to 92.06-94.35, and above 0.5 the 130% point drops (94.55 at 1 against
@@ -47,26 +48,26 @@ import (
 // 130% on three of four (bench/results/quality-arr100.csv): the pressure
 // weighs named demand against registered, not free, cards, and reserves
 // too much where little is named. 0 removes the cost.
-const fragScarcity = 0.2
+const scarcityWeight = 0.2
 
-// fragPrior weighs the prior pressure (0: none; at 0 a model first named
+// prior weighs the prior pressure (0: none; at 0 a model first named
 // late draws the unrestricted pods until then; 1 was worse at both
 // arrival points than 0.3).
-const fragPrior = 0.3
+const prior = 0.3
 
-// typeSupply is one card model's cards on one node.
-type typeSupply struct {
-	cards  int32
-	memMiB int64
+// Supply is one card model's shareable cards on one node.
+type Supply struct {
+	Cards  int32
+	MemMiB int64
 }
 
-// registerSupply records the node's schedulable cards by model, from which
-// pressure learns the share of the cards each class may use. The backend
-// calls it for every node it decodes; it only keeps the counts (a map
-// comparison when the node is unchanged), and the next publish of the
-// target reads them. Nodes that stop registering cards keep their last
-// count.
-func (w *workload) registerSupply(node string, s map[string]typeSupply) {
+// RegisterSupply records the node's shareable cards by model (upper-cased),
+// from which the pressures learn the share of the cards each class may
+// use. The backend calls it for every node it decodes; it only keeps the
+// counts (a map comparison when the node is unchanged), and the next
+// publish of the target reads them. Nodes that stop registering cards keep
+// their last count.
+func (w *Workload) RegisterSupply(node string, s map[string]Supply) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	old, ok := w.supply[node]
@@ -74,14 +75,14 @@ func (w *workload) registerSupply(node string, s map[string]typeSupply) {
 		return
 	}
 	if w.supply == nil {
-		w.supply = make(map[string]map[string]typeSupply)
-		w.total = make(map[string]typeSupply)
+		w.supply = make(map[string]map[string]Supply)
+		w.total = make(map[string]Supply)
 	}
 	for typ, o := range old {
 		t := w.total[typ]
-		t.cards -= o.cards
-		t.memMiB -= o.memMiB
-		if t.cards == 0 {
+		t.Cards -= o.Cards
+		t.MemMiB -= o.MemMiB
+		if t.Cards == 0 {
 			delete(w.total, typ)
 		} else {
 			w.total[typ] = t
@@ -89,40 +90,23 @@ func (w *workload) registerSupply(node string, s map[string]typeSupply) {
 	}
 	for typ, n := range s {
 		t := w.total[typ]
-		t.cards += n.cards
-		t.memMiB += n.memMiB
+		t.Cards += n.Cards
+		t.MemMiB += n.MemMiB
 		w.total[typ] = t
 	}
 	w.supply[node] = s
 }
 
-// supplyOf is the model → cards summary of the node's cards that may
-// take a share (healthy, not MIG).
-func (d *Devices) supplyOf() map[string]typeSupply {
-	s := make(map[string]typeSupply, 1)
-	for i := range d.info {
-		ci := &d.info[i]
-		if !ci.healthy || ci.mig != nil {
-			continue
-		}
-		t := s[ci.typUpper]
-		t.cards++
-		t.memMiB += ci.memMiB
-		s[ci.typUpper] = t
-	}
-	return s
-}
-
 // pressure is each card model's pressure under the classes, whose
 // weights need not be normalised (nil when no class names a model or no
 // cards are registered). Called with mu held.
-func (w *workload) pressure(classes []fragClass) map[string]float64 {
+func (w *Workload) pressure(classes []class) map[string]float64 {
 	total := w.total
 	var cards int32
 	var mem int64
 	for _, s := range total {
-		cards += s.cards
-		mem += s.memMiB
+		cards += s.Cards
+		mem += s.MemMiB
 	}
 	if cards == 0 {
 		return nil
@@ -137,25 +121,25 @@ func (w *workload) pressure(classes []fragClass) map[string]float64 {
 	// the models, so that a model nobody has named yet is not free.
 	var named float64
 	for k := range classes {
-		if classes[k].useType != "" || classes[k].noUseType != "" {
+		if classes[k].UseType != "" || classes[k].NoUseType != "" {
 			named += classes[k].weight * classes[k].cardsAsked(meanMem)
 		}
 	}
-	if named > 0 && fragPrior > 0 {
+	if named > 0 && prior > 0 {
 		press = make(map[string]float64, len(total))
 		for typ, s := range total {
-			press[typ] = fragPrior * named / demand / float64(len(total)) * float64(cards) / float64(s.cards)
+			press[typ] = prior * named / demand / float64(len(total)) * float64(cards) / float64(s.Cards)
 		}
 	}
 	for k := range classes {
 		cl := &classes[k]
-		if cl.useType == "" && cl.noUseType == "" {
+		if cl.UseType == "" && cl.NoUseType == "" {
 			continue
 		}
 		var usable int32
 		for typ, s := range total {
-			if !cardfit.TypeExcluded(cl.useType, cl.noUseType, typ) {
-				usable += s.cards
+			if !cardfit.TypeExcluded(cl.UseType, cl.NoUseType, typ) {
+				usable += s.Cards
 			}
 		}
 		if usable == 0 || demand == 0 {
@@ -163,7 +147,7 @@ func (w *workload) pressure(classes []fragClass) map[string]float64 {
 		}
 		p := cl.weight * cl.cardsAsked(meanMem) / demand * float64(cards) / float64(usable)
 		for typ := range total {
-			if !cardfit.TypeExcluded(cl.useType, cl.noUseType, typ) {
+			if !cardfit.TypeExcluded(cl.UseType, cl.NoUseType, typ) {
 				if press == nil {
 					press = make(map[string]float64, len(total))
 				}
@@ -174,39 +158,44 @@ func (w *workload) pressure(classes []fragClass) map[string]float64 {
 	return press
 }
 
-// cardsAsked is the class's demand in cards: its share of a card (the
+// cardsAsked is the shape's demand in cards: its share of a card (the
 // percentage of memory, else of cores, else its memory against a card of
 // meanMem MiB, at most one) times the cards it asks for.
-func (s *fragShape) cardsAsked(meanMem float64) float64 {
+func (s *Shape) cardsAsked(meanMem float64) float64 {
 	share := 1.0
 	switch {
-	case s.pct > 0:
-		share = float64(s.pct) / 100
-	case s.cores > 0:
-		share = float64(s.cores) / fullCores
-	case s.memMiB > 0 && meanMem > 0:
-		share = min(float64(s.memMiB)/meanMem, 1)
+	case s.Pct > 0:
+		share = float64(s.Pct) / 100
+	case s.Cores > 0:
+		share = float64(s.Cores) / fullCores
+	case s.MemMiB > 0 && meanMem > 0:
+		share = min(float64(s.MemMiB)/meanMem, 1)
 	}
-	return float64(s.nums) * share
+	return float64(s.Nums) * share
 }
 
-// scarcity is the cost of the cards' change from the node's cards to work
-// under target t: per card, the share taken (in milli, as cardFree counts
-// it) times its model's pressure, weighted by fragScarcity.
-func (d *Devices) scarcity(t *fragTarget, work []cardState) float64 {
-	if len(t.press) == 0 {
-		return 0
+// Pressured reports whether the target has pressures: some class names a
+// card model. Without, placements cost no scarcity.
+func (t *Target) Pressured() bool { return len(t.press) > 0 }
+
+// Pressure is the model's (upper-cased) pressure under the target, 0 for
+// a model without.
+func (t *Target) Pressure(model string) float64 { return t.press[model] }
+
+// Scarcity sums the scarcity cost of a placement card by card: per card,
+// the share taken (in milli, as Card.Free counts it) times its model's
+// pressure, weighted by scarcityWeight.
+type Scarcity struct{ cost float64 }
+
+// Add adds card c's change from state before to after under target t.
+func (s *Scarcity) Add(t *Target, c *Card, before, after *cardledger.Usage) {
+	if p := t.press[c.Type]; p != 0 {
+		s.cost += p * (c.Free(before) - c.Free(after))
 	}
-	var cost float64
-	for i := range work {
-		p := t.press[d.info[i].typUpper]
-		if p == 0 || work[i].Usage == d.cards[i].Usage {
-			continue
-		}
-		cost += p * (d.cardFree(i, &d.cards[i]) - d.cardFree(i, &work[i]))
-	}
-	return fragScarcity * cost
 }
+
+// Cost is the placement's scarcity cost, in the units of F.
+func (s *Scarcity) Cost() float64 { return scarcityWeight * s.cost }
 
 // pressDrift is the largest change of a model's pressure between a and b.
 func pressDrift(a, b map[string]float64) float64 {

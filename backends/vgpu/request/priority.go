@@ -1,4 +1,4 @@
-package vgpu
+package request
 
 import (
 	"fmt"
@@ -28,14 +28,14 @@ const (
 )
 
 // parsePriority validates the container's task priority, if it names one.
-func (b *Backend) parsePriority(c *v1.Container) error {
-	q, ok := podres.Quantity(c, b.resPriority)
+func (p *Parser) parsePriority(c *v1.Container) error {
+	q, ok := podres.Quantity(c, p.ResPriority)
 	if !ok {
 		return nil
 	}
-	if v, present, err := podres.Whole(c, b.resPriority, PriorityLow); present && err == nil && (v == PriorityHigh || v == PriorityLow) {
+	if v, present, err := podres.Whole(c, p.ResPriority, PriorityLow); present && err == nil && (v == PriorityHigh || v == PriorityLow) {
 		return nil
 	}
 	return fmt.Errorf("container %q: %s=%s: want %d (high priority) or %d (low priority)",
-		c.Name, b.resPriority, q.String(), PriorityHigh, PriorityLow)
+		c.Name, p.ResPriority, q.String(), PriorityHigh, PriorityLow)
 }
