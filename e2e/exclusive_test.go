@@ -18,6 +18,7 @@ import (
 	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/kubectlvshare"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -128,7 +129,7 @@ func TestCardCordon(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.DeleteJob(context.Background(), ns, all.Name) })
 	waitUnschedulable(ctx, t, ns, all.Name, vgpu.ReasonCordoned)
 
-	rep := vshareJSON[kubectlvshare.CardReport](t, ctx, cluster.Kubeconfig, kubectlvshare.ExitOK, "cards", "--node", node)
+	rep := vshareJSON[report.CardReport](t, ctx, cluster.Kubeconfig, kubectlvshare.ExitOK, "cards", "--node", node)
 	for _, nc := range rep.Nodes {
 		for _, c := range nc.Cards {
 			if c.Cordoned != (c.ID == held) {
@@ -145,7 +146,7 @@ func TestCardCordon(t *testing.T) {
 	bad := held + ",GPU-not-on-this-node"
 	setCordon(ctx, t, node, bad)
 	waitNodeEvent(ctx, t, node, deviceshare.EventInvalidDeviceSetting, vgpuproto.AnnotationCordon, `"GPU-not-on-this-node" names no card`)
-	rep = vshareJSON[kubectlvshare.CardReport](t, ctx, cluster.Kubeconfig, kubectlvshare.ExitOK, "cards", "--node", node)
+	rep = vshareJSON[report.CardReport](t, ctx, cluster.Kubeconfig, kubectlvshare.ExitOK, "cards", "--node", node)
 	if len(rep.Nodes) != 1 || len(rep.Nodes[0].Errors) != 1 || !rep.Nodes[0].Errors[0].Setting ||
 		!strings.Contains(rep.Nodes[0].Errors[0].Message, bad) {
 		t.Errorf("kubectl vshare cards errors %+v, want one setting problem naming %q", rep.Nodes, bad)

@@ -23,6 +23,7 @@ import (
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/kubectlvshare"
+	"github.com/vgpushare/vshare/kubectlvshare/report"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -134,7 +135,7 @@ func checkCards(ctx context.Context, t *testing.T, kubeconfig string) {
 // cardDiffs lists where the plugin's cards of the GPU nodes differ from the
 // registrations and allocations the harness decodes itself.
 func cardDiffs(ctx context.Context, t *testing.T, kubeconfig string) []string {
-	rep := vshareJSON[kubectlvshare.CardReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "cards")
+	rep := vshareJSON[report.CardReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "cards")
 	want, live := usageOf(ctx, t)
 	var diffs []string
 	seen := 0
@@ -202,8 +203,8 @@ func usageOf(ctx context.Context, t *testing.T) (map[string]framework.Card, map[
 
 // checkPods compares each pod's cards with its allocation annotation.
 func checkPods(ctx context.Context, t *testing.T, kubeconfig string, pods []v1.Pod) {
-	rep := vshareJSON[kubectlvshare.PodReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "pods", "-n", kubectlNS)
-	byName := map[string]kubectlvshare.PodCards{}
+	rep := vshareJSON[report.PodReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "pods", "-n", kubectlNS)
+	byName := map[string]report.PodCards{}
 	for _, p := range rep.Pods {
 		byName[p.Name] = p
 	}
@@ -226,13 +227,13 @@ func checkPods(ctx context.Context, t *testing.T, kubeconfig string, pods []v1.P
 // checkFit asks for a shape that fits both GPU nodes and one no card can
 // hold.
 func checkFit(ctx context.Context, t *testing.T, kubeconfig string) {
-	fits := vshareJSON[kubectlvshare.FitReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "fit", "--memory", "20000", "--cores", "30", "--type", "A100")
+	fits := vshareJSON[report.FitReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "fit", "--memory", "20000", "--cores", "30", "--type", "A100")
 	for _, n := range fits.Nodes {
 		if slices.Contains(gpuNodes, n.Name) && (!n.Fits || len(n.Chosen) != 1) {
 			t.Errorf("20000 MiB does not fit %s: %+v", n.Name, n)
 		}
 	}
-	big := vshareJSON[kubectlvshare.FitReport](t, ctx, kubeconfig, kubectlvshare.ExitNoFit, "fit", "--memory", "50000")
+	big := vshareJSON[report.FitReport](t, ctx, kubeconfig, kubectlvshare.ExitNoFit, "fit", "--memory", "50000")
 	for _, n := range big.Nodes {
 		if !slices.Contains(gpuNodes, n.Name) {
 			continue
@@ -277,8 +278,8 @@ func checkWhy(ctx context.Context, t *testing.T, kubeconfig string, target v1.Po
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("wait's pods: %v, %v", pods, err)
 	}
-	rep := vshareJSON[kubectlvshare.WhyReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "why", pods[0].Name, "-n", kubectlNS)
-	if !rep.Waiting || rep.PodGroup == nil || !slices.ContainsFunc(rep.Recorded, func(r kubectlvshare.RecordedReason) bool {
+	rep := vshareJSON[report.WhyReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "why", pods[0].Name, "-n", kubectlNS)
+	if !rep.Waiting || rep.PodGroup == nil || !slices.ContainsFunc(rep.Recorded, func(r report.RecordedReason) bool {
 		return r.Reason == vgpu.ReasonExclusiveBusy && r.Nodes == 1
 	}) {
 		t.Errorf("why %s: waiting %v, PodGroup %+v, recorded %+v; want the scheduler's %q on 1 node", pods[0].Name, rep.Waiting,
@@ -308,7 +309,7 @@ func checkWhy(ctx context.Context, t *testing.T, kubeconfig string, target v1.Po
 		t.Errorf("why table does not name %s:\n%s", target.Name, table.stdout)
 	}
 	t.Logf("kubectl vshare why %s:\n%s", pods[0].Name, table.stdout)
-	bound := vshareJSON[kubectlvshare.WhyReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "why", target.Name, "-n", kubectlNS)
+	bound := vshareJSON[report.WhyReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "why", target.Name, "-n", kubectlNS)
 	if bound.Waiting || bound.Node != target.Spec.NodeName {
 		t.Errorf("why %s (bound): %+v", target.Name, bound)
 	}
@@ -343,8 +344,8 @@ func checkMalformed(ctx context.Context, t *testing.T, kubeconfig string) {
 		_ = cluster.Kube.CoreV1().Pods(kubectlNS).Delete(context.Background(), bad.Name, metav1.DeleteOptions{})
 	})
 
-	rep := vshareJSON[kubectlvshare.CardReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "cards")
-	nodes := map[string]kubectlvshare.NodeCards{}
+	rep := vshareJSON[report.CardReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "cards")
+	nodes := map[string]report.NodeCards{}
 	for _, n := range rep.Nodes {
 		nodes[n.Name] = n
 	}
@@ -356,8 +357,8 @@ func checkMalformed(ctx context.Context, t *testing.T, kubeconfig string) {
 		n.Errors[0].Pod != kubectlNS+"/kv-bad" || !strings.Contains(n.Errors[0].Message, `"lots"`) {
 		t.Errorf("kv-odd: %+v, want its card free and kv-bad's allocation as an error", n)
 	}
-	pods := vshareJSON[kubectlvshare.PodReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "pods", "-n", kubectlNS)
-	if i := slices.IndexFunc(pods.Pods, func(p kubectlvshare.PodCards) bool { return p.Name == "kv-bad" }); i < 0 ||
+	pods := vshareJSON[report.PodReport](t, ctx, kubeconfig, kubectlvshare.ExitOK, "pods", "-n", kubectlNS)
+	if i := slices.IndexFunc(pods.Pods, func(p report.PodCards) bool { return p.Name == "kv-bad" }); i < 0 ||
 		len(pods.Pods[i].Errors) != 1 || len(pods.Pods[i].Cards) != 0 {
 		t.Errorf("pods: kv-bad not reported with its malformed allocation: %+v", pods.Pods)
 	}
