@@ -49,7 +49,7 @@ func values(t *testing.T, path ...string) map[string]any {
 }
 
 // TestChartValuesListEveryArgument: the chart's deviceshare values are
-// exactly the plugin's argument keys (read from deviceshare/args.go).
+// exactly the plugin's argument keys (read from deviceshare/pluginargs/args.go).
 func TestChartValuesListEveryArgument(t *testing.T) {
 	consts, err := deploy.StringConstants("../deviceshare/pluginargs", false, "Arg")
 	if err != nil {

@@ -62,7 +62,7 @@ func BenchmarkShippedConfPlacement(b *testing.B) {
 // the rankorder tie-break ahead of every plugin.
 func shippedSchedulerConf(b *testing.B) string {
 	b.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "config", "deploy", "manifests", "vshare.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "manifests", "vshare.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // line the subcommand accepts, copying the file the image holds into the
 // directory it mounts.
 func TestChartInstallsLibvgpuFromTheImage(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "config", "deploy", "manifests", "vshare.yaml"))
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deploy", "manifests", "vshare.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,7 @@ func (rc *RealCluster) installChart(ctx context.Context, helmPath string, extra 
 		"--set", "deviceConfig.config.nvidia.overwriteEnv=true",
 	}, extra...)
 	start := time.Now()
-	if out, err := h.Install(ctx, rc.Kubeconfig, filepath.Join(root, "config", "deploy", "helm", "vshare"),
+	if out, err := h.Install(ctx, rc.Kubeconfig, filepath.Join(root, "deploy", "helm", "vshare"),
 		ChartRelease, ChartNamespace, 3*time.Minute, args...); err != nil {
 		return fmt.Errorf("%w\n%s", err, out)
 	}
