@@ -1,6 +1,10 @@
 package quality
 
-import "math/rand"
+import (
+	"math/rand"
+
+	"github.com/vgpushare/vshare/bench/quality/sim"
+)
 
 // Normalisers of the reference scores: the largest node of the paper's
 // setting, 128 cores and 8 cards.
@@ -160,16 +164,70 @@ func (gpuClustering) score(s *NodeState, p *Pod) int {
 		return 0
 	}
 	b := 25 * (maxGPUs - float64(s.Idle())) / maxGPUs
-	tag := clusterTag(p)
-	switch n := s.tags[tag]; {
-	case n > 0 && n == s.gpuPods:
+	tag := sim.ClusterTag(p)
+	switch n := s.TagPods(tag); {
+	case n > 0 && n == s.GPUPods():
 		b += 75
 	case n > 0:
 		b += 50
-	case s.gpuPods == 0:
+	case s.GPUPods() == 0:
 		b += 25
 	}
 	return int(b)
 }
 
 func (gpuClustering) cards(s *NodeState, p *Pod) []int { return defaultCards(s, p) }
+
+// lowestFree returns the lowest-index k cards with at least milli free.
+func lowestFree(free []int64, milli int64, k int) []int {
+	out := make([]int, 0, k)
+	for g, f := range free {
+		if len(out) == k {
+			break
+		}
+		if f >= milli {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// defaultCards is the card choice of every baseline but Random and FGD:
+// whole and multi-card pods take the lowest-index fully free cards, shares
+// the best fit.
+func defaultCards(s *NodeState, p *Pod) []int {
+	switch {
+	case p.NumGPU == 0:
+		return nil
+	case p.NumGPU == 1 && p.Milli < MilliPerGPU:
+		return []int{sim.BestFitCard(s.Free, p.Milli)}
+	default:
+		return lowestFree(s.Free, p.Milli, p.NumGPU)
+	}
+}
+
+// scorer is the node score and card choice of a score-based reference
+// policy; Place is the shared argmax with rank tie-breaks.
+type scorer interface {
+	score(s *NodeState, p *Pod) int
+	cards(s *NodeState, p *Pod) []int
+}
+
+// placeByScore takes the feasible node with the highest integer score,
+// the smallest rank on ties.
+func placeByScore(c *Cluster, p *Pod, sc scorer) (int, []int, bool, error) {
+	best, bestScore := -1, 0
+	for n := range c.Nodes {
+		if !c.Feasible(n, p) {
+			continue
+		}
+		s := sc.score(&c.Nodes[n], p)
+		if c.Better(n, float64(s), best, float64(bestScore)) {
+			best, bestScore = n, s
+		}
+	}
+	if best < 0 {
+		return -1, nil, false, nil
+	}
+	return best, sc.cards(&c.Nodes[best], p), true, nil
+}

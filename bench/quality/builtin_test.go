@@ -6,6 +6,7 @@ import (
 
 	bvgpu "volcano.sh/volcano/pkg/scheduler/api/devices/nvidia/vgpu"
 
+	"github.com/vgpushare/vshare/bench/quality/sim"
 	"github.com/vgpushare/vshare/deviceshare/volcano"
 )
 
@@ -55,7 +56,7 @@ func runBuiltin(t *testing.T, tr *Trace, name string, seed int64, rank []int) (C
 				t.Fatalf("%s: the built-in's choice does not fit: %v", name, err)
 			}
 		}
-		curve = append(curve, newEvent(arrived, c.Used, gpus))
+		curve = append(curve, sim.NewEvent(arrived, c.Used, gpus))
 	}
 	return curve, c, pol
 }

@@ -41,17 +41,19 @@
 // appended ones), markdown.go the per-trace tables and their computed
 // summary lines, svg24.go the plot across the traces.
 //
-// UpperBound (bound.go) bounds what any policy could allocate on a seed's
-// arrivals at 100% and 130% arrival: the weak-duality value of a linear
-// relaxation of the offline packing of each arrival prefix (node types,
-// pod shapes, card and node cuts from dual-feasible functions), solved by
-// the small dense simplex of lp.go and replayed through Curve.At's bins and
-// rounding. bound_test.go checks it against exhaustive search on small
-// instances. OfflinePacking (packing.go) is the other end: what placements
-// that know the arrivals reach (the relaxation's solution rounded per node
-// type, or used to choose which pods the fragment policy takes, or the
-// policy alone), each replayed through the simulator; the best offline
-// placement lies between the two. Limit carries both into the report
-// (bound_report.go), and OfflineFactory lets cmd/modelmix show the
-// placement kept.
+// UpperBound and OfflinePacking, the two ends of what any placement could
+// reach, live in package bound (see its doc.go); bound.go here wraps them
+// with the fragment policy as the online policy the offline placements
+// start from. Limit carries both into the report (bound_report.go), and
+// OfflineFactory lets cmd/modelmix show the placement kept.
+//
+// Layout. Package sim (trace reading, arrivals, the simulated cluster,
+// the allocation curve, Run, Evaluate and Result) is the bottom; package
+// bound (the LP/packing upper bound and the offline packing) sits on it;
+// this package holds the policies (baselines.go, fgd.go, vgpu.go,
+// builtin.go; FactoryFor in run.go), the trace sets, the seed statistics
+// and comparisons and the reports (csv.go, markdown.go, svg.go, svg24.go,
+// bound_report.go), and imports both. Neither imports this package; core.go
+// re-exports sim's types and functions so that callers keep writing
+// quality.Trace, quality.Run and quality.Result.
 package quality

@@ -2,53 +2,9 @@ package quality
 
 import (
 	"math"
-	"math/rand"
 	"os"
 	"testing"
 )
-
-// TestOfflinePlansBelowOptimum replays both offline plans of random
-// arrival lists on random small clusters: every placement must be
-// feasible (Cluster.Place checks it) and the allocation after every
-// arrival at most the exhaustive optimum of that prefix.
-func TestOfflinePlansBelowOptimum(t *testing.T) {
-	rng := rand.New(rand.NewSource(3))
-	checked := 0
-	smallArrivalLists(rng, 60, func(i int, tr *Trace, pods []Pod) {
-		nodes := tr.Nodes
-		arr := &Arrivals{Pods: pods, Rank: rng.Perm(len(nodes))}
-		for _, last := range []int{len(pods) / 2, len(pods) - 1} {
-			plans, err := offlinePlans(tr, arr, last)
-			if err != nil {
-				t.Fatalf("instance %d: %v", i, err)
-			}
-			if len(plans) != 3 {
-				t.Fatalf("instance %d: %d plans, want typed and two admitted", i, len(plans))
-			}
-			for k, plan := range plans {
-				if len(plan) != last+1 {
-					t.Fatalf("instance %d plan %d: %d placements for %d arrivals", i, k, len(plan), last+1)
-				}
-				c := NewCluster(tr, arr.Rank)
-				for j, pl := range plan {
-					if !pl.OK {
-						continue
-					}
-					if err := c.Place(pl.Node, pl.Cards, &pods[j]); err != nil {
-						t.Fatalf("instance %d plan %d arrival %d: %v", i, k, j, err)
-					}
-					if opt := optimum(nodes, pods[:j+1]); c.Used > opt {
-						t.Fatalf("instance %d plan %d: %d milli placed after arrival %d, above the optimum %d", i, k, c.Used, j, opt)
-					}
-				}
-				checked++
-			}
-		}
-	})
-	if checked < 20 {
-		t.Errorf("only %d plans checked; want at least 20", checked)
-	}
-}
 
 // TestOfflinePackingSmallTrace checks, seed by seed on a small trace,
 // that the offline packing is at least the fragment policy's own value
@@ -116,26 +72,5 @@ func TestOfflinePackingTuningTraces(t *testing.T) {
 				t.Errorf("offline packing %.2f%% at 130%% arrival, want above fragment's %.2f%% and at most the bound %.2f%%", p.Alloc130, f130, b.Alloc130)
 			}
 		})
-	}
-}
-
-// TestPlannedPolicyFollowsArrivalOrder checks that a plan replayed on
-// other arrivals than it was made for is an error, not a silent
-// misplacement.
-func TestPlannedPolicyFollowsArrivalOrder(t *testing.T) {
-	pods := []Pod{{Name: "a", NumGPU: 1, Milli: 500}, {Name: "b", NumGPU: 1, Milli: 500}}
-	pol, err := replay(pods, []Placement{{Node: 0, Cards: []int{0}, OK: true}})(Env{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _, ok, err := pol.Place(nil, &pods[0]); err != nil || !ok || n != 0 {
-		t.Fatalf("first arrival: node %d, ok %v, err %v; want node 0 as planned", n, ok, err)
-	}
-	if _, _, ok, err := pol.Place(nil, &pods[1]); err != nil || ok {
-		t.Fatalf("arrival past the plan: ok %v, err %v; want left unplaced", ok, err)
-	}
-	pol, _ = replay(pods, nil)(Env{})
-	if _, _, _, err := pol.Place(nil, &pods[1]); err == nil {
-		t.Fatal("arrival b where the plan expects a: want an error")
 	}
 }

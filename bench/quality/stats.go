@@ -87,15 +87,6 @@ func (s Spread) Excludes0() bool {
 	return !math.IsNaN(s.CI) && math.Abs(s.Mean) > s.CI
 }
 
-// SeedUnalloc130 returns each seed's unallocated GPU % at 130% arrival.
-func (r *Result) SeedUnalloc130() []float64 {
-	out := make([]float64, len(r.SeedAlloc130))
-	for i, a := range r.SeedAlloc130 {
-		out[i] = 100 - a
-	}
-	return out
-}
-
 // Paired is the per-seed difference a - b of a value over the seeds both
 // results ran, in a's seed order: the paired comparison, since both
 // policies saw the same arrivals for a seed. get picks the value

@@ -1,4 +1,4 @@
-package quality
+package sim
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ func Run(t *Trace, f Factory, seed int64) (Curve, error) {
 	var arrived int64
 	_, err := run(t, f, seed, func(c *Cluster, p *Pod, _ Placement) {
 		arrived += p.GPUMilli()
-		curve = append(curve, newEvent(arrived, c.Used, gpus))
+		curve = append(curve, NewEvent(arrived, c.Used, gpus))
 	})
 	return curve, err
 }
@@ -86,7 +86,7 @@ type Result struct {
 	// Alloc100 and Alloc130 are the mean allocation percentages.
 	Alloc100, Alloc130 float64
 	// SeedAlloc100 and SeedAlloc130 are each seed's allocation
-	// percentages, in the order of Seeds (the spread, stats.go).
+	// percentages, in the order of Seeds (the spread, quality/stats.go).
 	SeedAlloc100, SeedAlloc130 []float64
 	// Curve is the mean allocation at every arrival percentage 0..130.
 	Curve []float64
@@ -120,28 +120,11 @@ func Evaluate(t *Trace, policy string, f Factory, seeds []int64) (*Result, error
 	return r, nil
 }
 
-// scorer is the node score and card choice of a score-based reference
-// policy; Place is the shared argmax with rank tie-breaks.
-type scorer interface {
-	score(s *NodeState, p *Pod) int
-	cards(s *NodeState, p *Pod) []int
-}
-
-// placeByScore takes the feasible node with the highest integer score,
-// the smallest rank on ties.
-func placeByScore(c *Cluster, p *Pod, sc scorer) (int, []int, bool, error) {
-	best, bestScore := -1, 0
-	for n := range c.Nodes {
-		if !c.Feasible(n, p) {
-			continue
-		}
-		s := sc.score(&c.Nodes[n], p)
-		if c.Better(n, float64(s), best, float64(bestScore)) {
-			best, bestScore = n, s
-		}
+// SeedUnalloc130 returns each seed's unallocated GPU % at 130% arrival.
+func (r *Result) SeedUnalloc130() []float64 {
+	out := make([]float64, len(r.SeedAlloc130))
+	for i, a := range r.SeedAlloc130 {
+		out[i] = 100 - a
 	}
-	if best < 0 {
-		return -1, nil, false, nil
-	}
-	return best, sc.cards(&c.Nodes[best], p), true, nil
+	return out
 }

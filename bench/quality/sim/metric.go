@@ -1,4 +1,4 @@
-package quality
+package sim
 
 import (
 	"math"
@@ -17,10 +17,10 @@ type Event struct {
 // Curve is one run's events, one per arrival.
 type Curve []Event
 
-// newEvent records the cluster of gpus cards after an arrival. The
+// NewEvent records the cluster of gpus cards after an arrival. The
 // divisions are in the original's order (milli / cards / 10), which decides
 // the rounding at bin edges.
-func newEvent(arrived, used, gpus int64) Event {
+func NewEvent(arrived, used, gpus int64) Event {
 	return Event{
 		Arrived: int(math.RoundToEven(float64(arrived) / float64(gpus) / 10)),
 		Alloc:   round2(float64(used) / float64(gpus) / 10),

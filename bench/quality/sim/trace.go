@@ -1,4 +1,4 @@
-package quality
+package sim
 
 import (
 	"compress/gzip"

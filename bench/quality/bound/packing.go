@@ -1,10 +1,12 @@
-package quality
+package bound
 
 import (
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/vgpushare/vshare/bench/quality/sim"
 )
 
 // OfflinePacking is the most that offline placements of a seed's arrivals
@@ -26,29 +28,32 @@ import (
 //     node, in arrival order;
 //   - admitted: the same quotas summed over node types decide which pods
 //     are taken at all, per shape, and in a second plan per kind (cards,
-//     milli and gpu_spec, whatever the CPU and memory); the fragment
+//     milli and gpu_spec, whatever the CPU and memory); the online
 //     policy places the admitted pods in arrival order, then the others
 //     go where they leave the least;
-//   - fragment: the fragment policy alone, online (one run gives both
-//     points), so the result is never below what that policy reaches.
+//   - online: the online policy alone (one run gives both points), so
+//     the result is never below what that policy reaches.
+//
+// online is the policy the plans start from and must beat; the report
+// passes the fragment policy (quality.OfflinePacking).
 //
 // Pods without GPUs are left out (refusing them loses no GPU). Each plan
 // is replayed through the simulator (Run), which checks every placement,
 // and measured exactly as a policy is.
-func OfflinePacking(t *Trace, seed int64) (Bound, error) {
+func OfflinePacking(t *sim.Trace, seed int64, online sim.Factory) (Bound, error) {
 	if len(t.Nodes) == 0 {
 		return Bound{}, fmt.Errorf("trace %s: no GPU nodes", t.Name)
 	}
-	// The fragment policy alone, online: one run gives both points.
-	online, err := Run(t, fragmentFactory, seed)
+	// The online policy alone: one run gives both points.
+	base, err := sim.Run(t, online, seed)
 	if err != nil {
 		return Bound{}, fmt.Errorf("trace %s offline packing: %w", t.Name, err)
 	}
 	var b Bound
-	if _, b.Alloc100, err = offlineBest(t, seed, 100, online.At(100)); err != nil {
+	if _, b.Alloc100, err = offlineBest(t, seed, 100, online, base.At(100)); err != nil {
 		return Bound{}, err
 	}
-	if _, b.Alloc130, err = offlineBest(t, seed, MaxArrival, online.At(MaxArrival)); err != nil {
+	if _, b.Alloc130, err = offlineBest(t, seed, sim.MaxArrival, online, base.At(sim.MaxArrival)); err != nil {
 		return Bound{}, err
 	}
 	return b, nil
@@ -56,16 +61,16 @@ func OfflinePacking(t *Trace, seed int64) (Bound, error) {
 
 // OfflineFactory is the factory of the placement OfflinePacking keeps for
 // arrival point a (a percentage of capacity reached by the arrivals): the
-// best plan for the run's seed, replayed, or the fragment policy when no
+// best plan for the run's seed, replayed, or the online policy when no
 // plan beats it. It plans when the policy is created, so creating one
 // costs what OfflinePacking costs for one point.
-func OfflineFactory(a int) Factory {
-	return func(env Env) (Policy, error) {
-		online, err := Run(env.Trace, fragmentFactory, env.Seed)
+func OfflineFactory(a int, online sim.Factory) sim.Factory {
+	return func(env sim.Env) (sim.Policy, error) {
+		base, err := sim.Run(env.Trace, online, env.Seed)
 		if err != nil {
 			return nil, err
 		}
-		f, _, err := offlineBest(env.Trace, env.Seed, a, online.At(a))
+		f, _, err := offlineBest(env.Trace, env.Seed, a, online, base.At(a))
 		if err != nil {
 			return nil, err
 		}
@@ -73,33 +78,24 @@ func OfflineFactory(a int) Factory {
 	}
 }
 
-// fragmentFactory is the fragment policy's factory.
-func fragmentFactory(env Env) (Policy, error) {
-	f, err := FactoryFor(PolicyFragment)
-	if err != nil {
-		return nil, err
-	}
-	return f(env)
-}
-
 // offlineBest returns the best of offlinePlans at arrival point a and its
-// curve value, or the fragment policy and online, its value at a, when no
+// curve value, or the online policy and base, its value at a, when no
 // plan is above it.
-func offlineBest(t *Trace, seed int64, a int, online float64) (Factory, float64, error) {
-	arr := Arrange(t, seed)
+func offlineBest(t *sim.Trace, seed int64, a int, online sim.Factory, base float64) (sim.Factory, float64, error) {
+	arr := sim.Arrange(t, seed)
 	bins, _ := arrivalCurve(t, arr.Pods)
 	_, last := eventsFor(bins, a)
 	if last < 0 {
 		return nil, 0, fmt.Errorf("trace %s seed %d: arrivals never come within 1 of %d%% of capacity", t.Name, seed, a)
 	}
-	plans, err := offlinePlans(t, arr, last)
+	plans, err := offlinePlans(t, arr, last, online)
 	if err != nil {
 		return nil, 0, fmt.Errorf("trace %s seed %d offline packing at %d%%: %w", t.Name, seed, a, err)
 	}
-	best, value := Factory(fragmentFactory), online
+	best, value := online, base
 	for _, plan := range plans {
 		f := replay(arr.Pods, plan)
-		curve, err := Run(t, f, seed)
+		curve, err := sim.Run(t, f, seed)
 		if err != nil {
 			return nil, 0, fmt.Errorf("trace %s seed %d offline packing at %d%%: %w", t.Name, seed, a, err)
 		}
@@ -112,23 +108,25 @@ func offlineBest(t *Trace, seed int64, a int, online float64) (Factory, float64,
 
 // MeanOfflinePacking is OfflinePacking averaged over the seeds as
 // Evaluate averages a policy.
-func MeanOfflinePacking(t *Trace, seeds []int64) (Bound, error) {
-	return meanOverSeeds(t, seeds, "the offline packing", OfflinePacking)
+func MeanOfflinePacking(t *sim.Trace, seeds []int64, online sim.Factory) (Bound, error) {
+	return meanOverSeeds(t, seeds, "the offline packing", func(t *sim.Trace, seed int64) (Bound, error) {
+		return OfflinePacking(t, seed, online)
+	})
 }
 
 // replay is the factory of a policy that places the i-th of pods as
 // plan[i] says and nothing past the plan.
-func replay(pods []Pod, plan []Placement) Factory {
-	return func(Env) (Policy, error) { return &plannedPolicy{pods: pods, plan: plan}, nil }
+func replay(pods []sim.Pod, plan []sim.Placement) sim.Factory {
+	return func(sim.Env) (sim.Policy, error) { return &plannedPolicy{pods: pods, plan: plan}, nil }
 }
 
 type plannedPolicy struct {
-	pods []Pod
-	plan []Placement
+	pods []sim.Pod
+	plan []sim.Placement
 	next int
 }
 
-func (p *plannedPolicy) Place(_ *Cluster, pod *Pod) (int, []int, bool, error) {
+func (p *plannedPolicy) Place(_ *sim.Cluster, pod *sim.Pod) (int, []int, bool, error) {
 	i := p.next
 	if i >= len(p.pods) || p.pods[i].Name != pod.Name {
 		return -1, nil, false, fmt.Errorf("offline plan: arrival %d is %s, not the planned arrivals' order", i, pod.Name)
@@ -143,8 +141,8 @@ func (p *plannedPolicy) Place(_ *Cluster, pod *Pod) (int, []int, bool, error) {
 
 // offlinePlans returns OfflinePacking's typed placement and its two
 // admitted ones of the arrivals up to last, each one Placement per
-// arrival.
-func offlinePlans(t *Trace, arr *Arrivals, last int) ([][]Placement, error) {
+// arrival; online places the admitted pods.
+func offlinePlans(t *sim.Trace, arr *sim.Arrivals, last int, online sim.Factory) ([][]sim.Placement, error) {
 	pods := arr.Pods[:last+1]
 	pp, err := newPackProgram(t.Nodes, pods, 1, 1)
 	if err != nil {
@@ -186,12 +184,12 @@ func offlinePlans(t *Trace, arr *Arrivals, last int) ([][]Placement, error) {
 	if err != nil {
 		return nil, err
 	}
-	plans := [][]Placement{typed}
+	plans := [][]sim.Placement{typed}
 	// Admission by shape, then by kind (cards, milli, gpu_spec: the
 	// relaxation's count of 810-milli shares, whatever their CPU).
 	kindOf, kindAdmit := kinds(pp.shapes, shapeOf, admit)
 	for _, a := range [][2][]int{{shapeOf, admit}, {kindOf, kindAdmit}} {
-		plan, err := admittedPlan(t, arr, a[0], a[1])
+		plan, err := admittedPlan(t, arr, a[0], a[1], online)
 		if err != nil {
 			return nil, err
 		}
@@ -229,10 +227,10 @@ func kinds(shapes []packShape, shapeOf, shapeAdmit []int) (kindOf, admit []int) 
 // typedPlan places each GPU pod, in arrival order, on a node of a type
 // with quota left for its shape, where it leaves the least, then the pods
 // that found no place on any node.
-func typedPlan(t *Trace, arr *Arrivals, shapeOf, typeOf []int, quota [][]int) ([]Placement, error) {
+func typedPlan(t *sim.Trace, arr *sim.Arrivals, shapeOf, typeOf []int, quota [][]int) ([]sim.Placement, error) {
 	pods := arr.Pods[:len(shapeOf)]
 	pl := newPlanner(t, arr, len(shapeOf))
-	err := pl.twoPasses(shapeOf, func(c *Cluster, i int, first bool) (int, []int, bool, error) {
+	err := pl.twoPasses(shapeOf, func(c *sim.Cluster, i int, first bool) (int, []int, bool, error) {
 		if !first {
 			n, cards := packWhere(c, &pods[i], nil)
 			return n, cards, false, nil
@@ -247,18 +245,18 @@ func typedPlan(t *Trace, arr *Arrivals, shapeOf, typeOf []int, quota [][]int) ([
 	return pl.plan, err
 }
 
-// admittedPlan lets the fragment policy place, in arrival order, the GPU
+// admittedPlan lets the online policy place, in arrival order, the GPU
 // pods admit has room for (admit[classOf[i]] for pod i; classOf -1: no
 // GPU), then places the pods it held back where they leave the least.
-func admittedPlan(t *Trace, arr *Arrivals, classOf, admit []int) ([]Placement, error) {
+func admittedPlan(t *sim.Trace, arr *sim.Arrivals, classOf, admit []int, online sim.Factory) ([]sim.Placement, error) {
 	pods := arr.Pods[:len(classOf)]
-	pol, err := fragmentFactory(Env{Trace: t})
+	pol, err := online(sim.Env{Trace: t})
 	if err != nil {
 		return nil, err
 	}
 	left := slices.Clone(admit)
 	pl := newPlanner(t, arr, len(classOf))
-	err = pl.twoPasses(classOf, func(c *Cluster, i int, first bool) (int, []int, bool, error) {
+	err = pl.twoPasses(classOf, func(c *sim.Cluster, i int, first bool) (int, []int, bool, error) {
 		s := classOf[i]
 		if !first {
 			n, cards := packWhere(c, &pods[i], nil)
@@ -281,24 +279,24 @@ func admittedPlan(t *Trace, arr *Arrivals, classOf, admit []int) ([]Placement, e
 
 // planner builds one plan on a cluster of its own.
 type planner struct {
-	pods []Pod
-	c    *Cluster
-	plan []Placement
+	pods []sim.Pod
+	c    *sim.Cluster
+	plan []sim.Placement
 }
 
-func newPlanner(t *Trace, arr *Arrivals, n int) *planner {
-	plan := make([]Placement, n)
+func newPlanner(t *sim.Trace, arr *sim.Arrivals, n int) *planner {
+	plan := make([]sim.Placement, n)
 	for i := range plan {
 		plan[i].Node = -1
 	}
-	return &planner{pods: arr.Pods[:n], c: NewCluster(t, arr.Rank), plan: plan}
+	return &planner{pods: arr.Pods[:n], c: sim.NewCluster(t, arr.Rank), plan: plan}
 }
 
 // twoPasses offers every GPU pod (classOf >= 0) in arrival order to
 // where (first true), then the pods it found no place for and asked to
 // retry once more (first false), placing each where where says (-1:
 // nowhere).
-func (p *planner) twoPasses(classOf []int, where func(c *Cluster, i int, first bool) (n int, cards []int, retry bool, err error)) error {
+func (p *planner) twoPasses(classOf []int, where func(c *sim.Cluster, i int, first bool) (n int, cards []int, retry bool, err error)) error {
 	var left []int
 	for _, first := range []bool{true, false} {
 		todo := left
@@ -325,7 +323,7 @@ func (p *planner) twoPasses(classOf []int, where func(c *Cluster, i int, first b
 			if err := p.c.Place(n, cards, &p.pods[i]); err != nil {
 				return fmt.Errorf("offline plan: %w", err)
 			}
-			p.plan[i] = Placement{Node: n, Cards: cards, OK: true}
+			p.plan[i] = sim.Placement{Node: n, Cards: cards, OK: true}
 		}
 	}
 	return nil
@@ -336,7 +334,7 @@ func (p *planner) twoPasses(classOf []int, where func(c *Cluster, i int, first b
 // least free milli that holds it, else the node with the fewest cards
 // holding p's milli, then its cards with the least free milli; the
 // smaller rank on ties; -1 when p fits nowhere.
-func packWhere(c *Cluster, p *Pod, allowed func(n int) bool) (int, []int) {
+func packWhere(c *sim.Cluster, p *sim.Pod, allowed func(n int) bool) (int, []int) {
 	best, bestKey := -1, int64(0)
 	for n := range c.Nodes {
 		if allowed != nil && !allowed(n) || !c.Feasible(n, p) {
@@ -344,8 +342,8 @@ func packWhere(c *Cluster, p *Pod, allowed func(n int) bool) (int, []int) {
 		}
 		s := &c.Nodes[n]
 		var key int64
-		if p.NumGPU == 1 && p.Milli < MilliPerGPU {
-			key = s.Free[bestFitCard(s.Free, p.Milli)]
+		if p.NumGPU == 1 && p.Milli < sim.MilliPerGPU {
+			key = s.Free[sim.BestFitCard(s.Free, p.Milli)]
 		} else {
 			for _, f := range s.Free {
 				if f >= p.Milli {

@@ -1,4 +1,4 @@
-package quality
+package bound
 
 import "math"
 

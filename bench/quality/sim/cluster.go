@@ -1,4 +1,4 @@
-package quality
+package sim
 
 import "fmt"
 
@@ -26,6 +26,13 @@ func (n *NodeState) Idle() int64 {
 	}
 	return s
 }
+
+// GPUPods is how many GPU pods the node holds.
+func (n *NodeState) GPUPods() int { return n.gpuPods }
+
+// TagPods is how many of the node's GPU pods have GpuClustering tag tag
+// (ClusterTag).
+func (n *NodeState) TagPods(tag string) int { return n.tags[tag] }
 
 // Cluster is the state of every node during one run, in node name order.
 type Cluster struct {
@@ -109,39 +116,25 @@ func (c *Cluster) Place(n int, gpus []int, p *Pod) error {
 	}
 	c.Used += p.GPUMilli()
 	if p.NumGPU > 0 {
-		s.tags[clusterTag(p)]++
+		s.tags[ClusterTag(p)]++
 		s.gpuPods++
 	}
 	s.Version++
 	return nil
 }
 
-// clusterTag is GpuClustering's pod class: "share-gpu" for a share of one
+// ClusterTag is GpuClustering's pod class: "share-gpu" for a share of one
 // card, "<k>-gpu" for k whole cards.
-func clusterTag(p *Pod) string {
+func ClusterTag(p *Pod) string {
 	if p.Milli < MilliPerGPU {
 		return "share-gpu"
 	}
 	return fmt.Sprintf("%d-gpu", p.NumGPU)
 }
 
-// lowestFree returns the lowest-index k cards with at least milli free.
-func lowestFree(free []int64, milli int64, k int) []int {
-	out := make([]int, 0, k)
-	for g, f := range free {
-		if len(out) == k {
-			break
-		}
-		if f >= milli {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
-// bestFitCard returns the card with the least free milli that still has
+// BestFitCard returns the card with the least free milli that still has
 // milli free, the lowest index on ties; -1 when none.
-func bestFitCard(free []int64, milli int64) int {
+func BestFitCard(free []int64, milli int64) int {
 	best := -1
 	for g, f := range free {
 		if f >= milli && (best < 0 || f < free[best]) {
@@ -149,18 +142,4 @@ func bestFitCard(free []int64, milli int64) int {
 		}
 	}
 	return best
-}
-
-// defaultCards is the card choice of every baseline but Random and FGD:
-// whole and multi-card pods take the lowest-index fully free cards, shares
-// the best fit.
-func defaultCards(s *NodeState, p *Pod) []int {
-	switch {
-	case p.NumGPU == 0:
-		return nil
-	case p.NumGPU == 1 && p.Milli < MilliPerGPU:
-		return []int{bestFitCard(s.Free, p.Milli)}
-	default:
-		return lowestFree(s.Free, p.Milli, p.NumGPU)
-	}
 }
