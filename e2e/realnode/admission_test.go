@@ -197,4 +197,24 @@ func scale(ctx context.Context, t *testing.T, n int32) {
 	if err != nil {
 		t.Error(err)
 	}
+	if n == 0 || err != nil {
+		return
+	}
+	// A ready replica is not yet a webhook the API server reaches: the
+	// Service's endpoints and kube-proxy's rules follow the readiness, and
+	// the next test's pods were refused with "connection refused" in that
+	// window. Wait until a (dry-run) pod in a namespace the webhook serves
+	// gets past it.
+	probe := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Namespace: metav1.NamespaceDefault},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: rc.Images[images.Pause].Reference}}}}
+	err = rc.Poll(ctx, 2*time.Minute, "the webhook answering the API server", func(ctx context.Context) (bool, error) {
+		_, err := rc.Kube.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }
