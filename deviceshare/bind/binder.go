@@ -34,7 +34,7 @@ type Options struct {
 	// Clock stamps decisions and node locks; nil means the real clock.
 	Clock clock.PassiveClock
 	// Inventories tells whether a node's inventory changed since an
-	// allocation was made on it (the plugin's ledger); nil checks nothing.
+	// allocation was made on it (the plugin's node state); nil checks nothing.
 	Inventories InventoryView
 	// Metrics counts what binds did; nil members count nothing.
 	Metrics Metrics
@@ -43,7 +43,7 @@ type Options struct {
 	Decisions *Decisions
 }
 
-// InventoryView is the one thing the binder reads of the plugin's ledger:
+// InventoryView is the one thing the binder reads of the plugin's node state:
 // the generation of a node's decoded inventory of one device type.
 type InventoryView interface {
 	InventoryGen(node, backend string) (uint64, bool)
@@ -82,7 +82,7 @@ type Binder struct {
 	inv     InventoryView
 	metrics Metrics
 	// Decisions are the sessions' allocations, from the session to the
-	// bind and, for the ledger, until the informer shows the pod.
+	// bind and, for the node state, until the informer shows the pod.
 	Decisions *Decisions
 	// turns serialise binds per node for device types whose node agent
 	// serves pending pods in order (device.OrderedAgent).

@@ -17,7 +17,7 @@ var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // Decisions nobody binds or accounts (a pipelined task is never bound) are
 // dropped once they are older than intentTTL; fresh ones stay, and so do
-// assumed ones, which the ledger settles.
+// assumed ones, which the node state settles.
 func TestDecisionsDropUnclaimedOnes(t *testing.T) {
 	clk := testingclock.NewFakeClock(testTime)
 	ds := New(Options{Clock: clk}).Decisions
@@ -120,7 +120,7 @@ func TestBinderRefusesAllocationOnAStaleInventory(t *testing.T) {
 
 // A refusal recorded after the decision (a namespace quota the allocation
 // would pass, found once the decision is recorded) fails the bind, and the
-// decision stays what the ledger accounts until it settles it: the refused
+// decision stays what the node state accounts until it settles it: the refused
 // pod is on its node in Volcano's cache until the failed bind is undone.
 func TestRefusalAfterTheDecisionKeepsItAssumed(t *testing.T) {
 	b := New(Options{})

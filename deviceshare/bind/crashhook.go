@@ -34,7 +34,7 @@ import (
 //   - "call:N" (N >= 1): exit when the binder's N-th non-empty Bind call
 //     arrives, before its agent turn, node locks and bind. In a new
 //     process, "call:1" is the session decided (Volcano's cache and the
-//     ledger assume the allocations), the API server has seen no bind.
+//     node state assume the allocations), the API server has seen no bind.
 //   - "N" (N >= 1): exit right before the process's N-th bind request,
 //     after that pod's agent turn and node locks (NodeLockEnable) are taken
 //     and its allocation annotations built, before the v1.Binding is sent.

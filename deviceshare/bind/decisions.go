@@ -19,7 +19,7 @@ const intentTTL = 10 * time.Minute
 const sweepEvery = time.Minute
 
 // Decision is one allocation a session made for a pod: what its bind sends
-// and takes first, and, while Assumed, what the plugin's ledger accounts
+// and takes first, and, while Assumed, what the plugin's node state accounts
 // for the pod until the informer shows the pod carrying it. It is the one
 // record of that allocation; its fields are not changed once recorded.
 type Decision struct {
@@ -35,7 +35,7 @@ type Decision struct {
 	Ordered []OrderedKey
 	// Inventories are the node's inventories the allocation was made on.
 	Inventories []InventoryStamp
-	// Assumed makes the ledger account the allocation from this decision
+	// Assumed makes the node state account the allocation from this decision
 	// until the pod shows it or leaves the node. A pipelined task's
 	// reservation lives in its session's view only, so it is not assumed.
 	Assumed bool
@@ -44,13 +44,13 @@ type Decision struct {
 	refused error
 	claimed bool
 	// source and effective cache the pod with Annotations applied; only
-	// the ledger reads them, under its own lock (Effective).
+	// the node state reads them, under its own lock (Effective).
 	source, effective *v1.Pod
 }
 
 // Effective returns pod with the decision's annotations, reusing the copy
 // while the informer object is unchanged. Not safe for concurrent use: the
-// ledger calls it under its lock.
+// node state calls it under its lock.
 func (d *Decision) Effective(pod *v1.Pod) *v1.Pod {
 	if d.source != pod || d.effective == nil {
 		d.source = pod
@@ -73,7 +73,7 @@ type NodeLocks struct {
 	TTL   time.Duration
 }
 
-// InventoryStamp names the ledger's generation of one device type's
+// InventoryStamp names the node state's generation of one device type's
 // inventory on a node.
 type InventoryStamp struct {
 	Backend string
@@ -82,12 +82,12 @@ type InventoryStamp struct {
 
 // Decisions hold every Decision from the session that made it until it is
 // done, by one rule: a decision ends when its session discards it
-// (Forget), when the ledger settles an assumed one (its pod shows the
+// (Forget), when the node state settles an assumed one (its pod shows the
 // allocation, or left the node: the bind failed or the pod is gone), or,
 // if not assumed, when its bind claims it or intentTTL passes unclaimed.
 //
 // Locking: mu guards the map; Decision values are immutable once recorded
-// but for claimed (under mu) and the ledger's cache (under the ledger's lock).
+// but for claimed (under mu) and the node state's cache (under the node state's lock).
 type Decisions struct {
 	mu    sync.Mutex
 	clock clock.PassiveClock
@@ -116,7 +116,7 @@ func (ds *Decisions) Record(uid types.UID, d Decision) {
 
 // Refuse makes the pod's bind fail with err: its allocation failed in the
 // session, or broke a limit after it was recorded. A recorded decision
-// stays what the ledger accounts until the ledger settles it.
+// stays what the node state accounts until the node state settles it.
 func (ds *Decisions) Refuse(uid types.UID, err error) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
@@ -147,7 +147,7 @@ func (ds *Decisions) AnnotationsFor(uid types.UID) map[string]string {
 
 // claim returns the pod's decision for its bind, once: a second claim
 // without a new Record finds none. An assumed decision stays for the
-// ledger. At most once per sweepEvery it also drops unassumed decisions
+// node state. At most once per sweepEvery it also drops unassumed decisions
 // nobody claimed within intentTTL, so a burst of binds does not walk every
 // decision once per pod.
 func (ds *Decisions) claim(uid types.UID) *Decision {
@@ -186,7 +186,24 @@ func (ds *Decisions) Assumed(uid types.UID) *Decision {
 	return nil
 }
 
-// Settle ends an assumed decision: the ledger saw its pod carry the
+// AssumedNow returns the assumed decisions by pod, a copy of the map the
+// caller may change, so that a walk over every pod of every node (the
+// node state's Sync) takes the lock once, not once per pod. Decisions are
+// recorded, refused and forgotten only by the session's event handlers,
+// never while Sync runs, so the copy stays current through it.
+func (ds *Decisions) AssumedNow() map[types.UID]*Decision {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	out := make(map[types.UID]*Decision, len(ds.m))
+	for uid, d := range ds.m {
+		if d.Assumed {
+			out[uid] = d
+		}
+	}
+	return out
+}
+
+// Settle ends an assumed decision: the node state saw its pod carry the
 // allocation.
 func (ds *Decisions) Settle(uid types.UID) {
 	ds.mu.Lock()
@@ -196,7 +213,7 @@ func (ds *Decisions) Settle(uid types.UID) {
 	}
 }
 
-// SettleUnseen ends the assumed decisions whose pods the ledger did not see
+// SettleUnseen ends the assumed decisions whose pods the node state did not see
 // pending on their node (the bind failed, the pod is gone) and returns how
 // many it ended and how many remain assumed.
 func (ds *Decisions) SettleUnseen(seen map[types.UID]bool) (dropped, remaining int) {

@@ -6,7 +6,7 @@
 // allocation annotations on the v1.Binding (the API server copies them onto
 // the pod), takes node locks where the bind happens and refuses binds whose
 // allocation failed, or was made on a node inventory a later session has
-// seen replaced (InventoryView, the plugin ledger's generations). For device
+// seen replaced (InventoryView, the plugin node state's generations). For device
 // types whose node agent serves the oldest pending pod (device.OrderedAgent)
 // it binds one pod per node at a time (serial.go, agentTurns): a bind waits
 // until the pods its turn waits for are served — the pod bound last, a pod
@@ -14,12 +14,12 @@
 // pods a previous scheduler process left pending (Inherit).
 //
 // Each allocation is recorded once, as a Decision in Decisions: the
-// session records it, the bind claims it (Claim), and the plugin's ledger
+// session records it, the bind claims it (Claim), and the plugin's node state
 // accounts an assumed one until the informer shows the pod carrying it or
 // the pod leaves its node; one rule ends every decision (see Decisions).
 //
 // The plugin hands a Binder what it needs (Options: the clock, the
-// ledger's view, the counters); this package imports neither the plugin
+// node state's view, the counters); this package imports neither the plugin
 // nor any backend.
 //
 // TEST ONLY: VSHARE_TEST_CRASH_AT_BIND (crashhook.go), read once when the

@@ -119,7 +119,8 @@ func (l *Store) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backend
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var res SyncResult
-	assumedSeen := make(map[types.UID]bool)
+	assumed := l.decisions.AssumedNow()
+	assumedSeen := make(map[types.UID]bool, len(assumed))
 	for name, ni := range nodes {
 		if ni == nil || ni.Node == nil {
 			continue
@@ -140,7 +141,7 @@ func (l *Store) Sync(nodes map[string]*vcapi.NodeInfo, backends []device.Backend
 			dl.seen = true
 			l.syncInventory(name, ni.Node, dl, &res)
 			if dl.devices != nil {
-				l.syncPods(name, ni, dl, assumedSeen, &res)
+				l.syncPods(name, ni, dl, assumed, assumedSeen, &res)
 			}
 		}
 		for bname, dl := range nl.devices {
@@ -186,17 +187,19 @@ func (l *Store) syncInventory(name string, node *v1.Node, dl *typeDevices, res *
 
 // syncPods accounts the pods on the node: new and changed allocations are
 // added, vanished ones subtracted.
-func (l *Store) syncPods(name string, ni *vcapi.NodeInfo, dl *typeDevices, assumedSeen map[types.UID]bool, res *SyncResult) {
+func (l *Store) syncPods(name string, ni *vcapi.NodeInfo, dl *typeDevices, assumed map[types.UID]*bind.Decision,
+	assumedSeen map[types.UID]bool, res *SyncResult) {
 	for _, task := range ni.Tasks {
 		if !holdsDevices(task.Status) || task.Pod == nil {
 			continue
 		}
 		uid := task.Pod.UID
 		pod := task.Pod
-		if d := l.decisions.Assumed(uid); d != nil && d.Node == name {
+		if d := assumed[uid]; d != nil && d.Node == name {
 			if carries(pod, d.Annotations) {
 				res.Confirmed++
 				l.decisions.Settle(uid)
+				delete(assumed, uid)
 			} else {
 				assumedSeen[uid] = true
 				pod = d.Effective(pod)
