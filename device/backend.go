@@ -47,7 +47,7 @@ type NodeLocker interface {
 // ResultKeyer is implemented by backends whose FilterNode and ScoreNode
 // results for a pod depend only on a key of the pod's request, the node's
 // Devices, the node's idle CPU and memory where the Devices take them
-// (HostAware), and an epoch the backend moves
+// (Fitter), and an epoch the backend moves
 // whenever anything else they read changes. The plugin then keeps, per
 // session, one result per key and node in a dense table, and answers
 // every further pod of the same key from it until the node changes: most
@@ -71,14 +71,33 @@ type Host struct {
 	Known            bool
 }
 
-// HostAware is implemented by Devices whose card choice and score weigh the
-// node's free CPU and memory (the vGPU fragment policy: a card no pod can
+// Prepared is a backend's reading of one pod's request under a policy
+// (Preparer): what FilterNode, ScoreNode and Allocate would otherwise read
+// from the pod on every node, read once per task. It is read-only once
+// returned, so concurrent Fit calls may share it.
+type Prepared any
+
+// Preparer is implemented by backends whose Devices are Fitters. The plugin
+// prepares each pending task's request once, when the session opens, and
+// hands it to every node's Devices.
+type Preparer interface {
+	// Prepare reads the pod's request under the policy. Its error is the
+	// one ValidateRequest returns; a pod without a request of this type
+	// gives an empty Prepared and no error.
+	Prepare(pod *v1.Pod, policy string) (Prepared, error)
+}
+
+// Fitter is implemented by Devices that check and score a prepared request
+// (Preparer) in one choice of cards, with what the node has free outside
+// them as an argument (the vGPU fragment policy weighs it: a card no pod can
 // use beside the node's CPU and memory is stranded). The plugin calls these
-// instead of FilterNode, ScoreNode and Allocate with the node's idle
-// resources as an argument: nothing is stored on the Devices, which
+// instead of FilterNode, ScoreNode and Allocate, and keeps the results
+// itself (device.ResultKeyer): nothing is stored on the Devices, which
 // Volcano's concurrent predicates read at once.
-type HostAware interface {
-	FilterNodeOn(pod *v1.Pod, policy string, host Host) *Status
-	ScoreNodeOn(pod *v1.Pod, policy string, host Host) float64
-	AllocateOn(pod *v1.Pod, policy string, host Host) (*Reservation, error)
+type Fitter interface {
+	// Fit returns FilterNode's status and, when the request fits (nil
+	// status), ScoreNode's score, for the pod prepared as req.
+	Fit(pod *v1.Pod, req Prepared, host Host) (score float64, st *Status)
+	// AllocatePrepared is Allocate of the cards Fit chose.
+	AllocatePrepared(pod *v1.Pod, req Prepared, host Host) (*Reservation, error)
 }

@@ -60,7 +60,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	alloc := &sessionAlloc{node: task.NodeName, original: task.Pod, pipelined: pipelined}
 	merged := &device.Reservation{Annotations: map[string]string{}}
 	var lockKeys, agentLocks []string
-	for _, i := range req.backends {
+	for j, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {
 			p.rollback(alloc)
@@ -71,7 +71,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		if s.args.SchedulePolicy == device.PolicyFragment && p.ssn != nil {
 			host = hostOf(s.args.SchedulePolicy, volcano.NodeIdle(p.ssn, task.NodeName), task.Resreq)
 		}
-		r, err := allocateOn(d, task.Pod, s.args.SchedulePolicy, host, pipelined)
+		r, err := allocateOn(d, task.Pod, req.prep(j), s.args.SchedulePolicy, host, pipelined)
 		if err != nil {
 			p.rollback(alloc)
 			p.st.metrics.Allocated(s.backends[i].Name(), "error")
@@ -145,11 +145,11 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 // be bound now must not get cards terminating pods still hold: when some
 // are terminating on the node, the cards are chosen on now() and the
 // choice is then accounted in the view.
-func allocateOn(d *sessionDevices, pod *v1.Pod, policy string, host device.Host, pipelined bool) (*device.Reservation, error) {
+func allocateOn(d *sessionDevices, pod *v1.Pod, prep device.Prepared, policy string, host device.Host, pipelined bool) (*device.Reservation, error) {
 	if pipelined || len(d.releasing) == 0 {
-		return allocateWith(d.write(), pod, policy, host)
+		return allocateWith(d.write(), pod, prep, policy, host)
 	}
-	r, err := allocateWith(d.now(), pod, policy, host)
+	r, err := allocateWith(d.now(), pod, prep, policy, host)
 	if err != nil || r == nil {
 		return r, err
 	}

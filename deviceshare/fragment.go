@@ -12,7 +12,7 @@ import (
 // plugin feeds it two things the Devices interface does not carry: the
 // requests of pending pods (requestObserver) and the node's free CPU and
 // memory, since a card a node cannot host any pod for is stranded too
-// (device.HostAware, passed with each call).
+// (device.Fitter, passed with each call).
 
 // bareNodeScorer is implemented by backends whose fragment policy also
 // places pods that ask for no devices at all: such a pod's CPU and memory
@@ -54,25 +54,29 @@ func hostOf(policy string, idle, taken *vcapi.Resource) device.Host {
 	return device.Host{CPUMilli: int64(cpu), MemMiB: int64(mem) / (1 << 20), Known: true}
 }
 
-// filterOn, scoreOn and allocateWith call the Devices with the node's host
-// resources where they take them (device.HostAware).
-func filterOn(d device.Devices, pod *v1.Pod, policy string, h device.Host) *device.Status {
-	if ha, ok := d.(device.HostAware); ok && h.Known {
-		return ha.FilterNodeOn(pod, policy, h)
+// fitOn, scoreOn and allocateWith call the Devices with the task's
+// prepared request and the node's host resources where they take them
+// (device.Fitter, prep non-nil), else FilterNode, ScoreNode and Allocate.
+// fitOn's scored is false when the score was not computed.
+func fitOn(d device.Devices, pod *v1.Pod, prep device.Prepared, policy string, h device.Host) (score float64, st *device.Status, scored bool) {
+	if f, ok := d.(device.Fitter); ok && prep != nil {
+		score, st = f.Fit(pod, prep, h)
+		return score, st, true
 	}
-	return d.FilterNode(pod, policy)
+	return 0, d.FilterNode(pod, policy), false
 }
 
-func scoreOn(d device.Devices, pod *v1.Pod, policy string, h device.Host) float64 {
-	if ha, ok := d.(device.HostAware); ok && h.Known {
-		return ha.ScoreNodeOn(pod, policy, h)
+func scoreOn(d device.Devices, pod *v1.Pod, prep device.Prepared, policy string, h device.Host) float64 {
+	if f, ok := d.(device.Fitter); ok && prep != nil {
+		score, _ := f.Fit(pod, prep, h)
+		return score
 	}
 	return d.ScoreNode(pod, policy)
 }
 
-func allocateWith(d device.Devices, pod *v1.Pod, policy string, h device.Host) (*device.Reservation, error) {
-	if ha, ok := d.(device.HostAware); ok && h.Known {
-		return ha.AllocateOn(pod, policy, h)
+func allocateWith(d device.Devices, pod *v1.Pod, prep device.Prepared, policy string, h device.Host) (*device.Reservation, error) {
+	if f, ok := d.(device.Fitter); ok && prep != nil {
+		return f.AllocatePrepared(pod, prep, h)
 	}
 	return d.Allocate(pod, policy)
 }
@@ -100,7 +104,52 @@ func (s *sessionState) hostOnlyScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo)
 			score += bs.BareNodeScore()
 			continue
 		}
-		score += scoreOn(d.read(), task.Pod, device.PolicyFragment, hostOf(device.PolicyFragment, node.Idle, nil))
+		score += scoreOn(d.read(), task.Pod, s.barePrep(task, i), device.PolicyFragment, hostOf(device.PolicyFragment, node.Idle, nil))
 	}
 	return score
+}
+
+// prepareBare prepares, for the backends that score pods without devices,
+// a pending task's reading once for the session (sessionState.bare).
+func (s *sessionState) prepareBare(task *vcapi.TaskInfo) {
+	var preps []device.Prepared
+	for i, b := range s.backends {
+		if _, ok := b.(bareNodeScorer); !ok {
+			continue
+		}
+		pr, ok := b.(device.Preparer)
+		if !ok {
+			continue
+		}
+		prep, err := pr.Prepare(task.Pod, device.PolicyFragment)
+		if err != nil {
+			continue
+		}
+		if preps == nil {
+			preps = make([]device.Prepared, len(s.backends))
+		}
+		preps[i] = prep
+	}
+	if preps == nil {
+		return
+	}
+	if s.bare == nil {
+		s.bare = make(map[vcapi.TaskID][]device.Prepared)
+	}
+	s.bare[task.UID] = preps
+}
+
+// barePrep is backend i's prepared reading of a task without a device
+// request: the session's (prepareBare), or one made now for a task the
+// session did not see pending.
+func (s *sessionState) barePrep(task *vcapi.TaskInfo, i int) device.Prepared {
+	if preps, ok := s.bare[task.UID]; ok {
+		return preps[i]
+	}
+	if pr, ok := s.backends[i].(device.Preparer); ok {
+		if prep, err := pr.Prepare(task.Pod, device.PolicyFragment); err == nil {
+			return prep
+		}
+	}
+	return nil
 }

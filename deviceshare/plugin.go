@@ -172,6 +172,8 @@ func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend
 		r := s.computeRequest(task.Pod)
 		if r != nil {
 			r.results = s.resultTableFor(task, r)
+		} else if args.SchedulePolicy == device.PolicyFragment {
+			s.prepareBare(task)
 		}
 		s.requests[task.UID] = r
 	})

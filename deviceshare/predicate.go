@@ -1,6 +1,7 @@
 package deviceshare
 
 import (
+	"math"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -77,7 +78,7 @@ func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *task
 	}
 	t := req.results
 	if t == nil {
-		f, _ := p.filter(task, node, req, &s.slab[idx])
+		f, _, _ := p.filter(task, node, req, &s.slab[idx])
 		return failureError(f, task, node)
 	}
 	epoch := t.Epoch()
@@ -91,18 +92,21 @@ func (p *plugin) deviceFit(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *task
 		}
 		return nil
 	}
-	f, keep := p.filter(task, node, req, &s.slab[idx])
+	f, score, keep := p.filter(task, node, req, &s.slab[idx])
 	if ent != nil && keep {
-		s.fits.Fill(ent, idx, epoch, f)
+		s.fits.Fill(ent, idx, epoch, f, score)
 	}
 	return failureError(f, task, node)
 }
 
 // filter is the predicate's device work on a known, unlocked node: each of
-// the request's backends' FilterNode. It returns the failure (nil: the
-// node fits) and whether the outcome holds for every task with the same
-// request key (false when it depended on the task: the eviction check).
-func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) (*fitcache.Failure, bool) {
+// the request's backends' Fit (FilterNode where a backend prepares no
+// request). It returns the failure (nil: the node fits), the node's
+// weighted score when the node fits and every backend scored in the same
+// pass (NaN otherwise: nodeOrder computes it), and whether the outcome
+// holds for every task with the same request key (false when it depended
+// on the task: the eviction check).
+func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) (*fitcache.Failure, float64, bool) {
 	s := p.sess
 	pod := task.Pod
 	var statuses []*vcapi.Status
@@ -115,7 +119,8 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		}
 	}
 	resolvable, unresolvable := false, false
-	for _, i := range req.backends {
+	var score float64
+	for j, i := range req.backends {
 		name := s.backends[i].Name()
 		d := sn.devices[i]
 		switch {
@@ -131,10 +136,18 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		// The fragment policy's card choice weighs the node's idle CPU and
 		// memory: the predicate sees the node as the score and the
 		// allocation do.
-		st := filterOn(d.read(), pod, s.args.SchedulePolicy, hostOf(s.args.SchedulePolicy, node.Idle, nil))
+		host := hostOf(s.args.SchedulePolicy, node.Idle, nil)
+		sc, st, scored := fitOn(d.read(), pod, req.prep(j), s.args.SchedulePolicy, host)
+		if _, batch := s.backends[i].(device.BatchScorer); !scored && !batch {
+			score = math.NaN()
+		} else if !batch {
+			score += sc
+		}
 		if st.IsSuccess() {
-			if len(d.releasing) > 0 && volcano.WillBind(task, node) && !d.now().FilterNode(pod, s.args.SchedulePolicy).IsSuccess() {
-				fail(name, ReasonTerminating, s.status(device.Unschedulable, ReasonTerminating))
+			if len(d.releasing) > 0 && volcano.WillBind(task, node) {
+				if _, now, _ := fitOn(d.now(), pod, req.prep(j), s.args.SchedulePolicy, host); !now.IsSuccess() {
+					fail(name, ReasonTerminating, s.status(device.Unschedulable, ReasonTerminating))
+				}
 			}
 			continue
 		}
@@ -164,9 +177,9 @@ func (p *plugin) filter(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskReq
 		}
 	}
 	if len(statuses) == 0 {
-		return nil, keep
+		return nil, score * float64(s.args.ScheduleWeight), keep
 	}
-	return &fitcache.Failure{Statuses: statuses[:len(statuses):len(statuses)], Counted: counted}, keep
+	return &fitcache.Failure{Statuses: statuses[:len(statuses):len(statuses)], Counted: counted}, math.NaN(), keep
 }
 
 // failureError is the predicate's error for a node that failed with f

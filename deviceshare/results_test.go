@@ -1,6 +1,7 @@
 package deviceshare
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestSessionDevicesMoveTheirNodesStamp(t *testing.T) {
 	k := &fakeKeyer{epoch: 1}
 	tab := c.Table("k", []device.ResultKeyer{k})
 	_, ent := c.Lookup(tab, 0, tab.Epoch())
-	c.Fill(ent, 0, tab.Epoch(), nil)
+	c.Fill(ent, 0, tab.Epoch(), nil, math.NaN())
 	d := &sessionDevices{base: devs, stamp: c.Stamp(0)}
 	d.read()
 	if hit, _ := c.Lookup(tab, 0, tab.Epoch()); hit == nil {
@@ -80,7 +81,7 @@ func TestSessionDevicesMoveTheirNodesStamp(t *testing.T) {
 	if hit, ent := c.Lookup(tab, 0, tab.Epoch()); hit != nil || ent == nil {
 		t.Fatalf("after a write: hit %v, entry %v; want a miss with an entry to fill", hit, ent)
 	}
-	c.Fill(ent, 0, tab.Epoch(), nil)
+	c.Fill(ent, 0, tab.Epoch(), nil, math.NaN())
 	if err := d.release(pod); err != nil {
 		t.Fatal(err)
 	}

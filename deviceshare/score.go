@@ -52,12 +52,12 @@ func (p *plugin) nodeOrder(task *vcapi.TaskInfo, node *vcapi.NodeInfo) (float64,
 // the request's backends' ScoreNode, batch scorers left out.
 func (s *sessionState) deviceScore(task *vcapi.TaskInfo, node *vcapi.NodeInfo, req *taskRequest, sn *sessionNode) float64 {
 	var score float64
-	for _, i := range req.backends {
+	for j, i := range req.backends {
 		if _, batch := s.backends[i].(device.BatchScorer); batch {
 			continue
 		}
 		if d := sn.devices[i]; d != nil && d.invErr == nil {
-			score += scoreOn(d.read(), task.Pod, s.args.SchedulePolicy, hostOf(s.args.SchedulePolicy, node.Idle, nil))
+			score += scoreOn(d.read(), task.Pod, req.prep(j), s.args.SchedulePolicy, hostOf(s.args.SchedulePolicy, node.Idle, nil))
 		}
 	}
 	return score * float64(s.args.ScheduleWeight)

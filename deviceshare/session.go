@@ -41,6 +41,11 @@ type sessionState struct {
 	// requests holds, per pending task, which backends it asks for (nil:
 	// no device request).
 	requests map[vcapi.TaskID]*taskRequest
+	// bare holds, under the fragment policy, per pending task without a
+	// device request, each backend's prepared reading of it by backend
+	// index (nil where the backend scores no such pod): hostOnlyScore
+	// scores it on every node.
+	bare map[vcapi.TaskID][]device.Prepared
 	// assumedPods are annotated copies of pods whose bind is in flight.
 	assumedPods map[types.UID]*v1.Pod
 	// allocs are the allocations made in this session, for Deallocate.
@@ -150,6 +155,9 @@ func (d *sessionDevices) restore(pod *v1.Pod) error {
 // taskRequest is what a task asks of the device backends.
 type taskRequest struct {
 	backends []int
+	// prepared holds, by position in backends, each Preparer backend's
+	// reading of the pod (nil for the others, and for an invalid request).
+	prepared []device.Prepared
 	// results is the table of the request's key (nil: the results are
 	// not kept, see results.go).
 	results *fitcache.Table
@@ -247,7 +255,36 @@ func (s *sessionState) claimedRequest(pod *v1.Pod) *taskRequest {
 			r.invalid = err
 		}
 	}
+	if r == nil || r.invalid != nil {
+		return r
+	}
+	for j, i := range r.backends {
+		pr, ok := s.backends[i].(device.Preparer)
+		if !ok {
+			continue
+		}
+		prep, err := pr.Prepare(pod, s.args.SchedulePolicy)
+		if err != nil {
+			// The same reading as ValidateRequest's, which passed; kept
+			// as the request's error should a backend's two differ.
+			r.invalid = err
+			return r
+		}
+		if r.prepared == nil {
+			r.prepared = make([]device.Prepared, len(r.backends))
+		}
+		r.prepared[j] = prep
+	}
 	return r
+}
+
+// prep is the prepared request of the j-th of the request's backends, nil
+// when it prepares none.
+func (r *taskRequest) prep(j int) device.Prepared {
+	if r.prepared == nil {
+		return nil
+	}
+	return r.prepared[j]
 }
 
 // effectivePod is the pod as the node state accounts it: with its assumed

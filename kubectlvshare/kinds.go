@@ -2,6 +2,7 @@ package kubectlvshare
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,10 +11,11 @@ import (
 
 	"github.com/vgpushare/vshare/backends/ascend"
 	"github.com/vgpushare/vshare/backends/gpushare"
-	"github.com/vgpushare/vshare/backends/mindcluster"
+	"github.com/vgpushare/vshare/backends/registry"
 	"github.com/vgpushare/vshare/backends/vgpu"
 	"github.com/vgpushare/vshare/config"
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/kubectlvshare/report"
 	"github.com/vgpushare/vshare/protocol/ascendproto"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
@@ -40,40 +42,53 @@ type kind struct {
 func (k *kind) name() string { return k.backend.Name() }
 
 // newKinds builds the device types the scheduler can serve, under the
-// device configuration cfg (nil: the built-in defaults): HAMi vGPU, one
-// HAMi Ascend type per vnpus entry, GPU share and MindCluster 310P. GPU
-// number mode reads the same cards as GPU share and is not listed twice.
+// device configuration cfg (nil: the built-in defaults), with the
+// scheduler's own registry (every type enabled, as backends/registry
+// builds them for the plugin): HAMi vGPU, one HAMi Ascend type per vnpus
+// entry, GPU share and MindCluster 310P (from nodes' annotations: kubectl
+// reads no device-info ConfigMaps). GPU number mode reads the same cards as
+// GPU share and is not listed twice. Ascend types come first for
+// `fit --type`, whose vGPU type matches any model name.
 func newKinds(cfg *config.Config) ([]*kind, error) {
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	vb, err := vgpu.New(vgpu.Options{Config: &cfg.NVIDIA})
+	all := pluginargs.Args{VGPUEnable: true, AscendHAMiVNPUEnable: true, GPUSharingEnable: true, AscendMindClusterVNPUEnable: true}
+	backends, err := registry.Build(all, cfg, nil)
 	if err != nil {
 		return nil, fmt.Errorf("device configuration: %w", err)
 	}
-	out := []*kind{{backend: vb, bindPhases: []string{vgpuproto.AnnotationBindPhase, vgpuproto.AnnotationHAMiBindPhase}, shape: vgpuShape(vb), matches: func(string) bool { return true }}}
-	hamiCore := cfg.VNPUs.Mode() == config.VNPUModeHAMiCore
-	var ascends []*kind
-	for _, chip := range cfg.VNPUs.Configs {
-		ab, err := ascend.New(ascend.Options{Chip: chip, HAMiCore: hamiCore})
-		if err != nil {
-			return nil, fmt.Errorf("device configuration: %w", err)
+	var ascends, others []*kind
+	for _, b := range backends {
+		switch b := b.(type) {
+		case *ascend.Backend:
+			chipName := b.Chip().Name
+			ascends = append(ascends, &kind{backend: b, bindPhases: []string{ascendproto.AnnotationBindPhase}, shape: ascendShape(b),
+				matches: func(typ string) bool {
+					return strings.EqualFold(typ, b.Name()) || (chipName != "" && strings.EqualFold(typ, chipName))
+				}})
+		case *vgpu.Backend:
+			others = append(others, &kind{backend: b, bindPhases: []string{vgpuproto.AnnotationBindPhase, vgpuproto.AnnotationHAMiBindPhase},
+				shape: vgpuShape(b), matches: func(string) bool { return true }})
+		default:
+			others = append(others, &kind{backend: b})
 		}
-		chipName := chip.ChipName
-		ascends = append(ascends, &kind{backend: ab, bindPhases: []string{ascendproto.AnnotationBindPhase}, shape: ascendShape(ab),
-			matches: func(typ string) bool {
-				return strings.EqualFold(typ, ab.Name()) || (chipName != "" && strings.EqualFold(typ, chipName))
-			}})
 	}
-	// Ascend types come first for `fit --type`, whose vGPU type matches any
-	// model name.
-	out = append(ascends, out...)
-	gb, err := gpushare.New(gpushare.Options{Mode: gpushare.ModeShare})
-	if err != nil {
-		return nil, err
+	// The registry builds GPU share first; `kubectl vshare` has always
+	// listed vGPU first after the Ascend types.
+	slices.SortStableFunc(others, func(x, y *kind) int { return kindRank(x) - kindRank(y) })
+	return append(ascends, others...), nil
+}
+
+// kindRank orders the non-Ascend types: vGPU, GPU share, MindCluster.
+func kindRank(k *kind) int {
+	switch k.backend.(type) {
+	case *vgpu.Backend:
+		return 0
+	case *gpushare.Backend:
+		return 1
 	}
-	out = append(out, &kind{backend: gb}, &kind{backend: mindcluster.New(mindcluster.Options{})})
-	return out, nil
+	return 2
 }
 
 // fitPodName names the pod `fit` asks about.

@@ -23,18 +23,19 @@ import (
 // whenever FilterNode does. A pod without a request gets a nil
 // reservation; a pod already accounted here is an error.
 func (d *Devices) Allocate(pod *v1.Pod, policy string) (*device.Reservation, error) {
-	return d.AllocateOn(pod, policy, device.Host{})
+	p, _ := d.b.Prepare(pod, policy)
+	return d.AllocatePrepared(pod, p, device.Host{})
 }
 
-// AllocateOn is Allocate on a node with host free outside its cards
-// (device.HostAware), which the fragment policy's card choice weighs, as
-// FilterNodeOn did.
-func (d *Devices) AllocateOn(pod *v1.Pod, policy string, host device.Host) (*device.Reservation, error) {
-	var req request.Pod
-	err := d.b.parse(pod, policy, &req)
-	if err != nil {
-		return nil, fmt.Errorf("allocate %s on node %s: invalid vGPU request: %w", Name, d.node, err)
+// AllocatePrepared implements device.Fitter: Allocate of the pod prepared
+// as preq, on a node with host free outside its cards, which the fragment
+// policy's card choice weighs, as Fit did.
+func (d *Devices) AllocatePrepared(pod *v1.Pod, preq device.Prepared, host device.Host) (*device.Reservation, error) {
+	p := prepared(preq)
+	if p.err != nil {
+		return nil, fmt.Errorf("allocate %s on node %s: invalid vGPU request: %w", Name, d.node, p.err)
 	}
+	req := &p.req
 	if req.Empty() {
 		return nil, nil
 	}
@@ -42,13 +43,13 @@ func (d *Devices) AllocateOn(pod *v1.Pod, policy string, host device.Host) (*dev
 		return nil, err
 	}
 	s := scratch{host: host}
-	st := d.unservable(&req)
+	st := d.unservable(req)
 	var picks []pick
 	if st == nil {
 		var work []cardState
 		var failed int
-		if picks, work, failed = d.choose(&req, &s); failed >= 0 {
-			st = d.explain(&req, failed, work, s.forced)
+		if picks, work, failed = d.choose(req, &s); failed >= 0 {
+			st = d.explain(req, failed, work, s.forced)
 		}
 	}
 	if st != nil {

@@ -2,7 +2,6 @@ package vgpu
 
 import (
 	"fmt"
-	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -41,13 +40,12 @@ type Backend struct {
 	ignored      []string
 	// workload is the mix the fragment policy learns (its own lock).
 	workload *frag.Workload
-	// last is parse's last result (see parse).
-	last atomic.Pointer[parsed]
 }
 
 var (
 	_ device.Backend    = (*Backend)(nil)
 	_ device.NodeLocker = (*Backend)(nil)
+	_ device.Preparer   = (*Backend)(nil)
 )
 
 // New returns a Backend for the configuration.

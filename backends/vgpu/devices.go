@@ -143,87 +143,18 @@ type ledger = cardledger.Ledger[*holding]
 type Devices struct {
 	*shared
 	cards []cardState
-	// gen counts changes to cards; memo holds FilterNode's latest results
-	// (see FilterNode).
-	gen  uint64
-	memo filterMemos
-	// fragMemo is fragNow's last measure of the cards.
-	fragMemo atomic.Pointer[measured]
+	// now is the fragment policy's measure of cards under the learned
+	// target it names (fragNow), nil until measured; every write to the
+	// cards clears it (apply), the rule under which the plugin keeps the
+	// node's results (a write moves the node's stamp, a new target the
+	// backend's epoch). Read-only once stored.
+	now atomic.Pointer[frag.Measure]
 	ledger
-}
-
-// memoSlots is how many request shapes a node remembers: a session
-// usually places a few shapes many times.
-const memoSlots = 8
-
-// filterMemos is a small table of FilterNode results, replaced round-robin.
-// tags holds a mix of each slot's request hash and generation inline, so a
-// lookup reads one or two cache lines and follows only a matching slot's
-// pointer; the entry itself is checked in full, so a tag read while its
-// slot is being replaced is harmless.
-type filterMemos struct {
-	tags  [memoSlots]atomic.Uint64
-	slots [memoSlots]atomic.Pointer[filterMemo]
-	next  atomic.Uint32
-}
-
-// memoTag mixes a request hash and a generation; 0 marks an empty slot.
-func memoTag(hash, gen uint64) uint64 {
-	return (hash ^ gen*0x9e3779b97f4a7c15) | 1
-}
-
-// get returns the result for the request at generation gen with the
-// fragment policy's inputs fi (zero for other policies), or nil.
-func (t *filterMemos) get(key string, hash, gen uint64, fi fragInputs) *filterMemo {
-	tag := memoTag(hash, gen)
-	for i := range t.tags {
-		if t.tags[i].Load() != tag {
-			continue
-		}
-		if m := t.slots[i].Load(); m != nil && m.gen == gen && m.key == key && m.frag == fi {
-			return m
-		}
-	}
-	return nil
-}
-
-// put records a result for the request hash, replacing the oldest.
-func (t *filterMemos) put(m *filterMemo, hash uint64) {
-	i := t.next.Add(1) % memoSlots
-	t.slots[i].Store(m)
-	t.tags[i].Store(memoTag(hash, m.gen))
-}
-
-// filterMemo is FilterNode's result for one request key at one generation
-// of the cards: the status and, when the request fits, the node score of
-// the cards chosen. Entries are immutable once shared, but for the fragment
-// score, which ScoreNode adds atomically.
-type filterMemo struct {
-	key   string
-	gen   uint64
-	st    *device.Status
-	score float64
-	// frag is what else the fragment policy's choice and score depend on
-	// (zero under other policies); fragScore holds ScoreNode's result as
-	// float64 bits once fragScored is set.
-	frag       fragInputs
-	fragScore  atomic.Uint64
-	fragScored atomic.Bool
-}
-
-// fragInputs is what, besides the request and the cards, the fragment
-// policy's card choice and node score depend on: the learned target (the
-// pointer identifies it: a published target is never changed), the host's
-// free CPU and memory, and the pod's own.
-type fragInputs struct {
-	target *frag.Target
-	host   device.Host
-	use    frag.Use
 }
 
 var (
 	_ device.Devices      = (*Devices)(nil)
-	_ device.HostAware    = (*Devices)(nil)
+	_ device.Fitter       = (*Devices)(nil)
 	_ device.Advertiser   = (*Devices)(nil)
 	_ device.CardReporter = (*Devices)(nil)
 )
@@ -286,7 +217,7 @@ func newDevices(b *Backend, node string, inv *inventory.Inventory) *Devices {
 // one, or its charges when it has some, the MIG instances its uses take,
 // and its PodGroup and exclusive rules once per holder.
 func (d *Devices) apply(h *holding, sign int32) {
-	d.gen++
+	d.now.Store(nil)
 	for _, ch := range h.charges {
 		d.take(ch.Card, ch.Mem, ch.Cores, ch.Holders, h, sign)
 	}
@@ -432,7 +363,7 @@ func (d *Devices) GetStatus() string {
 
 // DeepCopy returns an independent copy; the immutable parts are shared.
 func (d *Devices) DeepCopy() device.Devices {
-	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger), gen: d.gen}
+	return &Devices{shared: d.shared, cards: slices.Clone(d.cards), ledger: cardledger.Clone(d.ledger)}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

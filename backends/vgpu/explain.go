@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/cardfit"
+	"github.com/vgpushare/vshare/backends/vgpu/request"
 	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -26,8 +27,8 @@ func (d *Devices) InventoryWarnings() []error { return d.warnings }
 // fit was refused: the same choice and the same checks as FilterNode, so
 // the reasons are the ones the scheduler reports for the node.
 func (d *Devices) ExplainCards(pod *v1.Pod, policy string) []device.CardVerdict {
-	req, err := d.b.request(pod, policy)
-	if err != nil || req.Empty() {
+	req := new(request.Pod)
+	if err := d.b.parse(pod, policy, req); err != nil || req.Empty() {
 		return nil
 	}
 	var s scratch

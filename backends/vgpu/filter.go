@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"fmt"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,97 +11,97 @@ import (
 	"github.com/vgpushare/vshare/device"
 )
 
+// prep is the backend's device.Prepared: a pod's request as parse read it
+// under a policy, and the parse error.
+type prep struct {
+	req    request.Pod
+	policy string
+	err    error
+}
+
+// Prepare implements device.Preparer: the pod's request under the policy,
+// read once per task for the plugin to hand to every node's Fit.
+func (b *Backend) Prepare(pod *v1.Pod, policy string) (device.Prepared, error) {
+	p := &prep{policy: policy}
+	p.err = b.parse(pod, policy, &p.req)
+	return p, p.err
+}
+
+// prepared is req as this backend prepared it; a Prepared of another
+// backend is a programming error, reported as the request's error.
+func prepared(req device.Prepared) *prep {
+	if p, ok := req.(*prep); ok {
+		return p
+	}
+	return &prep{err: fmt.Errorf("prepared request %T was not prepared by the %s backend", req, Name)}
+}
+
 // FilterNode reports whether the pod's containers fit the node's cards
 // under the policy, with one reason per rejected card kind when they do
 // not (see the Reason constants). Pods without a vGPU request fit; invalid
-// requests give an Error status.
+// requests give an Error status. Statuses are never modified by their
+// readers.
 //
-// Volcano filters one task on every node, then scores the nodes it fits,
-// and a job's pods usually ask for the same: the latest results are kept
-// (memoSlots request shapes) with the request's key and the cards'
-// generation (under the fragment policy also the learned target and the
-// host's and pod's CPU and memory), and reused (by ScoreNode too) while
-// none of them changes.
-// Statuses are never modified by their readers.
+// Nothing is kept between calls: the plugin prepares a task's request once
+// (Prepare) and keeps each node's results itself (Fit, ResultKey).
 func (d *Devices) FilterNode(pod *v1.Pod, policy string) *device.Status {
-	return d.FilterNodeOn(pod, policy, device.Host{})
+	p, _ := d.b.Prepare(pod, policy)
+	_, st := d.Fit(pod, p, device.Host{})
+	return st
 }
 
-// FilterNodeOn is FilterNode on a node with host free outside its cards
-// (device.HostAware), which the fragment policy's card choice weighs.
-func (d *Devices) FilterNodeOn(pod *v1.Pod, policy string, host device.Host) *device.Status {
-	req, err := d.b.request(pod, policy)
-	if err != nil {
-		return device.NewStatus(device.Error, "invalid vGPU request: "+err.Error())
+// ScoreNode scores the node in [0, device.MaxScore] from the cards Allocate
+// would choose (see score): binpack prefers nodes whose chosen cards end
+// fullest, spread nodes whose chosen cards are emptiest, fragment the
+// least fragmentation left (fragScore). A pod's hami.io/node-scheduler-policy
+// overrides the policy. Pods that do not fit or have no valid request
+// score 0, but under the fragment policy a pod without vGPUs scores how
+// little its CPU and memory strand the node's cards.
+func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
+	p, _ := d.b.Prepare(pod, policy)
+	sc, _ := d.Fit(pod, p, device.Host{})
+	return sc
+}
+
+// Fit implements device.Fitter: FilterNode's status and, when the pod
+// fits, ScoreNode's score, from one choice of cards, on a node with host
+// free outside its cards, which the fragment policy's card choice and
+// score weigh.
+func (d *Devices) Fit(pod *v1.Pod, req device.Prepared, host device.Host) (float64, *device.Status) {
+	p := prepared(req)
+	if p.err != nil {
+		return 0, device.NewStatus(device.Error, "invalid vGPU request: "+p.err.Error())
 	}
-	if req.Empty() {
-		return nil
-	}
-	// The fragment policy's card choice also follows the host's free
-	// resources, the pod's own and the learned workload: they are part of
-	// the entry's identity.
-	t := d.b.workload.Target()
-	fi := d.fragInputsOf(req, t, host)
-	m := d.memo.get(req.Key, req.Hash, d.gen, fi)
-	if m == nil {
-		sc, st := d.fit(req, host)
-		m = &filterMemo{key: req.Key, gen: d.gen, st: st, score: sc, frag: fi}
-		// Kept unless a new target was published while the cards were
-		// chosen (the fragment policy's choice reads it).
-		if fi.target == nil || d.b.workload.Target() == t {
-			d.memo.put(m, req.Hash)
+	if p.req.Empty() {
+		if p.policy == PolicyFragment {
+			return d.bareFragScore(&p.req, host), nil
 		}
+		return 0, nil
 	}
-	if m.st != nil {
+	sc, st := d.fit(&p.req, host)
+	if st != nil {
 		if v := klog.V(5); v.Enabled() {
-			v.InfoS("vGPU filter rejected node", "pod", klog.KObj(pod), "node", d.node, "reasons", m.st.Message())
+			v.InfoS("vGPU filter rejected node", "pod", klog.KObj(pod), "node", d.node, "reasons", st.Message())
 		}
 	}
-	return m.st
+	return sc, st
 }
 
-// fit is FilterNode for a parsed, non-empty request: the node's score for
-// the cards chosen when it fits, else why not.
+// fit is Fit for a parsed, non-empty request: the node's score for the
+// cards chosen when it fits, else why not.
 func (d *Devices) fit(req *request.Pod, host device.Host) (float64, *device.Status) {
 	if st := d.unservable(req); st != nil {
 		return 0, st
 	}
 	s := scratch{host: host}
 	picks, work, failed := d.choose(req, &s)
-	if failed < 0 {
-		return score(picks, req.NodePolicy), nil
-	}
-	return 0, d.explain(req, failed, work, s.forced)
-}
-
-// ScoreNode scores the node in [0, device.MaxScore] from the cards Allocate
-// would choose (see score): binpack prefers nodes whose chosen cards end
-// fullest, spread nodes whose chosen cards are emptiest. A pod's
-// hami.io/node-scheduler-policy overrides the policy. Pods that do not fit
-// or have no valid request score 0.
-func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
-	return d.ScoreNodeOn(pod, policy, device.Host{})
-}
-
-// ScoreNodeOn is ScoreNode on a node with host free outside its cards
-// (device.HostAware), which the fragment policy weighs.
-func (d *Devices) ScoreNodeOn(pod *v1.Pod, policy string, host device.Host) float64 {
-	if policy == PolicyFragment {
-		return d.fragScoreNode(pod, host)
-	}
-	req, err := d.b.request(pod, policy)
-	if err != nil || req.Empty() {
-		return 0
-	}
-	if m := d.memo.get(req.Key, req.Hash, d.gen, fragInputs{}); m != nil && m.st == nil {
-		return m.score
-	}
-	var s scratch
-	picks, _, failed := d.choose(req, &s)
 	if failed >= 0 {
-		return 0
+		return 0, d.explain(req, failed, work, s.forced)
 	}
-	return score(picks, req.NodePolicy)
+	if req.NodePolicy == PolicyFragment {
+		return d.fragScore(req, picks, work, host), nil
+	}
+	return score(picks, req.NodePolicy), nil
 }
 
 // unservable says why no choice of cards serves the request on the node:
@@ -133,8 +134,8 @@ func (d *Devices) tooFewCards(req *request.Pod) bool {
 // places, the CPU and memory the pod takes on the host. Pods without a
 // valid vGPU request have no key.
 func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
-	req, err := b.request(pod, policy)
-	if err != nil || req.Empty() {
+	var req request.Pod
+	if err := b.parse(pod, policy, &req); err != nil || req.Empty() {
 		return "", false
 	}
 	if req.CardPolicy != PolicyFragment && req.NodePolicy != PolicyFragment {

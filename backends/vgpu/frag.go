@@ -1,8 +1,6 @@
 package vgpu
 
 import (
-	"math"
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vgpushare/vshare/backends/cardledger"
@@ -76,12 +74,6 @@ func (d *Devices) supplyOf() map[string]frag.Supply {
 	return s
 }
 
-// measured is fragNow's measure of the node's cards at generation gen.
-type measured struct {
-	gen uint64
-	frag.Measure
-}
-
 // measure measures the node with cards in state cards under target t.
 func (d *Devices) measure(m *frag.Measure, t *frag.Target, cards []cardState) {
 	m.Init(t, len(cards))
@@ -97,17 +89,17 @@ func (d *Devices) fragOf(t *frag.Target, cards []cardState) *frag.Measure {
 	return m
 }
 
-// fragNow is fragOf the node's current cards: kept while neither the
-// cards nor the learned target change, since every pod scored on the node
-// in between measures the same "before". Read-only once made.
+// fragNow is fragOf the node's current cards, measured once while neither
+// the cards nor the learned target change: every pod scored on the node in
+// between (a pod without vGPUs is scored on every node) measures the same
+// "before". Read-only once made.
 func (d *Devices) fragNow(t *frag.Target) *frag.Measure {
-	if f := d.fragMemo.Load(); f != nil && f.Target() == t && f.gen == d.gen {
-		return &f.Measure
+	if m := d.now.Load(); m != nil && m.Target() == t {
+		return m
 	}
-	f := &measured{gen: d.gen}
-	d.measure(&f.Measure, t, d.cards)
-	d.fragMemo.Store(f)
-	return &f.Measure
+	m := d.fragOf(t, d.cards)
+	d.now.Store(m)
+	return m
 }
 
 // fragRank orders the candidate cards of a one-card container cr by
@@ -165,80 +157,25 @@ func (d *Devices) sameCard(a, b int, work []cardState) bool {
 		wa.UsedMiB == wb.UsedMiB && wa.UsedCores == wb.UsedCores && wa.UsedNum == wb.UsedNum
 }
 
-// fragScoreNode is ScoreNode under the fragment policy, in
-// [0, device.MaxScore]. A pod without vGPUs (scored when the plugin asks)
-// prefers the nodes where its CPU and memory strand the fewest cards.
-func (d *Devices) fragScoreNode(pod *v1.Pod, host device.Host) float64 {
-	req, err := d.b.request(pod, PolicyFragment)
-	if err != nil {
-		return 0
+// bareFragScore is the fragment policy's score, in [0, device.MaxScore],
+// of the node for a pod without vGPUs (scored when the plugin asks): the
+// nodes where its CPU and memory strand the fewest cards come first.
+func (d *Devices) bareFragScore(req *request.Pod, host device.Host) float64 {
+	f := d.fragNow(d.b.workload.Target())
+	pack := 1.0
+	if len(d.cards) > 0 {
+		pack -= f.Idle() / float64(frag.MilliPerCard*len(d.cards))
 	}
-	use := frag.Use(req.Host)
+	return frag.Score(f.Value(host, frag.Use{})-f.Value(host, frag.Use(req.Host)), pack)
+}
+
+// fragScore is the fragment policy's node score of the cards chosen for a
+// request (picks, leaving the cards in state work): how little
+// fragmentation the placement adds for the learned workload, then how full
+// the chosen cards end. The fragmentation after placement includes the
+// scarcity cost of the cards taken.
+func (d *Devices) fragScore(req *request.Pod, picks []pick, work []cardState, host device.Host) float64 {
 	t := d.b.workload.Target()
-	if req.Empty() {
-		f := d.fragNow(t)
-		pack := 1.0
-		if len(d.cards) > 0 {
-			pack -= f.Idle() / float64(frag.MilliPerCard*len(d.cards))
-		}
-		return frag.Score(f.Value(host, frag.Use{})-f.Value(host, use), pack)
-	}
-	// FilterNode has usually just chosen the cards for the same inputs;
-	// the score, once computed, is kept with its result.
-	fi := d.fragInputsOf(req, t, host)
-	m := d.memo.get(req.Key, req.Hash, d.gen, fi)
-	if m != nil {
-		if m.st != nil {
-			return 0
-		}
-		if m.fragScored.Load() {
-			return math.Float64frombits(m.fragScore.Load())
-		}
-	}
-	sc := d.fragScore(req, t, host)
-	if sc < 0 {
-		// Does not fit; FilterNode records that, with its reasons.
-		return 0
-	}
-	if d.b.workload.Target() != t {
-		// A new target was published meanwhile; the card choice may
-		// have seen it.
-		return sc
-	}
-	if m == nil {
-		m = &filterMemo{key: req.Key, gen: d.gen, frag: fi}
-		d.memo.put(m, req.Hash)
-	}
-	m.fragScore.Store(math.Float64bits(sc))
-	m.fragScored.Store(true)
-	return sc
-}
-
-// fragInputsOf returns the fragment policy's inputs for req on this node
-// under target t, zero when req is not placed by that policy.
-func (d *Devices) fragInputsOf(req *request.Pod, t *frag.Target, host device.Host) fragInputs {
-	if req.CardPolicy != PolicyFragment && req.NodePolicy != PolicyFragment {
-		return fragInputs{}
-	}
-	return fragInputs{target: t, host: host, use: frag.Use(req.Host)}
-}
-
-// fragScore is fragScoreNode for a non-empty request under target t: the
-// score of the cards chosen, -1 when the pod does not fit. The
-// fragmentation after placement includes the scarcity cost of the cards
-// taken.
-func (d *Devices) fragScore(req *request.Pod, t *frag.Target, host device.Host) float64 {
-	if d.unservable(req) != nil {
-		return -1
-	}
-	s := scratch{host: host}
-	picks, work, failed := d.choose(req, &s)
-	if failed >= 0 {
-		return -1
-	}
-	if req.NodePolicy != PolicyFragment {
-		return score(picks, req.NodePolicy)
-	}
 	before := d.fragNow(t)
 	var after float64
 	if len(picks) == 1 {

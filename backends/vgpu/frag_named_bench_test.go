@@ -42,7 +42,7 @@ func BenchmarkScoreNodeFragmentNamed(b *testing.B) {
 	b.Run("score-uncached", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			d.ScoreNodeOn(pod, PolicyFragment, device.Host{CPUMilli: int64(64000 + i%1000), MemMiB: 1 << 20, Known: true})
+			d.scoreOn(pod, PolicyFragment, device.Host{CPUMilli: int64(64000 + i%1000), MemMiB: 1 << 20, Known: true})
 		}
 	})
 	b.Run("new-devices", func(b *testing.B) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpushare/vshare/backends/internal/testkit"
 	"github.com/vgpushare/vshare/config"
+	"github.com/vgpushare/vshare/device"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
@@ -128,4 +129,24 @@ func withInit(p *v1.Pod, kinds string, ctrs ...ctr) *v1.Pod {
 		out.Spec.InitContainers = append(out.Spec.InitContainers, ic)
 	}
 	return out
+}
+
+// filterOn, scoreOn and allocateOn are FilterNode, ScoreNode and Allocate
+// on a node with host free outside its cards, as the plugin calls them:
+// the request prepared once (Prepare), then Fit and AllocatePrepared.
+func (d *Devices) filterOn(pod *v1.Pod, policy string, host device.Host) *device.Status {
+	p, _ := d.b.Prepare(pod, policy)
+	_, st := d.Fit(pod, p, host)
+	return st
+}
+
+func (d *Devices) scoreOn(pod *v1.Pod, policy string, host device.Host) float64 {
+	p, _ := d.b.Prepare(pod, policy)
+	sc, _ := d.Fit(pod, p, host)
+	return sc
+}
+
+func (d *Devices) allocateOn(pod *v1.Pod, policy string, host device.Host) (*device.Reservation, error) {
+	p, _ := d.b.Prepare(pod, policy)
+	return d.AllocatePrepared(pod, p, host)
 }

@@ -259,12 +259,17 @@ func (v *vgpuPolicy) Place(c *Cluster, p *Pod) (int, []int, bool, error) {
 		v.obs.ObserveRequest(pod)
 		gen = v.obs.WorkloadGeneration()
 	}
+	// As the plugin does: the request prepared once, Fit on each node with
+	// Volcano's NodeInfo.Idle (device.Fitter).
+	prep, err := v.backend.Prepare(pod, v.policy)
+	if err != nil {
+		return -1, nil, false, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
 	best := v.memo.best(c, p, gen, func(n int) (fits bool, score float64) {
-		// The plugin passes Volcano's NodeInfo.Idle (device.HostAware).
 		host := device.Host{CPUMilli: c.Nodes[n].CPU, MemMiB: c.Nodes[n].Memory, Known: true}
-		d := v.devs[n].(device.HostAware)
-		if fits = d.FilterNodeOn(pod, v.policy, host).IsSuccess(); fits && (p.NumGPU > 0 || !v.gpuOnly) {
-			score = d.ScoreNodeOn(pod, v.policy, host)
+		sc, st := v.devs[n].(device.Fitter).Fit(pod, prep, host)
+		if fits = st.IsSuccess(); fits && (p.NumGPU > 0 || !v.gpuOnly) {
+			score = sc
 		}
 		return fits, score
 	})
@@ -275,7 +280,7 @@ func (v *vgpuPolicy) Place(c *Cluster, p *Pod) (int, []int, bool, error) {
 		return best, nil, true, nil
 	}
 	host := device.Host{CPUMilli: c.Nodes[best].CPU, MemMiB: c.Nodes[best].Memory, Known: true}
-	r, err := v.devs[best].(device.HostAware).AllocateOn(pod, v.policy, host)
+	r, err := v.devs[best].(device.Fitter).AllocatePrepared(pod, prep, host)
 	if err != nil {
 		return -1, nil, false, fmt.Errorf("allocate pod %s: %w", pod.Name, err)
 	}

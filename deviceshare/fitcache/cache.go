@@ -6,7 +6,6 @@
 package fitcache
 
 import (
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,14 +19,15 @@ import (
 //
 // Volcano predicates every pod on hundreds of nodes and scores the nodes it
 // fits, pod after pod, and most pods of a session ask for one of a few
-// request shapes. The backends' own caches (vGPU's per-node memo) make a
-// repeated FilterNode cheap to compute, but reaching them still walks
-// through the session node, its device slice, the session's devices, the
-// backend's Devices and the memo entry: five scattered objects per node,
-// each a cache miss at a thousand nodes, and measured to be most of the
-// plugin's time per pod (docs/benchmarks.md). A result table keeps, per
+// request shapes. Answering a repeated request from the node's Devices
+// walks the session node, its device slice, the session's devices and the
+// backend's Devices, then chooses cards: scattered objects per node, each
+// a cache miss at a thousand nodes, measured to be most of the plugin's
+// time per pod when the vGPU backend still kept its own per-node results
+// (docs/benchmarks.md). The backends keep no results: a table keeps, per
 // request key (device.ResultKeyer) and per node, the predicate's outcome and
-// the node score in one dense slice indexed by the node's session index,
+// the node score (computed in the same pass where the backends are
+// device.Fitters) in one dense slice indexed by the node's session index,
 // so a pod whose key was seen answers from one entry.
 //
 // An entry is valid while its node's stamp and the backends' epochs are
@@ -149,9 +149,10 @@ func (c *Cache) Lookup(t *Table, idx int32, epoch uint32) (hit, ent *Entry) {
 	return nil, e
 }
 
-// Fill records a computed predicate outcome (fail nil: fits).
-func (c *Cache) Fill(e *Entry, idx int32, epoch uint32, fail *Failure) {
-	*e = Entry{ver: c.stamps[idx].ver + 1, epoch: epoch, Fail: c.intern(fail), Score: math.NaN()}
+// Fill records a computed predicate outcome (fail nil: fits) and the
+// node's score when the same pass computed it (NaN: not yet scored).
+func (c *Cache) Fill(e *Entry, idx int32, epoch uint32, fail *Failure, score float64) {
+	*e = Entry{ver: c.stamps[idx].ver + 1, epoch: epoch, Fail: c.intern(fail), Score: score}
 }
 
 // intern returns the session's one copy of a failure equal to f.

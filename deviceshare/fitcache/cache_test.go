@@ -1,6 +1,7 @@
 package fitcache
 
 import (
+	"math"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,7 +25,7 @@ func TestResultTableEntryValidity(t *testing.T) {
 		t.Fatalf("empty table: hit %v, entry %v; want a miss with an entry to fill", hit, ent)
 	}
 	fail := &Failure{Statuses: []*vcapi.Status{c.Status("deviceshare", device.Unschedulable, "full")}, Counted: [][2]string{{"hamivgpu", "full"}}}
-	c.Fill(ent, 0, tab.Epoch(), fail)
+	c.Fill(ent, 0, tab.Epoch(), fail, math.NaN())
 	if hit, _ := c.Lookup(tab, 0, tab.Epoch()); hit == nil || hit.Fail != fail {
 		t.Fatalf("after fill: hit %v, want the failure kept", hit)
 	}
@@ -33,7 +34,7 @@ func TestResultTableEntryValidity(t *testing.T) {
 	}
 	// An equal failure computed for another node is the same object.
 	ent1 := &tab.ents[1]
-	c.Fill(ent1, 1, tab.Epoch(), &Failure{Statuses: []*vcapi.Status{c.Status("deviceshare", device.Unschedulable, "full")}, Counted: [][2]string{{"hamivgpu", "full"}}})
+	c.Fill(ent1, 1, tab.Epoch(), &Failure{Statuses: []*vcapi.Status{c.Status("deviceshare", device.Unschedulable, "full")}, Counted: [][2]string{{"hamivgpu", "full"}}}, math.NaN())
 	if ent1.Fail != fail {
 		t.Errorf("equal failures were not interned")
 	}
@@ -48,7 +49,10 @@ func TestResultTableEntryValidity(t *testing.T) {
 	if hit, _ := c.Lookup(tab, 1, tab.Epoch()); hit != nil {
 		t.Errorf("entry still valid after the backend's epoch moved")
 	}
-	c.Fill(ent1, 1, tab.Epoch(), nil)
+	c.Fill(ent1, 1, tab.Epoch(), nil, 42)
+	if hit, _ := c.Lookup(tab, 1, tab.Epoch()); hit == nil || hit.Fail != nil || hit.Score != 42 {
+		t.Errorf("fitting node filled with its score: hit %+v, want no failure and score 42", hit)
+	}
 	c.Stamp(1).SetVolatile()
 	if hit, ent := c.Lookup(tab, 1, tab.Epoch()); hit != nil || ent != nil {
 		t.Errorf("volatile node: hit %v, entry %v; want neither", hit, ent)

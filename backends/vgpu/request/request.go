@@ -65,10 +65,8 @@ type Pod struct {
 	// Rules are the exclusive rules the pod's labels match (a bit each).
 	Rules uint64
 	// Key encodes every field above: two requests with one key fit the
-	// same cards the same way (the backend's FilterNode memo); Hash is its
-	// FNV-1a.
-	Key  string
-	Hash uint64
+	// same cards the same way (the backend's ResultKey).
+	Key string
 	// Host is what the pod takes outside the cards (CPU and memory), which
 	// only the fragment policy weighs; it is not part of Key.
 	Host HostUse
@@ -98,7 +96,7 @@ func hostUse(pod *v1.Pod) HostUse {
 	return u
 }
 
-// fingerprint encodes the request's fields into Key and Hash.
+// fingerprint encodes the request's fields into Key.
 func (r *Pod) fingerprint() {
 	b := make([]byte, 0, 64)
 	for _, c := range r.Ctrs() {
@@ -123,11 +121,6 @@ func (r *Pod) fingerprint() {
 		b = append(append(b, 0), f...)
 	}
 	r.Key = string(b)
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h = (h ^ uint64(c)) * 1099511628211
-	}
-	r.Hash = h
 }
 
 // Empty reports whether the pod asks for no card.
