@@ -10,6 +10,7 @@ import (
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 
 	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/evictplan"
 )
 
 // Device-aware preemption and reclaim on Volcano v1.10.
@@ -82,7 +83,7 @@ func (p *plugin) chooseVictims(preemptor *vcapi.TaskInfo, candidates []*vcapi.Ta
 	if pl == nil {
 		return nil, abstain
 	}
-	if pl.fits(nil) {
+	if pl.Fits(nil) {
 		return nil, abstain
 	}
 	var holders, others []*vcapi.TaskInfo
@@ -90,14 +91,14 @@ func (p *plugin) chooseVictims(preemptor *vcapi.TaskInfo, candidates []*vcapi.Ta
 		if action == "reclaim" && !p.reclaimableFrom(p.queueOf(c), c) {
 			continue
 		}
-		if c.Pod != nil && pl.holds(s.effectivePod(c.Pod)) {
+		if c.Pod != nil && pl.Holds(s.effectivePod(c.Pod)) {
 			holders = append(holders, c)
 		} else {
 			others = append(others, c)
 		}
 	}
 	p.sortVictims(holders)
-	chosen := pl.search(holders, s.effectivePod, p.samePriority)
+	chosen := pl.Search(holders, s.effectivePod, p.samePriority)
 	if chosen == nil {
 		klog.V(4).InfoS("No eviction frees enough devices for the preemptor", "plugin", PluginName, "action", action,
 			"preemptor", klog.KRef(preemptor.Namespace, preemptor.Name), "node", nodeName, "candidates", len(candidates))
@@ -191,7 +192,7 @@ func (p *plugin) preemptionAllows(task *vcapi.TaskInfo) bool {
 	if req == nil {
 		return true
 	}
-	if pl := s.newPlanner(task.Pod, req, s.nodes[slot.node]); pl != nil && !pl.fits(nil) {
+	if pl := s.newPlanner(task.Pod, req, s.nodes[slot.node]); pl != nil && !pl.Fits(nil) {
 		return false
 	}
 	s.preempting = nil
@@ -209,142 +210,21 @@ func (p *plugin) victimEvicted(uid vcapi.TaskID) {
 // discarded.
 func (p *plugin) preemptionUndone() { p.sess.preempting = nil }
 
-// planner answers "would the pod fit the node's cards without these pods"
-// for the device types the pod asks for.
-type planner struct {
-	pod    *v1.Pod
-	policy string
-	views  []device.Devices
-}
-
 // newPlanner returns a planner over the node's session view, nil when the
 // node lacks usable devices of a type the pod asks for.
-func (s *sessionState) newPlanner(pod *v1.Pod, req *taskRequest, sn *sessionNode) *planner {
+func (s *sessionState) newPlanner(pod *v1.Pod, req *taskRequest, sn *sessionNode) *evictplan.Planner {
 	if sn == nil || pod == nil {
 		return nil
 	}
-	pl := &planner{pod: pod, policy: s.args.SchedulePolicy, views: make([]device.Devices, 0, len(req.backends))}
+	views := make([]device.Devices, 0, len(req.backends))
 	for _, i := range req.backends {
 		d := sn.devices[i]
 		if d == nil || d.invErr != nil {
 			return nil
 		}
-		pl.views = append(pl.views, d.read())
+		views = append(views, d.read())
 	}
-	return pl
-}
-
-// holds reports whether the pod holds devices of the planner's types here.
-func (pl *planner) holds(pod *v1.Pod) bool {
-	for _, d := range pl.views {
-		if d.HasDeviceRequest(pod) && len(d.AddQueueResource(pod)) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// fits reports whether the pod fits once the given pods are gone.
-func (pl *planner) fits(without []*v1.Pod) bool {
-	for _, d := range pl.views {
-		if len(without) > 0 {
-			d = d.DeepCopy()
-			for _, w := range without {
-				if err := d.SubResource(w); err != nil {
-					return false
-				}
-			}
-		}
-		if !d.FilterNode(pl.pod, pl.policy).IsSuccess() {
-			return false
-		}
-	}
-	return true
-}
-
-// maxPairSearch bounds the candidates the two-victim search looks at.
-const maxPairSearch = 24
-
-// search returns the victims among holders (in eviction preference order)
-// whose release lets the pod fit: the shortest prefix that fits, pruned of
-// every victim it does not need (a sharer of a card the pod cannot use is
-// never needed), then replaced by a single victim or a pair of no higher
-// priority when fewer suffice. Like kube-scheduler, it never evicts a
-// higher-priority pod to spare several lower-priority ones. nil when even
-// all of them are not enough. same tells holders of equal priority apart.
-func (pl *planner) search(holders []*vcapi.TaskInfo, effective func(*v1.Pod) *v1.Pod,
-	same func(a, b *vcapi.TaskInfo) bool) []*vcapi.TaskInfo {
-	pods := make([]*v1.Pod, len(holders))
-	for i, h := range holders {
-		pods[i] = effective(h.Pod)
-	}
-	prefix := -1
-	for k := 1; k <= len(pods); k++ {
-		if pl.fits(pods[:k]) {
-			prefix = k
-			break
-		}
-	}
-	if prefix < 0 {
-		return nil
-	}
-	chosen := make([]int, prefix)
-	for i := range chosen {
-		chosen[i] = i
-	}
-	for i := len(chosen) - 1; i >= 0 && len(chosen) > 1; i-- {
-		rest := append(append([]int(nil), chosen[:i]...), chosen[i+1:]...)
-		if pl.fits(pick(pods, rest)) {
-			chosen = rest
-		}
-	}
-	if len(chosen) > 1 {
-		// Alternatives may use holders up to the chosen set's highest
-		// priority (holders are sorted, so that is a prefix).
-		top := chosen[len(chosen)-1]
-		limit := top + 1
-		for limit < len(holders) && same(holders[limit], holders[top]) {
-			limit++
-		}
-		if better := pl.fewer(pods[:limit], len(chosen)); better != nil {
-			chosen = better
-		}
-	}
-	out := make([]*vcapi.TaskInfo, len(chosen))
-	for i, k := range chosen {
-		out[i] = holders[k]
-	}
-	return out
-}
-
-// fewer looks for one victim, then (when n > 2) two victims, that suffice,
-// in preference order.
-func (pl *planner) fewer(pods []*v1.Pod, n int) []int {
-	for i := range pods {
-		if pl.fits(pods[i : i+1]) {
-			return []int{i}
-		}
-	}
-	if n <= 2 {
-		return nil
-	}
-	m := min(len(pods), maxPairSearch)
-	for i := 0; i < m; i++ {
-		for j := i + 1; j < m; j++ {
-			if pl.fits([]*v1.Pod{pods[i], pods[j]}) {
-				return []int{i, j}
-			}
-		}
-	}
-	return nil
-}
-
-func pick(pods []*v1.Pod, idx []int) []*v1.Pod {
-	out := make([]*v1.Pod, len(idx))
-	for i, k := range idx {
-		out[i] = pods[k]
-	}
-	return out
+	return evictplan.New(pod, s.args.SchedulePolicy, views)
 }
 
 // evictableFor reports whether Volcano's preempt or reclaim action could
@@ -386,7 +266,7 @@ func (p *plugin) reclaimableFrom(queue vcapi.QueueID, placed *vcapi.TaskInfo) bo
 
 // evictionCouldHelp reports whether the pod would fit the node's cards if
 // every pod Volcano could evict for it were gone.
-func (p *plugin) evictionCouldHelp(task *vcapi.TaskInfo, node *vcapi.NodeInfo, pl *planner) bool {
+func (p *plugin) evictionCouldHelp(task *vcapi.TaskInfo, node *vcapi.NodeInfo, pl *evictplan.Planner) bool {
 	var gone []*v1.Pod
 	seen := map[types.UID]bool{}
 	for _, placed := range node.Tasks {
@@ -394,13 +274,13 @@ func (p *plugin) evictionCouldHelp(task *vcapi.TaskInfo, node *vcapi.NodeInfo, p
 			continue
 		}
 		pod := p.sess.effectivePod(placed.Pod)
-		if !pl.holds(pod) {
+		if !pl.Holds(pod) {
 			continue
 		}
 		seen[pod.UID] = true
 		gone = append(gone, pod)
 	}
-	return len(gone) > 0 && pl.fits(gone)
+	return len(gone) > 0 && pl.Fits(gone)
 }
 
 // created is the task's pod creation time.
