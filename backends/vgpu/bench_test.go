@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/vgpushare/vshare/device"
 )
 
@@ -28,6 +30,25 @@ func BenchmarkFilterNode(b *testing.B) {
 			b.Fatal("does not fit")
 		}
 		_ = misfit
+	}
+}
+
+// BenchmarkFit is the plugin's per-node call on a result-table miss: the
+// request prepared once, then Fit (status and score from one choice of
+// cards), fitting and not.
+func BenchmarkFit(b *testing.B) {
+	d := benchDevices(b)
+	for name, pod := range map[string]*v1.Pod{"fit": one("p", 2, 6000, 30), "misfit": one("q", 8, 81000, 0)} {
+		prep, err := d.b.Prepare(pod, device.PolicyBinpack)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				d.Fit(pod, prep, device.Host{})
+			}
+		})
 	}
 }
 
