@@ -39,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare
 
 all: build test
 
@@ -55,7 +55,11 @@ kubectl-vshare:
 libvgpu:
 	$(MAKE) -C libvgpu all
 
-test: lint images unit quality-check libvgpu-test smoke e2e
+# make test runs its stages one after the other and ends with each one's
+# wall time (hack/stages.sh; also in bin/stage-times.txt).
+TEST_STAGES := lint images unit quality-check libvgpu-test smoke e2e-suite e2e-real-node
+test:
+	@GO=$(GO) MAKE="$(MAKE)" hack/stages.sh $(TEST_STAGES)
 
 # What CI runs must run: tests that need root (containers, a real node)
 # fail instead of skipping under make test (internal/testroot).
@@ -225,9 +229,11 @@ DEMO_FLAGS ?=
 # images) runs after the rest, alone: its SM-share measurements and the
 # main suite's must not share the two cores. It needs root and Debian's
 # containerd, containernetworking-plugins and runc (.ci/run installs them).
-e2e:
-	$(GO) test -tags e2e $$($(GO) list -tags e2e ./e2e/... | grep -v '/e2e/realnode$$') -v -timeout 60m -count=1 $(E2E_FLAGS)
+e2e: e2e-suite
 	$(MAKE) e2e-real-node
+
+e2e-suite:
+	$(GO) test -tags e2e $$($(GO) list -tags e2e ./e2e/... | grep -v '/e2e/realnode$$') -v -timeout 60m -count=1 $(E2E_FLAGS)
 
 # hack/e2e-real-node.sh also writes the output, with the commit, date and
 # machine, to bin/e2e-real-node.txt (bench/results/e2e-real-node.txt is the
