@@ -69,25 +69,35 @@ func StringConstants(dir string, recursive bool, namePrefix string) (map[string]
 	}
 	out := map[string]string{}
 	for _, f := range files {
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
+		eachStringConst(f, func(name, value string) {
+			if strings.HasPrefix(name, namePrefix) {
+				out[f.Name.Name+"."+name] = value
 			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, namePrefix) || i >= len(vs.Values) {
-						continue
-					}
-					if s, ok := stringLit(vs.Values[i]); ok {
-						out[f.Name.Name+"."+name.Name] = s
-					}
+		})
+	}
+	return out, nil
+}
+
+// eachStringConst calls fn with every constant the file declares with a
+// literal string value.
+func eachStringConst(f *ast.File, fn func(name, value string)) {
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				if s, ok := stringLit(vs.Values[i]); ok {
+					fn(name.Name, s)
 				}
 			}
 		}
 	}
-	return out, nil
 }
 
 // MetricNames returns the Prometheus metric names the non-test Go files
@@ -105,22 +115,11 @@ func MetricNames(dirs ...string) (map[string]bool, error) {
 		}
 		prefixes := map[string]string{}
 		for _, f := range files {
-			for _, decl := range f.Decls {
-				gd, ok := decl.(*ast.GenDecl)
-				if !ok || gd.Tok != token.CONST {
-					continue
+			eachStringConst(f, func(name, value string) {
+				if strings.HasSuffix(name, "Prefix") && strings.HasSuffix(value, "_") {
+					prefixes[name] = value
 				}
-				for _, spec := range gd.Specs {
-					vs := spec.(*ast.ValueSpec)
-					for i, name := range vs.Names {
-						if strings.HasSuffix(name.Name, "Prefix") && i < len(vs.Values) {
-							if s, ok := stringLit(vs.Values[i]); ok && strings.HasSuffix(s, "_") {
-								prefixes[name.Name] = s
-							}
-						}
-					}
-				}
-			}
+			})
 		}
 		for _, f := range files {
 			collectMetricNames(f, prefixes, out)
