@@ -15,6 +15,10 @@
  *   devices [once]           print the devices CUDA and NVML list, with
  *                            each CUDA device's memory; hold until killed
  *                            (once: exit 0, as an init container does)
+ *   overcommit CHUNK_MIB     allocate chunks until refused and print the
+ *                            total and the refusal's CUresult, then free
+ *                            them all, print how many frees failed and
+ *                            hold until killed
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -85,6 +89,32 @@ static int mode_fill(unsigned chunk)
 	context();
 	unsigned total = fill(chunk, &last);
 	printf("allocated_mib=%u\nrefused=%d\n", total, last);
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+/*
+ * Past the card, within the share: with the card full, libvgpu serves
+ * cuMemAlloc from host memory (CUDA_OVERSUBSCRIBE). Fills to the refusal,
+ * then gives everything back; the test reads the driver's peaks for the
+ * first part and its current figures for the second.
+ */
+static int mode_overcommit(unsigned chunk)
+{
+	CUresult (*alloc)(CUdeviceptr *, size_t) = proc("cuMemAlloc");
+	CUresult (*release)(CUdeviceptr) = proc("cuMemFree");
+	static CUdeviceptr held[8192];
+	unsigned n = 0, failed = 0;
+	CUresult last = 0;
+	context();
+	while (n < sizeof(held) / sizeof(held[0]) && (last = alloc(&held[n], (size_t)chunk << 20)) == 0)
+		n++;
+	printf("allocated_mib=%u\nrefused=%d\n", n * chunk, last);
+	fflush(stdout);
+	for (unsigned i = 0; i < n; i++)
+		failed += release(held[i]) != 0;
+	printf("free_failures=%u\n", failed);
 	fflush(stdout);
 	pause();
 	return 0;
@@ -241,12 +271,14 @@ int main(int argc, char **argv)
 		return mode_procs(atoi(argv[2]), (unsigned)atoi(argv[3]));
 	if (argc == 3 && strcmp(argv[1], "spin") == 0)
 		return mode_spin(atof(argv[2]));
+	if (argc == 3 && strcmp(argv[1], "overcommit") == 0)
+		return mode_overcommit((unsigned)atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "nvml") == 0)
 		return mode_nvml();
 	if (argc == 2 && strcmp(argv[1], "devices") == 0)
 		return mode_devices(0);
 	if (argc == 3 && strcmp(argv[1], "devices") == 0 && strcmp(argv[2], "once") == 0)
 		return mode_devices(1);
-	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml | devices [once]\n");
+	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml | devices [once] | overcommit MiB\n");
 	return 2;
 }
