@@ -82,7 +82,10 @@ CUresult vgpu_host_fallback(const struct vgpu_resv *rv, CUdeviceptr *dptr, size_
 	return CUDA_SUCCESS;
 }
 
-/* Pitch alignment of host-backed pitched memory: the charged guess's 512, or the device's texture pitch alignment. */
+/*
+ * Pitch of host-backed pitched memory: 512, the alignment memory.c's guess
+ * charged, or the device's texture pitch alignment when that is larger.
+ */
 static uint64_t host_pitch_align(void)
 {
 	CUdevice dev;
