@@ -18,8 +18,10 @@ import (
 // deviceMemoryScaling 2, so a card is shared out as twice its memory and
 // the agent's Allocate sets CUDA_OVERSUBSCRIBE=true. A neighbour fills the
 // card within its share; a container whose share the full card cannot hold
-// allocates past the card: libvgpu serves it from host memory mapped into
-// the device. Judged by the fake driver (never libvgpu's numbers): the card
+// allocates past the card: libvgpu serves linear memory (cuMemAlloc,
+// cuMemAllocPitch) from host memory mapped into the device, and managed,
+// stream-ordered, VMM and array allocations keep the card's
+// CUDA_ERROR_OUT_OF_MEMORY. Judged by the fake driver (never libvgpu's numbers): the card
 // never holds more than it has, the container's card plus host memory never
 // passes its share, the allocation past the share is refused with
 // CUDA_ERROR_OUT_OF_MEMORY, and the frees give everything back. The
@@ -61,10 +63,26 @@ func TestNodeSideOvercommit(t *testing.T) {
 	}
 
 	oc := s.start(ctx, t, pods["oc"], "overcommit", "1000")
-	got, refused := atoi(t, output(ctx, t, oc, "allocated_mib")), output(ctx, t, oc, "refused")
+	// 2000 MiB of each family, past the card's room: the families libvgpu
+	// keeps on the card's refusal say so (libvgpu/src/host.c), pitched
+	// linear memory is served from host memory at a 1024-byte pitch.
+	for _, family := range []string{"managed", "async", "vmm", "array"} {
+		if got := output(ctx, t, oc, family); got != "2" {
+			t.Errorf("%s past the full card returned %s, want CUDA_ERROR_OUT_OF_MEMORY (2)", family, got)
+		}
+	}
+	if got := output(ctx, t, oc, "pitch"); got != "0" {
+		t.Errorf("cuMemAllocPitch past the full card returned %s, want CUDA_SUCCESS from host memory", got)
+	}
+	pitchMiB := atoi(t, output(ctx, t, oc, "pitch_bytes")) >> 20
+	if pitchMiB != 2000 {
+		t.Errorf("the pitched allocation took %d MiB, want 2000 (a 1024-byte pitch)", pitchMiB)
+	}
+	chunks, refused := atoi(t, output(ctx, t, oc, "allocated_mib")), output(ctx, t, oc, "refused")
 	if refused != "2" {
 		t.Errorf("the allocation past the share returned %s, want CUDA_ERROR_OUT_OF_MEMORY (2)", refused)
 	}
+	got := chunks + pitchMiB
 	if got < ocMiB-64-1000 {
 		t.Errorf("the container got %d MiB of its %d MiB share beside a full card, want all but its context and one chunk", got, ocMiB)
 	}
