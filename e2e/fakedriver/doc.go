@@ -43,6 +43,15 @@
 // can assert that a container never held more than its limit at any
 // instant, not just at the instants it looked.
 //
+// Pinned host memory. cuMemHostAlloc's page-locked host memory mapped into
+// a card's address space (CU_MEMHOSTALLOC_DEVICEMAP, cuMemHostGetDevicePointer
+// in the CUDA Driver API reference, "Memory Management") is host memory:
+// HOSTALLOC records it for the process and the card whose context mapped it,
+// outside the card's accounting (a full card grants it; MEM, PROCS and the
+// card peaks never include it), and the process's end unpins it. Stats and
+// GroupPeakWithHost give a group's card plus pinned memory, the bound of an
+// over-committed share (host.go).
+//
 // Contexts. A process with a context on a device is listed on it (PROCS,
 // like nvmlDeviceGetComputeRunningProcesses), with the memory it holds.
 //

@@ -378,7 +378,7 @@ func TestGroupPeak(t *testing.T) {
 	for _, req := range []string{"ALLOC 1 1000", "ALLOC 1 500", "FREE 1 1200", "ALLOC 1 100"} {
 		c.expect(t, req, "OK")
 	}
-	want := fakedriver.GroupStats{Bytes: 400, PeakBytes: 1500}
+	want := fakedriver.GroupStats{Bytes: 400, PeakBytes: 1500, PeakTotalBytes: 1500}
 	if got := dr.Stats().Devices[1].Groups["tests"]; got != want {
 		t.Errorf("group stats %+v, want %+v", got, want)
 	}

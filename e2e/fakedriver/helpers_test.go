@@ -21,6 +21,8 @@ const (
 	envHelper = "FAKEDRIVER_TEST_HELPER" // mode: hold, spin, self
 	envSocket = "FAKEDRIVER_TEST_SOCKET"
 	envBytes  = "FAKEDRIVER_TEST_BYTES"
+	// envHostBytes: hold also pins that much host memory for device 0.
+	envHostBytes = "FAKEDRIVER_TEST_HOST_BYTES"
 )
 
 func TestMain(m *testing.M) {
@@ -39,7 +41,8 @@ func TestMain(m *testing.M) {
 // spinning children behind.
 //
 //	hold: a context on device 0, $FAKEDRIVER_TEST_BYTES allocated, 10 s of
-//	      work queued; prints "ready", then blocks in a LAUNCH.
+//	      work queued, $FAKEDRIVER_TEST_HOST_BYTES of host memory pinned
+//	      for device 0 if set; prints "ready", then blocks in a LAUNCH.
 //	spin: prints "ready", waits for a line on stdin, then launches
 //	      spinLaunch back to back.
 //	self: prints "<getpid> <SELF response>" and exits.
@@ -71,7 +74,11 @@ func runHelper(mode, socket string) error {
 		fmt.Println(os.Getpid(), resp)
 		return err
 	case "hold":
-		for _, req := range []string{"CTX 0 1", "ALLOC 0 " + os.Getenv(envBytes), "LAUNCH 0 10000000000"} {
+		reqs := []string{"CTX 0 1", "ALLOC 0 " + os.Getenv(envBytes), "LAUNCH 0 10000000000"}
+		if host := os.Getenv(envHostBytes); host != "" {
+			reqs = append(reqs, "HOSTALLOC 0 "+host)
+		}
+		for _, req := range reqs {
 			if resp, err := do(req); err != nil || resp != "OK" {
 				return fmt.Errorf("%s: %q, %v", req, resp, err)
 			}

@@ -86,6 +86,8 @@ func (s *session) dispatch(verb string, args []string) (string, error) {
 		return s.self(args)
 	case "OPEN", "INFO", "TOPO", "SYS", "EVREG", "EVWAIT":
 		return s.nvml(verb, args)
+	case "HOSTALLOC", "HOSTFREE":
+		return s.hostMem(verb, args)
 	case "ALLOC", "MEM", "PROCS":
 		// What reads or takes memory sees exited processes gone.
 		if s.reap != nil {

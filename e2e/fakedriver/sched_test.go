@@ -292,7 +292,7 @@ func TestSetGroupMovesHeldMemory(t *testing.T) {
 	mustAlloc(t, s, p, 0, 100)
 	dr.SetGroup(5, "y")
 	g := dr.Stats().Devices[0].Groups
-	want := map[string]GroupStats{"x": {Bytes: 0, PeakBytes: 400}, "y": {Bytes: 400, PeakBytes: 400}}
+	want := map[string]GroupStats{"x": {Bytes: 0, PeakBytes: 400, PeakTotalBytes: 400}, "y": {Bytes: 400, PeakBytes: 400, PeakTotalBytes: 400}}
 	if diff := cmp.Diff(want, g); diff != "" {
 		t.Errorf("groups (-want +got):\n%s", diff)
 	}

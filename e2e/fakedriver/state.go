@@ -36,6 +36,7 @@ type device struct {
 	cfg        Device
 	facts      facts // cfg's NVML facts, defaults applied
 	used, peak uint64
+	hostUsed   uint64               // pinned host memory mapped for the card (host.go), not in used
 	busyNS     uint64               // whole-device time during which any work ran
 	groups     map[string]*groupMem // memory of the groups with a member on it
 	active     []*process           // processes with work queued, unordered
@@ -58,6 +59,9 @@ type period struct {
 // groupMem is a group's memory on one device.
 type groupMem struct {
 	bytes, peak uint64
+	// Pinned host memory mapped for the card (host.go), and the peak of
+	// bytes+hostBytes.
+	hostBytes, hostPeak, totalPeak uint64
 }
 
 // process is what the driver knows of one host pid. It outlives the
@@ -74,11 +78,13 @@ type process struct {
 // procDev is a process's state on one device.
 type procDev struct {
 	bytes, peak uint64
-	ctxs        int
-	queuedNS    uint64
-	serviceNS   uint64
-	inActive    bool // listed in device.active
-	touched     bool // ever allocated, made a context or launched here
+	// Pinned host memory mapped for the card (host.go): not card memory.
+	hostBytes, hostPeak uint64
+	ctxs                int
+	queuedNS            uint64
+	serviceNS           uint64
+	inActive            bool // listed in device.active
+	touched             bool // ever allocated, made a context or launched here
 }
 
 // newState returns the state of a driver with the given (validated) devices
@@ -155,6 +161,7 @@ func (s *state) end(cn *conn) {
 			d.wakeLocked()
 		}
 	}
+	s.endHostLocked(p)
 }
 
 // alloc takes bytes of device d for p; false means out of memory.
@@ -188,6 +195,7 @@ func (s *state) alloc(p *process, d int, bytes uint64) bool {
 		g := dev.groupLocked(p.group)
 		g.bytes += bytes
 		g.peak = max(g.peak, g.bytes)
+		dev.notePeakTotalLocked(p.group)
 	}
 	return true
 }
@@ -254,6 +262,7 @@ func (s *state) setGroupLocked(p *process, group string) {
 			g.peak = max(g.peak, g.bytes)
 		}
 	}
+	s.moveHostLocked(p, p.group, group)
 	p.group = group
 }
 

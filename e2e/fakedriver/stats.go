@@ -21,6 +21,9 @@ type DeviceStats struct {
 	// PeakUsedBytes is the most UsedBytes has been since the start or
 	// the last ResetPeaks.
 	PeakUsedBytes uint64
+	// HostBytes is the pinned host memory mapped for the card now
+	// (cuMemHostAlloc, host.go): host memory, not in UsedBytes.
+	HostBytes uint64
 	// Busy is the time during which any work ran on the device.
 	Busy time.Duration
 	// Processes are the pids that ever allocated, made a context or
@@ -42,6 +45,9 @@ type ProcessStats struct {
 	// Bytes is the memory it holds now; PeakBytes the most it has held
 	// since the start or the last ResetPeaks.
 	Bytes, PeakBytes uint64
+	// HostBytes is the pinned host memory it has mapped for the card now,
+	// PeakHostBytes the most (host.go); neither is in Bytes.
+	HostBytes, PeakHostBytes uint64
 	// Contexts is its context count; NVML lists it while above 0.
 	Contexts int
 	// Queued is its work not yet run.
@@ -55,6 +61,10 @@ type GroupStats struct {
 	// Bytes is the sum over the group's processes now; PeakBytes the most
 	// that sum has been since the start or the last ResetPeaks.
 	Bytes, PeakBytes uint64
+	// HostBytes and PeakHostBytes are the same for the pinned host memory
+	// the group mapped for the card (host.go); PeakTotalBytes is the most
+	// Bytes+HostBytes has been.
+	HostBytes, PeakHostBytes, PeakTotalBytes uint64
 }
 
 // Stats returns a snapshot of every device.
@@ -71,6 +81,7 @@ func (dr *Driver) Stats() Stats {
 			TotalBytes:    d.cfg.TotalBytes,
 			UsedBytes:     d.used,
 			PeakUsedBytes: d.peak,
+			HostBytes:     d.hostUsed,
 			Busy:          time.Duration(d.busyNS),
 			Groups:        make(map[string]GroupStats, len(d.groups)),
 		}
@@ -80,7 +91,8 @@ func (dr *Driver) Stats() Stats {
 			}
 		}
 		for name, g := range d.groups {
-			ds.Groups[name] = GroupStats{Bytes: g.bytes, PeakBytes: g.peak}
+			ds.Groups[name] = GroupStats{Bytes: g.bytes, PeakBytes: g.peak,
+				HostBytes: g.hostBytes, PeakHostBytes: g.hostPeak, PeakTotalBytes: g.totalPeak}
 		}
 		out.Devices[i] = ds
 	}
@@ -91,14 +103,16 @@ func (dr *Driver) Stats() Stats {
 func processStats(p *process, d int) ProcessStats {
 	pd := &p.devs[d]
 	return ProcessStats{
-		Pid:       p.pid,
-		Alive:     p.conns > 0,
-		Group:     p.group,
-		Bytes:     pd.bytes,
-		PeakBytes: pd.peak,
-		Contexts:  pd.ctxs,
-		Queued:    time.Duration(pd.queuedNS),
-		Service:   time.Duration(pd.serviceNS),
+		Pid:           p.pid,
+		Alive:         p.conns > 0,
+		Group:         p.group,
+		Bytes:         pd.bytes,
+		PeakBytes:     pd.peak,
+		HostBytes:     pd.hostBytes,
+		PeakHostBytes: pd.hostPeak,
+		Contexts:      pd.ctxs,
+		Queued:        time.Duration(pd.queuedNS),
+		Service:       time.Duration(pd.serviceNS),
 	}
 }
 
@@ -206,4 +220,5 @@ func (dr *Driver) ResetPeaks() {
 			p.devs[i].peak = p.devs[i].bytes
 		}
 	}
+	s.resetHostPeaksLocked()
 }

@@ -15,6 +15,12 @@
  *   devices [once]           print the devices CUDA and NVML list, with
  *                            each CUDA device's memory; hold until killed
  *                            (once: exit 0, as an init container does)
+ *   overcommit CHUNK_MIB     with the card full: one request of each
+ *                            other allocation family (2 x CHUNK_MIB) and
+ *                            its CUresult, then chunks until refused and
+ *                            the total with the refusal's CUresult, then
+ *                            every successful allocation freed, how many
+ *                            frees failed; hold until killed
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -85,6 +91,71 @@ static int mode_fill(unsigned chunk)
 	context();
 	unsigned total = fill(chunk, &last);
 	printf("allocated_mib=%u\nrefused=%d\n", total, last);
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+/* CUDA's CUmemAllocationProp and CUDA_ARRAY_DESCRIPTOR (cuda.h), as far as used here. */
+typedef struct {
+	int type, requested_handle_types;
+	struct { int type, id; } location;
+	void *win32;
+	unsigned char flags[8];
+} mem_prop;
+typedef struct { size_t width, height; int format; unsigned channels; } array_desc;
+
+/*
+ * The families libvgpu keeps on the card's refusal (libvgpu/src/host.c):
+ * each asks for `bytes` past what the full card has; prints its CUresult.
+ */
+static void refused_families(size_t bytes)
+{
+	CUresult (*managed)(CUdeviceptr *, size_t, unsigned) = proc("cuMemAllocManaged");
+	CUresult (*async)(CUdeviceptr *, size_t, void *) = proc("cuMemAllocAsync");
+	CUresult (*create)(unsigned long long *, size_t, const mem_prop *, unsigned long long) = proc("cuMemCreate");
+	CUresult (*array)(void **, const array_desc *) = proc("cuArrayCreate");
+	CUdeviceptr p;
+	unsigned long long h;
+	void *a;
+	mem_prop prop = {.type = 1, .location = {1, 0}};       /* pinned, on device 0 */
+	array_desc desc = {4096, bytes / 4096 / 16, 0x20, 4};    /* float4 texels */
+	printf("managed=%d\n", managed(&p, bytes, 1));
+	printf("async=%d\n", async(&p, bytes, NULL));
+	printf("vmm=%d\n", create(&h, bytes, &prop, 0));
+	printf("array=%d\n", array(&a, &desc));
+}
+
+/*
+ * Past the card, within the share: with the card full, libvgpu serves
+ * linear memory (cuMemAlloc, cuMemAllocPitch) from host memory
+ * (CUDA_OVERSUBSCRIBE) and the other families keep the card's refusal.
+ * Fills to the share, then gives everything back; the test reads the
+ * driver's peaks for the first part and its current figures for the second.
+ */
+static int mode_overcommit(unsigned chunk)
+{
+	CUresult (*alloc)(CUdeviceptr *, size_t) = proc("cuMemAlloc");
+	CUresult (*pitched)(CUdeviceptr *, size_t *, size_t, size_t, unsigned) = proc("cuMemAllocPitch");
+	CUresult (*release)(CUdeviceptr) = proc("cuMemFree");
+	static CUdeviceptr held[8192];
+	unsigned n = 0, failed = 0;
+	size_t pitch = 0, bytes = (size_t)2 * chunk << 20;
+	CUresult last = 0;
+	context();
+	refused_families(bytes);
+	/* Rows of 1000 bytes, as many as make the two chunks at a 1024-byte pitch. */
+	CUresult r = pitched(&held[n], &pitch, 1000, bytes / 1024, 4);
+	printf("pitch=%d\npitch_bytes=%zu\n", r, r == 0 ? pitch * (bytes / 1024) : 0);
+	n += r == 0;
+	unsigned first = n;
+	while (n < sizeof(held) / sizeof(held[0]) && (last = alloc(&held[n], (size_t)chunk << 20)) == 0)
+		n++;
+	printf("allocated_mib=%u\nrefused=%d\n", (n - first) * chunk, last);
+	fflush(stdout);
+	for (unsigned i = 0; i < n; i++)
+		failed += release(held[i]) != 0;
+	printf("free_failures=%u\n", failed);
 	fflush(stdout);
 	pause();
 	return 0;
@@ -241,12 +312,14 @@ int main(int argc, char **argv)
 		return mode_procs(atoi(argv[2]), (unsigned)atoi(argv[3]));
 	if (argc == 3 && strcmp(argv[1], "spin") == 0)
 		return mode_spin(atof(argv[2]));
+	if (argc == 3 && strcmp(argv[1], "overcommit") == 0)
+		return mode_overcommit((unsigned)atoi(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "nvml") == 0)
 		return mode_nvml();
 	if (argc == 2 && strcmp(argv[1], "devices") == 0)
 		return mode_devices(0);
 	if (argc == 3 && strcmp(argv[1], "devices") == 0 && strcmp(argv[2], "once") == 0)
 		return mode_devices(1);
-	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml | devices [once]\n");
+	fprintf(stderr, "usage: gpuworkload fill MiB | procs N MiB | spin S | nvml | devices [once] | overcommit MiB\n");
 	return 2;
 }

@@ -51,6 +51,7 @@ enum {
 
 /* CUdevice_attribute value used to scale the SM limiter. */
 enum { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16 };
+enum { CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT = 51 };
 
 /* cuGetProcAddress flags and per-symbol status (CUDA 11.3 / 12.0). */
 enum {

@@ -79,6 +79,7 @@ static void forget(CUcontext ctx)
 	pthread_mutex_unlock(&mu);
 	if (bytes != 0)
 		vgpu_uncharge(idx, bytes);
+	vgpu_host_forget_owner(ctx);
 	int dev_hit[VGPU_MAX_DEVICES];
 	uint64_t dev_bytes[VGPU_MAX_DEVICES];
 	vgpu_ledger_purge_owner(ctx, dev_hit, dev_bytes);
@@ -329,6 +330,7 @@ static CUresult primary_reset(CUresult (*real)(CUdevice), CUdevice dev)
 	if (ctx != NULL) {
 		int hit[VGPU_MAX_DEVICES];
 		uint64_t bytes[VGPU_MAX_DEVICES];
+		vgpu_host_forget_owner(ctx);
 		vgpu_ledger_purge_owner(ctx, hit, bytes);
 		for (int d = 0; d < VGPU_MAX_DEVICES; d++)
 			if (hit[d])

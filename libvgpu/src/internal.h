@@ -116,7 +116,12 @@ static inline bool vgpu_counting(void) { return vgpu_cfg.accounting; }
 /* host.c: oversubscription from host memory. */
 struct vgpu_resv;
 CUresult vgpu_host_fallback(const struct vgpu_resv *rv, CUdeviceptr *dptr, size_t bytes);
+/* cuMemAllocPitch_v2's fallback: chooses the pitch, settles the charge to pitch * height in rv. */
+CUresult vgpu_host_fallback_pitch(struct vgpu_resv *rv, CUdeviceptr *dptr, size_t *pitch,
+				  size_t width, size_t height);
 bool vgpu_host_free(CUdeviceptr dptr, CUresult *res);   /* true if dptr was host memory */
+/* The driver freed a context's host memory with it: uncharge it and stop publishing it. */
+void vgpu_host_forget_owner(void *ctx);
 
 /* ledger.c: process-local record of counted allocations. */
 enum vgpu_kind {
@@ -141,6 +146,8 @@ void vgpu_ledger_add(const struct vgpu_entry *e);
 bool vgpu_ledger_take(int kind, uint64_t key, struct vgpu_entry *out);
 /* Takes one entry of `kind` whose key lies in [lo, hi); false when none is left. */
 bool vgpu_ledger_take_in(int kind, uint64_t lo, uint64_t hi, struct vgpu_entry *out);
+/* Takes one entry of `kind` owned by `owner`; false when none is left. */
+bool vgpu_ledger_take_owned(int kind, void *owner, struct vgpu_entry *out);
 /*
  * Adds drefs/dmaps to a VMM handle's references and mappings. Returns -1 if
  * the handle is not counted (or has no reference to drop), 1 when nothing

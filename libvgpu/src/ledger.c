@@ -131,6 +131,21 @@ bool vgpu_ledger_take_in(int kind, uint64_t lo, uint64_t hi, struct vgpu_entry *
 	return e != NULL;
 }
 
+bool vgpu_ledger_take_owned(int kind, void *owner, struct vgpu_entry *out)
+{
+	struct vgpu_entry *e = NULL;
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; e == NULL && i < cap; i++)
+		if (table[i].kind == kind && table[i].owner == owner)
+			e = &table[i];
+	if (e != NULL) {
+		*out = *e;
+		erase(e);
+	}
+	pthread_mutex_unlock(&mu);
+	return e != NULL;
+}
+
 int vgpu_ledger_vmm_adjust(uint64_t handle, int drefs, int dmaps, struct vgpu_entry *out)
 {
 	int rc = -1;

@@ -149,7 +149,8 @@ static uint64_t pitch_guess(uint64_t width, uint64_t height)
 static CUresult pitch_settle(struct vgpu_resv *rv, CUresult res, uint64_t pitch, uint64_t height,
 			     uint64_t key, CUresult (*release)(uint64_t))
 {
-	uint64_t real = vgpu_mul_sat(pitch, height);
+	/* The pitch is the driver's answer only on success: read nothing else of a failure. */
+	uint64_t real = res == CUDA_SUCCESS ? vgpu_mul_sat(pitch, height) : rv->bytes;
 	if (rv->idx >= 0 && res == CUDA_SUCCESS && real != rv->bytes) {
 		if (real < rv->bytes) {
 			vgpu_uncharge(rv->idx, rv->bytes - real);
@@ -178,7 +179,12 @@ VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = REAL(cuMemAllocPitch_v2)(dptr, pPitch, widthInBytes, height, elementSizeBytes);
-	return pitch_settle(&rv, res, pPitch ? *pPitch : 0, height, dptr ? *dptr : 0, free_v2);
+	/* The card is full, the container is not: host memory at a pitch of our choosing (host.c). */
+	if (res == CUDA_ERROR_OUT_OF_MEMORY && rv.idx >= 0 && vgpu_cfg.oversubscribe && dptr != NULL &&
+	    pPitch != NULL && vgpu_host_fallback_pitch(&rv, dptr, pPitch, widthInBytes, height) == CUDA_SUCCESS)
+		return CUDA_SUCCESS;
+	return pitch_settle(&rv, res, pPitch && res == CUDA_SUCCESS ? *pPitch : 0, height,
+			    dptr && res == CUDA_SUCCESS ? *dptr : 0, free_v2);
 }
 
 VGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -191,7 +197,8 @@ VGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = REAL(cuMemAllocPitch)(dptr, pPitch, widthInBytes, height, elementSizeBytes);
-	return pitch_settle(&rv, res, pPitch ? *pPitch : 0, height, dptr ? *dptr : 0, free_v1);
+	return pitch_settle(&rv, res, pPitch && res == CUDA_SUCCESS ? *pPitch : 0, height,
+			    dptr && res == CUDA_SUCCESS ? *dptr : 0, free_v1);
 }
 
 VGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)

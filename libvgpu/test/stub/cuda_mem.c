@@ -119,6 +119,7 @@ static CUresult release(uint64_t key, int kind)
 
 void stub_free_owned(struct stub_ctx *ctx)
 {
+	stub_host_free_owned(ctx);
 	pthread_mutex_lock(&mu);
 	for (size_t i = 0; i < cap;) {
 		if (tab[i].kind > 0 && tab[i].owner == ctx) {

@@ -26,6 +26,8 @@ CUresult stub_dev_charge(int phys, uint64_t bytes);
 void stub_dev_release(int phys, uint64_t bytes);
 struct stub_ctx *stub_current(void);
 void stub_free_owned(struct stub_ctx *ctx);
+/* cuda_host.c: frees the pinned host memory ctx allocated (its destruction or reset). */
+void stub_host_free_owned(struct stub_ctx *ctx);
 void stub_pools_sync(void);
 /* cuda_procs.c: processes by host pid. */
 struct stub_proc *stub_proc_rec(int phys, int32_t pid, int create);
