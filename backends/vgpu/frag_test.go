@@ -2,11 +2,15 @@ package vgpu
 
 import (
 	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpushare/vshare/backends/vgpu/frag"
 	"github.com/vgpushare/vshare/device"
@@ -259,4 +263,76 @@ func BenchmarkFilterNodeFragment(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestFragmentMeasureNeverStale drives one node through a random sequence
+// of host changes, newly learned workloads, allocations and releases, and
+// checks after each step that Fit under the fragment policy, which keeps
+// the node's measure of its cards until they or the learned target change
+// (fragNow), answers exactly what a copy of the node, which measures from
+// scratch, answers; and that the kept measure is used.
+func TestFragmentMeasureNeverStale(t *testing.T) {
+	b := newBackend(t)
+	learn(t, b, frag.MinRefresh, func(n string) *v1.Pod { return share(n, 40) }, func(n string) *v1.Pod { return whole(n, 1) })
+	d := devicesOf(t, b, fourCards())
+	rng := rand.New(rand.NewPCG(7, 11))
+	shapes := []*v1.Pod{
+		share("s25", 25), share("s50", 50), withCPU(share("s40cpu", 40), 6000),
+		whole("w1", 1), whole("w2", 2), withMemory(whole("w1mem", 1), 40000),
+		one("m2", 2, 3000, 20), one("m1", 1, 9000, 0),
+		withCPU(vpod("cpu", []ctr{{n: -1, mem: -1, pct: -1, cores: -1}}), 8000),
+	}
+	type held struct {
+		pod *v1.Pod
+		res *device.Reservation
+	}
+	var running []held
+	var host device.Host
+	kept := 0
+	for step := 0; step < 600; step++ {
+		switch op := rng.IntN(10); {
+		case op == 0:
+			host = device.Host{CPUMilli: rng.Int64N(32000), MemMiB: rng.Int64N(200000), Known: true}
+		case op == 1:
+			pct := int64(10 * (1 + rng.IntN(9)))
+			for i := 0; i < frag.MinRefresh; i++ {
+				b.ObserveRequest(share(fmt.Sprintf("seen-%d-%d", step, i), pct))
+			}
+		case op <= 3:
+			p := shapes[rng.IntN(len(shapes)-1)].DeepCopy()
+			p.Name, p.UID = fmt.Sprintf("run-%d", step), types.UID(fmt.Sprintf("uid-run-%d", step))
+			if d.filterOn(p, PolicyFragment, host).IsSuccess() {
+				r, err := d.allocateOn(p, PolicyFragment, host)
+				if err != nil {
+					t.Fatalf("step %d: Allocate(%s) after Fit succeeded: %v", step, p.Name, err)
+				}
+				running = append(running, held{p, r})
+			}
+		case op == 4 && len(running) > 0:
+			k := rng.IntN(len(running))
+			if err := d.Release(running[k].pod, running[k].res); err != nil {
+				t.Fatalf("step %d: Release: %v", step, err)
+			}
+			running = slices.Delete(running, k, k+1)
+		}
+		for _, p := range shapes {
+			prep, err := b.Prepare(p, PolicyFragment)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh := d.DeepCopy().(*Devices)
+			wantScore, wantSt := fresh.Fit(p, prep, host)
+			if m := d.now.Load(); m != nil && m.Target() == b.workload.Target() {
+				kept++
+			}
+			gotScore, gotSt := d.Fit(p, prep, host)
+			if gotScore != wantScore || gotSt.IsSuccess() != wantSt.IsSuccess() || gotSt.Message() != wantSt.Message() {
+				t.Fatalf("step %d, %s: Fit = %v %q, from scratch %v %q", step, p.Name, gotScore, gotSt.Message(), wantScore, wantSt.Message())
+			}
+		}
+	}
+	// The kept measure must actually be used, or this test checks nothing.
+	if kept < 1000 {
+		t.Errorf("the kept measure answered %d times in 600 steps of 9 shapes, want most", kept)
+	}
 }
