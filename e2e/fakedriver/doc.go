@@ -66,7 +66,7 @@
 //
 // Facts. Each card's NVML facts come from its Device in the configuration
 // (minor number, PCI bus ID and ids, compute capability, MIG capability,
-// NUMA node, CPU affinity, PCIe host bridge and switch, NVLinks; facts.go)
+// NUMA node, CPU affinity, PCIe host bridge and switch, NVLinks; package cards)
 // and from the driver's version, so the node agent reading them through the
 // stub's NVML and the driver agree by construction. INFO, TOPO and SYS carry
 // them (PROTOCOL.md, "NVML facts and events").

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/vgpushare/vshare/e2e/fakedriver/cards"
 )
 
 // Driver is a running fake driver daemon.
@@ -77,7 +79,7 @@ func StartDeviceNodes(dir string, cfg Config) (*Driver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("start fake driver: %w", err)
 	}
-	fs, _ := resolve(cfg.Devices)
+	fs, _ := cards.Resolve(cfg.Devices)
 	n, err := createNodes(dir, fs)
 	if err != nil {
 		return nil, fmt.Errorf("start fake driver: %w", err)

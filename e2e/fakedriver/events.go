@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/vgpushare/vshare/e2e/fakedriver/cards"
 )
 
 // maxQueuedEvents bounds the events an event set holds for a client that
@@ -135,6 +137,6 @@ func (dr *Driver) InjectXid(d int, xid uint64) (int, error) {
 	if !dr.validDevice(d) {
 		return 0, fmt.Errorf("inject Xid %d: device %d: want 0..%d", xid, d, len(dr.st.devs)-1)
 	}
-	n := dr.events.raise(event{dev: d, typ: eventXidCritical, data: xid})
+	n := dr.events.raise(event{dev: d, typ: cards.EventXidCritical, data: xid})
 	return n, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpushare/vshare/e2e/fakedriver/cards"
 )
 
 // Names of the files a driver started with StartDeviceNodes creates in its
@@ -67,7 +69,7 @@ type nodes struct {
 // createNodes creates the control socket's directory, the UVM node and one
 // node per card (empty files, mode 0444: only their identity matters) in
 // dir, replacing what a driver that died left there.
-func createNodes(dir string, fs []facts) (*nodes, error) {
+func createNodes(dir string, fs []cards.Facts) (*nodes, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("device node directory %s: %w", dir, err)
 	}
@@ -78,7 +80,7 @@ func createNodes(dir string, fs []facts) (*nodes, error) {
 	n := &nodes{dir: dir, mntNS: ns, cards: make(map[int]fileID, len(fs))}
 	names := []string{UVMNode}
 	for _, f := range fs {
-		names = append(names, CardNode(f.minor))
+		names = append(names, CardNode(f.Minor()))
 	}
 	for i, name := range names {
 		id, err := n.create(name)
@@ -87,7 +89,7 @@ func createNodes(dir string, fs []facts) (*nodes, error) {
 			return nil, err
 		}
 		if i > 0 {
-			n.cards[fs[i-1].minor] = id
+			n.cards[fs[i-1].Minor()] = id
 		}
 	}
 	return n, nil

@@ -137,7 +137,7 @@ func (s *session) dev(args []string) (string, error) {
 	}
 	dv := s.st.devs[d]
 	c := dv.cfg
-	return fmt.Sprintf("OK %s %d %d %d %s %s", c.UUID, c.TotalBytes, c.SMs, dv.facts.minor, dv.facts.busID, c.Name), nil
+	return fmt.Sprintf("OK %s %d %d %d %s %s", c.UUID, c.TotalBytes, c.SMs, dv.facts.Minor(), dv.facts.BusID(), c.Name), nil
 }
 
 // self answers SELF: the caller's host pid.
@@ -308,7 +308,7 @@ func (s *session) grant(d int) error {
 	}
 	err, seen := s.granted[d]
 	if !seen {
-		err = s.access(s.st.devs[d].facts.minor)
+		err = s.access(s.st.devs[d].facts.Minor())
 		if s.granted == nil {
 			s.granted = make(map[int]error)
 		}

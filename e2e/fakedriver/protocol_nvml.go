@@ -3,6 +3,8 @@ package fakedriver
 import (
 	"fmt"
 	"time"
+
+	"github.com/vgpushare/vshare/e2e/fakedriver/cards"
 )
 
 // maxWaitMS bounds an EVWAIT's timeout (an unsigned int of milliseconds in
@@ -23,7 +25,7 @@ func (s *session) nvml(verb string, args []string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return "OK " + s.st.devs[d].facts.info(), nil
+		return "OK " + s.st.devs[d].facts.Info(), nil
 	case "TOPO":
 		return s.topo(args)
 	case "SYS":
@@ -53,7 +55,7 @@ func (s *session) topo(args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("OK %d", commonAncestor(&s.st.devs[d].facts, &s.st.devs[e].facts)), nil
+	return fmt.Sprintf("OK %d", cards.CommonAncestor(&s.st.devs[d].facts, &s.st.devs[e].facts)), nil
 }
 
 // evreg answers EVREG <d> <types>: this connection's event set records
@@ -65,7 +67,7 @@ func (s *session) evreg(args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if types&^eventXidCritical != 0 {
+	if types&^cards.EventXidCritical != 0 {
 		return "", requestError(reasonEvents)
 	}
 	s.set = s.events.register(s.set, d, types)

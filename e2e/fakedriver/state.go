@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/vgpushare/vshare/e2e/fakedriver/cards"
 )
 
 // Errors of the requests, as the ERR reasons clients see.
@@ -34,7 +36,7 @@ type state struct {
 type device struct {
 	idx        int
 	cfg        Device
-	facts      facts // cfg's NVML facts, defaults applied
+	facts      cards.Facts // cfg's NVML facts, defaults applied
 	used, peak uint64
 	hostUsed   uint64               // pinned host memory mapped for the card (host.go), not in used
 	busyNS     uint64               // whole-device time during which any work ran
@@ -90,7 +92,7 @@ type procDev struct {
 // newState returns the state of a driver with the given (validated) devices
 // whose execution model starts at now.
 func newState(devs []Device, now time.Time) *state {
-	fs, _ := resolve(devs)
+	fs, _ := cards.Resolve(devs)
 	s := &state{
 		procs:     make(map[int]*process),
 		vt:        now,

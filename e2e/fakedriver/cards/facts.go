@@ -1,4 +1,4 @@
-package fakedriver
+package cards
 
 import (
 	"fmt"
@@ -28,13 +28,13 @@ const (
 	topoSystem     = 50 // NVML_TOPOLOGY_SYSTEM: anywhere in the system
 )
 
-// eventXidCritical is nvmlEventTypeXidCriticalError (nvml.h), the only event
+// EventXidCritical is nvmlEventTypeXidCriticalError (nvml.h), the only event
 // type the fake driver can raise (InjectXid).
-const eventXidCritical = 0x8
+const EventXidCritical = 0x8
 
-// facts are one card's facts with the defaults applied, as INFO and TOPO
+// Facts are one card's facts with the defaults applied, as INFO and TOPO
 // report them.
-type facts struct {
+type Facts struct {
 	minor            int
 	busID            busID
 	ccMajor, ccMinor int
@@ -111,17 +111,17 @@ func parseCC(s string) (int, int, error) {
 	return int(a), int(b), nil
 }
 
-// resolve applies the defaults to every device and checks what involves
+// Resolve applies the defaults to every device and checks what involves
 // several: unique minors and bus IDs, NVLink peers that exist and list
 // the link back as often. The devices are valid one by one.
-func resolve(devs []Device) ([]facts, error) {
-	out := make([]facts, len(devs))
+func Resolve(devs []Device) ([]Facts, error) {
+	out := make([]Facts, len(devs))
 	byUUID := make(map[string]int, len(devs))
 	minors := map[int]int{}
 	buses := map[busID]int{}
 	for i, d := range devs {
 		byUUID[d.UUID] = i
-		f := facts{minor: i, numa: d.NUMANode, cpus: d.CPUs, migCapable: d.MIGCapable,
+		f := Facts{minor: i, numa: d.NUMANode, cpus: d.CPUs, migCapable: d.MIGCapable,
 			pciDevice: d.PCIDeviceID, pciSS: d.PCISubsystemID, hostBridge: d.HostBridge,
 			pcieSwitch: d.PCIeSwitch, ccMajor: 8}
 		if d.Minor != nil {
@@ -165,6 +165,12 @@ func resolve(devs []Device) ([]facts, error) {
 	return out, nil
 }
 
+// Minor is the card's /dev/nvidia<minor> number.
+func (f *Facts) Minor() int { return f.minor }
+
+// BusID is the card's PCI address as nvmlPciInfo_t.busId formats it.
+func (f *Facts) BusID() string { return f.busID.String() }
+
 // peerLinks counts the links to the GPU with the UUID.
 func peerLinks(links []NVLink, uuid string) int {
 	n := 0
@@ -176,12 +182,12 @@ func peerLinks(links []NVLink, uuid string) int {
 	return n
 }
 
-// commonAncestor is the PCIe level of the path between two cards, what
+// CommonAncestor is the PCIe level of the path between two cards, what
 // nvmlDeviceGetTopologyCommonAncestor reports: behind the same switch,
 // the same host bridge, on the same NUMA node or across the system. A
 // card and itself are one board (NVML_TOPOLOGY_INTERNAL; the reference
 // does not say what the call answers for one device twice).
-func commonAncestor(a, b *facts) int {
+func CommonAncestor(a, b *Facts) int {
 	switch {
 	case a == b:
 		return topoInternal
@@ -195,10 +201,10 @@ func commonAncestor(a, b *facts) int {
 	return topoSystem
 }
 
-// info formats the INFO answer's fields (PROTOCOL.md): compute
+// Info formats the INFO answer's fields (PROTOCOL.md): compute
 // capability, MIG capability, PCI ids, NUMA node, CPUs, NVLinks and the
 // supported event types.
-func (f *facts) info() string {
+func (f *Facts) Info() string {
 	numa := "-"
 	if f.numa >= 0 {
 		numa = strconv.Itoa(f.numa)
@@ -228,5 +234,5 @@ func (f *facts) info() string {
 		mig = 1
 	}
 	return fmt.Sprintf("%d %d %d %d %d %s %s %s %d", f.ccMajor, f.ccMinor, mig, f.pciDevice, f.pciSS,
-		numa, cpus, links, eventXidCritical)
+		numa, cpus, links, EventXidCritical)
 }
