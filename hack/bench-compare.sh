@@ -7,7 +7,12 @@
 # impl@head for benchstat. Output (command, commit, date, machine, results):
 # bench/results/bench-compare.txt.
 #
-# Knobs: BASE (required: a commit), BENCH_COMPARE_COUNT (3 rounds),
+# Knobs: BASE (required: a commit), BENCH_COMPARE_OUT (the file under
+# BENCH_RESULTS, bench-compare.txt), BENCH_COMPARE_COUNT (3 rounds),
+# BENCH_COMPARE_BENCH (the -test.bench pattern, BenchmarkAllocateVGPU$; for
+# another benchmark whose sub-benchmarks end in impl=<impl>, name them, e.g.
+# 'BenchmarkAllocateGPUShare$/plugins=device/nodes=1000/impl=ours$' with
+# BENCH_VGPU_IMPLS=ours),
 # BENCH_VGPU_NODES (1000), BENCH_VGPU_PODS (10000), BENCH_VGPU_IMPLS
 # (noop,ours,ours-fragment), BENCH_RESULTS (bench/results).
 set -euo pipefail
@@ -19,9 +24,10 @@ cd "$(dirname "$0")/.."
 : "${BENCH_VGPU_NODES:=1000}"
 : "${BENCH_VGPU_PODS:=10000}"
 : "${BENCH_VGPU_IMPLS:=noop,ours,ours-fragment}"
+: "${BENCH_COMPARE_BENCH:=BenchmarkAllocateVGPU\$}"
 out=${BENCH_RESULTS:-bench/results}
 mkdir -p "$out"
-f="$out/bench-compare.txt"
+f="$out/${BENCH_COMPARE_OUT:-bench-compare.txt}"
 source hack/provenance.sh
 tmp=$(mktemp -d)
 trap 'git worktree remove --force "$tmp/base" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
@@ -31,12 +37,12 @@ git worktree add --detach "$tmp/base" "$base" >/dev/null
 $GO test -c -o "$tmp/head.test" ./deviceshare/
 {
 	echo "# command: make bench-compare BASE=$BASE (hack/bench-compare.sh)"
-	echo "# knobs: BENCH_COMPARE_COUNT=$BENCH_COMPARE_COUNT BENCH_VGPU_NODES=$BENCH_VGPU_NODES BENCH_VGPU_PODS=$BENCH_VGPU_PODS BENCH_VGPU_IMPLS=$BENCH_VGPU_IMPLS"
+	echo "# knobs: BENCH_COMPARE_BENCH=$BENCH_COMPARE_BENCH BENCH_COMPARE_COUNT=$BENCH_COMPARE_COUNT BENCH_VGPU_NODES=$BENCH_VGPU_NODES BENCH_VGPU_PODS=$BENCH_VGPU_PODS BENCH_VGPU_IMPLS=$BENCH_VGPU_IMPLS"
 	provenance
 	echo "# base: $base; head: the working tree at $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
 	echo "# each binary: go test -c ./deviceshare/; then $BENCH_COMPARE_COUNT rounds of, per implementation, base then head:" \
 		"BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=<impl>" \
-		"deviceshare.test -test.run '^\$' -test.bench 'BenchmarkAllocateVGPU\$' -test.benchtime 1x -test.count 1 -test.timeout 0"
+		"deviceshare.test -test.run '^\$' -test.bench '$BENCH_COMPARE_BENCH' -test.benchtime 1x -test.count 1 -test.timeout 0"
 } >"$f"
 raw=$(mktemp)
 for round in $(seq "$BENCH_COMPARE_COUNT"); do
@@ -44,7 +50,7 @@ for round in $(seq "$BENCH_COMPARE_COUNT"); do
 	for impl in ${BENCH_VGPU_IMPLS//,/ }; do
 		for side in base head; do
 			(cd deviceshare && BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$impl \
-				"$tmp/$side.test" -test.run '^$' -test.bench 'BenchmarkAllocateVGPU$' -test.benchtime 1x -test.count 1 \
+				"$tmp/$side.test" -test.run '^$' -test.bench "$BENCH_COMPARE_BENCH" -test.benchtime 1x -test.count 1 \
 				-test.timeout 0 2>/dev/null) | awk -f hack/bench-lines.awk | sed "s/impl=$impl-/impl=$impl@$side-/" |
 				tee -a "$raw" >>"$f"
 		done

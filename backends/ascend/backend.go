@@ -45,8 +45,9 @@ type Backend struct {
 }
 
 var (
-	_ device.Backend    = (*Backend)(nil)
-	_ device.NodeLocker = (*Backend)(nil)
+	_ device.Backend     = (*Backend)(nil)
+	_ device.NodeLocker  = (*Backend)(nil)
+	_ device.ResultKeyer = (*Backend)(nil)
 )
 
 // New returns the backend of one vnpus entry, or an error naming the field

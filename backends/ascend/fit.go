@@ -3,6 +3,7 @@ package ascend
 import (
 	"cmp"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -332,3 +333,33 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 	}
 	return d.score(&req, picks, policy)
 }
+
+// ResultKey implements device.ResultKeyer: FilterNode and ScoreNode read
+// the pod only through its parsed request (each asking container's count,
+// memory and cores, the number of containers, the slicing mode and the
+// card selectors) and the policy. Pods without a valid request have no key.
+func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
+	var req podRequest
+	if err := b.parse(pod, &req); err != nil || len(req.ctrs) == 0 {
+		return "", false
+	}
+	k := make([]byte, 0, 64)
+	for _, c := range req.ctrs {
+		k = strconv.AppendInt(k, int64(c.ctr), 10)
+		k = strconv.AppendInt(append(k, ','), int64(c.nums), 10)
+		k = strconv.AppendInt(append(k, ','), c.memMiB, 10)
+		k = strconv.AppendInt(append(k, ','), int64(c.cores), 10)
+		k = strconv.AppendBool(append(k, ','), c.coreSet)
+		k = append(k, ';')
+	}
+	k = strconv.AppendInt(k, int64(req.containers), 10)
+	k = strconv.AppendBool(append(k, 0), req.soft)
+	for _, f := range [...]string{req.useUUID, req.noUseUUID, policy} {
+		k = append(append(k, 0), f...)
+	}
+	return string(k), true
+}
+
+// ResultEpoch implements device.ResultKeyer: nothing but the request and
+// the node's cards decides a result.
+func (b *Backend) ResultEpoch() uint64 { return 0 }

@@ -119,6 +119,7 @@ func Run(t *testing.T, s Suite) {
 		})
 		t.Run("MalformedRejected/"+policy, func(t *testing.T) { checkMalformedRejected(t, s, policy, salt|4) })
 		t.Run("DeepCopyIndependent/"+policy, func(t *testing.T) { checkDeepCopyIndependent(t, s, policy, salt|5) })
+		t.Run("ResultKeys/"+policy, func(t *testing.T) { checkResultKeys(t, s, policy, salt|7) })
 	}
 	t.Run("NoRequestIgnored", func(t *testing.T) { checkNoRequestIgnored(t, s, 6) })
 }

@@ -41,8 +41,9 @@ type Backend struct {
 }
 
 var (
-	_ device.Backend    = (*Backend)(nil)
-	_ device.NodeLocker = (*Backend)(nil)
+	_ device.Backend     = (*Backend)(nil)
+	_ device.NodeLocker  = (*Backend)(nil)
+	_ device.ResultKeyer = (*Backend)(nil)
 )
 
 // New returns a Backend for opts.Mode.

@@ -2,6 +2,7 @@ package gpushare
 
 import (
 	"fmt"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -13,8 +14,10 @@ import (
 // request returns the pod's request of the mode's resource, refusing pods
 // that ask for both modes (ValidateRequest refuses them too; checking here
 // keeps FilterNode and Allocate in agreement for callers that skip it).
-func (d *Devices) request(pod *v1.Pod) (int64, error) {
-	req, err := podRequest(pod, d.backend.resource)
+func (d *Devices) request(pod *v1.Pod) (int64, error) { return d.backend.request(pod) }
+
+func (b *Backend) request(pod *v1.Pod) (int64, error) {
+	req, err := podRequest(pod, b.resource)
 	if err != nil {
 		return 0, fmt.Errorf("invalid GPU request: %w", err)
 	}
@@ -22,14 +25,29 @@ func (d *Devices) request(pod *v1.Pod) (int64, error) {
 		return 0, nil
 	}
 	other := gpushareproto.ResourceGPUNumber
-	if d.backend.mode == ModeNumber {
+	if b.mode == ModeNumber {
 		other = gpushareproto.ResourceGPUMemory
 	}
 	if asksFor(pod, other) {
-		return 0, validateRequest(pod, d.backend.resource)
+		return 0, validateRequest(pod, b.resource)
 	}
 	return req, nil
 }
+
+// ResultKey implements device.ResultKeyer: FilterNode and ScoreNode read
+// the pod only through its request of the mode's resource, and ScoreNode
+// the policy. Pods without a valid request have no key.
+func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
+	req, err := b.request(pod)
+	if err != nil || req == 0 {
+		return "", false
+	}
+	return strconv.FormatInt(req, 10) + "/" + policy, true
+}
+
+// ResultEpoch implements device.ResultKeyer: nothing but the request and
+// the node's cards decides a result.
+func (b *Backend) ResultEpoch() uint64 { return 0 }
 
 // FilterNode reports whether the pod fits the node's cards. Share mode: a
 // healthy card whose free memory covers the request, otherwise one reason

@@ -38,6 +38,7 @@ type Backend struct {
 var (
 	_ device.Backend     = (*Backend)(nil)
 	_ device.BatchScorer = (*Backend)(nil)
+	_ device.ResultKeyer = (*Backend)(nil)
 )
 
 // New returns a Backend.

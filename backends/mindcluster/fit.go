@@ -2,6 +2,7 @@ package mindcluster
 
 import (
 	"fmt"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -201,3 +202,24 @@ func (d *Devices) ScoreNode(pod *v1.Pod, policy string) float64 {
 	}
 	return score
 }
+
+// ResultKey implements device.ResultKeyer: FilterNode and ScoreNode read
+// the pod only through its parsed request (the AI cores and the vnpu-level
+// and vnpu-dvpp labels) and the policy. Pods without a valid request have
+// no key. The node score Volcano ranks by is BatchScore's, which compares
+// the candidates and is never kept.
+func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
+	if !asks(pod) {
+		return "", false
+	}
+	req, err := parseRequest(pod)
+	if err != nil {
+		return "", false
+	}
+	return strconv.FormatInt(req.cores, 10) + "\x00" + req.level + "\x00" + req.dvpp + "\x00" + policy, true
+}
+
+// ResultEpoch implements device.ResultKeyer: the device-info ConfigMaps
+// reach a node's Devices through its inventory (a new one is new Devices),
+// so nothing but the request and the node's chips decides a result.
+func (b *Backend) ResultEpoch() uint64 { return 0 }
