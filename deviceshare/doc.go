@@ -24,7 +24,11 @@
 // predicate's one cache, which lives one session), valid while the node's
 // stamp (moved by every allocation event on the node and every write to
 // its devices) and the backends' epochs hold: most pods of a session share
-// a few keys and answer from one table entry per node.
+// a few keys and answer from one table entry per node. The backends keep
+// no results of their own; a backend that reads a pod once per task
+// (device.Preparer) has its reading kept with the task's request and
+// handed back with every node (device.Fitter), which returns the outcome
+// and the score from one choice of cards.
 //
 // # Extension points
 //
@@ -38,7 +42,7 @@
 //   - PreemptableFn, ReclaimableFn, AllocatableFn, PrePredicateFn: device-
 //     aware preemption and reclaim (preempt.go): only victims holding cards
 //     the preemptor needs, the fewest of the lowest priority, evicted until
-//     the cards fit.
+//     the cards fit (the search: deviceshare/evictplan).
 //   - JobEnqueueableFn and AllocatableFn: queue capability on device
 //     resources, counted from allocation annotations (queue.go,
 //     deviceshare/queuecap).
