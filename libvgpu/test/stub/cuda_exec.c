@@ -153,7 +153,11 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, 
 }
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
-	(void)g, (void)s;
+	(void)s;
+	/* Graph memory is backed at launch (cuda_graph.c); a graph without memory nodes has nothing to back. */
+	CUresult r = g != NULL ? stub_graph_commit(g) : CUDA_SUCCESS;
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE)
+		return r;
 	return launch(16);
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return cuGraphLaunch(g, s); }

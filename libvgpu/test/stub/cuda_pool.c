@@ -177,21 +177,25 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct stub_pool *p)
 	return CUDA_SUCCESS;
 }
 
-static CUresult current_pool_alloc(CUdeviceptr *dptr, size_t size)
+static CUresult current_pool_alloc(CUdeviceptr *dptr, size_t size, CUstream st)
 {
 	STUB_NEED_INIT();
 	struct stub_ctx *c = stub_current();
 	if (c == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	/* Captured: an allocation node of the graph, no pool memory (cuda_graph.c). */
+	if (stub_capturing(st))
+		return size == 0 ? CUDA_ERROR_INVALID_VALUE : stub_capture_alloc(st, dptr, size, c->phys);
 	return pool_alloc(dptr, size, default_pool(c->phys));
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *d, size_t s, CUstream st) { (void)st; return current_pool_alloc(d, s); }
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t s, CUstream st) { (void)st; return current_pool_alloc(d, s); }
+CUresult cuMemAllocAsync(CUdeviceptr *d, size_t s, CUstream st) { return current_pool_alloc(d, s, st); }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t s, CUstream st) { return current_pool_alloc(d, s, st); }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t s, CUmemoryPool p, CUstream st)
 {
-	(void)st;
 	STUB_NEED_INIT();
+	if (stub_capturing(st))
+		return s == 0 ? CUDA_ERROR_INVALID_VALUE : stub_capture_alloc(st, d, s, ((struct stub_pool *)p)->phys);
 	return pool_alloc(d, s, (struct stub_pool *)p);
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t s, CUmemoryPool p, CUstream st)
@@ -211,11 +215,19 @@ static CUresult pool_free(CUdeviceptr dptr)
 			return CUDA_SUCCESS;
 		}
 	pthread_mutex_unlock(&mu);
-	return CUDA_ERROR_INVALID_VALUE;
+	/* An allocation a graph made and did not free (cuda_graph.c). */
+	return stub_graph_free(dptr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr d, CUstream st) { (void)st; return pool_free(d); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream st) { (void)st; return pool_free(d); }
+static CUresult free_async(CUdeviceptr d, CUstream st)
+{
+	if (stub_capturing(st))
+		return stub_capture_free(st, d);
+	return pool_free(d);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream st) { return free_async(d, st); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream st) { return free_async(d, st); }
 
 void stub_pools_sync(void)
 {

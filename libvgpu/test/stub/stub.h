@@ -63,6 +63,23 @@ struct stub_dev {
 	struct stub_proc procs[STUB_MAX_PROC];
 };
 
+/*
+ * Device memory that more than one process holds (cuda_share.c): memory a
+ * process exported (cuIpcGetMemHandle, cuMemExportToShareableHandle) stays
+ * allocated while any importer maps it, after its owner freed it too.
+ */
+#define STUB_MAX_XMEM 256
+struct stub_xmem {
+	uint64_t id;                /* 0 = free */
+	uint64_t size;
+	int32_t phys;
+	int32_t owner;              /* host pid of the process that allocated it */
+	int32_t refs;               /* the owner's allocation + each importer's open or import */
+	int32_t owner_gone;         /* the owner freed it: the last importer releases it */
+	int32_t owner_pid;          /* the owner's getpid() (the observer's key) */
+	int32_t pad;
+};
+
 struct stub_shared {
 	uint64_t magic;
 	int32_t ndev;
@@ -71,6 +88,10 @@ struct stub_shared {
 	uint64_t max_queue_ns;
 	uint64_t ctx_mem;
 	struct stub_dev dev[STUB_MAX_DEV];
+	int32_t xlock;              /* spin lock over the fields below */
+	int32_t xpad;
+	uint64_t next_xid;
+	struct stub_xmem xmem[STUB_MAX_XMEM];
 };
 
 /* What reached the stub driver in this process. */

@@ -1,0 +1,409 @@
+/*
+ * t_share.c - memory that crosses processes and cards (issue 34): CUDA IPC,
+ * VMM shareable handles passed over a Unix socket with SCM_RIGHTS, graph
+ * memory nodes, stream-ordered allocations captured into a graph, peers.
+ *
+ * The rule under test: a byte is counted once, on the process (container)
+ * that allocated it, for as long as the driver keeps it; an importer is
+ * never charged; peer and NVLink queries reach the driver unchanged.
+ *
+ * The exporter and the importer are two processes of one container (one
+ * region): the importer talks to the test over the socket on fd 22 in one
+ * byte commands ('o' opened, 'c' close now, 'd' done).
+ */
+#define _GNU_SOURCE
+#include "test.h"
+
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CHAN 22
+
+/* Extra driver entry points these cases call, as cuda.h declares them. */
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags);
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+					int shHandleType);
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
+				size_t n, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
+CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
+			       size_t n, CUdeviceptr dptr);
+CUresult cuGraphDestroy(CUgraph hGraph);
+CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
+CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t n);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx,
+			   size_t n, CUstream s);
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxSetCurrent(CUcontext ctx);
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t d1, nvmlDevice_t d2, int idx, int *status);
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, int *isActive);
+
+/* ---- the channel: bytes, and a descriptor with SCM_RIGHTS ---- */
+
+static int send_msg(int s, char c, int fd)
+{
+	struct iovec iov = {.iov_base = &c, .iov_len = 1};
+	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(s, &m, 0) == 1 ? 0 : -1;
+}
+
+/* The byte received (or -1), and the descriptor that came with it in *fd (-1: none). */
+static int recv_msg(int s, int *fd)
+{
+	char c;
+	struct iovec iov = {.iov_base = &c, .iov_len = 1};
+	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	if (fd != NULL)
+		*fd = -1;
+	if (recvmsg(s, &m, 0) != 1)
+		return -1;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if (fd != NULL && cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	return (unsigned char)c;
+}
+
+/* Spawns an importer child with its end of the channel on fd CHAN; returns our end. */
+static int spawn_importer(const char *cmd, int *pid)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return -1;
+	dup2(sv[1], CHAN);      /* dup2 clears FD_CLOEXEC: the child keeps it */
+	close(sv[1]);
+	*pid = t_spawn(cmd, NULL, -1);
+	close(CHAN);
+	return sv[0];
+}
+
+static uint64_t device_used(int phys)
+{
+	return __atomic_load_n(&STUB(vgpuStubShared)()->dev[phys].used, __ATOMIC_RELAXED);
+}
+
+static void no_violation(void)
+{
+	struct stub_observer *obs = STUB(vgpuStubObserver)();
+	CHECK(obs != NULL, "the case runs with the stub's observer");
+	CHECK(obs == NULL || obs->violations == 0, "the device held %llu bytes, over the 1 GiB limit",
+	      obs ? (unsigned long long)obs->hwm[0] : 0ull);
+}
+
+/* ---- CUDA IPC ---- */
+
+/* Importer of ipc_exporter: opens the handle it is sent, holds it until told to close. */
+static int child_ipc_import(void)
+{
+	CUipcMemHandle h;
+	CUdeviceptr p, q;
+	t_ctx(0);
+	CHECK(read(CHAN, &h, sizeof(h)) == (ssize_t)sizeof(h), "handle received");
+	CHECK_EQ(CU(cuIpcOpenMemHandle_v2)(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
+	/* Opened twice in one context: the same pointer, one more reference. */
+	CHECK_EQ(CU(cuIpcOpenMemHandle_v2)(&q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
+	CHECK_EQ(q, p);
+	/* Never charged to the importer: its own share is still all there. */
+	CHECK_EQ(t_mine(0), 0);
+	CUdeviceptr own;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&own, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(own), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(CHAN, 'o', -1), 0);
+	CHECK_EQ(recv_msg(CHAN, NULL), 'c');
+	CHECK_EQ(CU(cuIpcCloseMemHandle)(p), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuIpcCloseMemHandle)(p), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(send_msg(CHAN, 'd', -1), 0);
+	return t_failed;
+}
+
+/*
+ * 1 GiB for the container. The exporter allocates 512 MiB and hands it to
+ * another process of the container, then frees it while that process still
+ * has it open: the memory stays on the device (the stub, as the driver), so
+ * it stays counted, and 600 MiB more do not fit.
+ */
+static int ipc_exporter(void)
+{
+	CUdeviceptr a, b;
+	CUipcMemHandle h;
+	int pid;
+	t_watchdog(60);
+	t_ctx(0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&a, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuIpcGetMemHandle)(&h, a), CUDA_SUCCESS);
+	int s = spawn_importer("child_ipc_import", &pid);
+	CHECK(s >= 0 && write(s, &h, sizeof(h)) == (ssize_t)sizeof(h), "handle sent");
+	CHECK_EQ(recv_msg(s, NULL), 'o');
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
+	CHECK_EQ(device_used(0), 512 * MiB);            /* the importer keeps it alive */
+	CHECK_EQ(t_mine(0), 512 * MiB);                 /* so it stays counted, on the exporter */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	no_violation();
+	CHECK_EQ(send_msg(s, 'c', -1), 0);
+	CHECK_EQ(recv_msg(s, NULL), 'd');
+	CHECK_EQ(t_wait(pid), 0);
+	CHECK_EQ(device_used(0), 0);                    /* the last close freed it */
+	/*
+	 * The exporter cannot learn when the last importer closed (no driver
+	 * call says so): the charge stays until the exporter exits (README,
+	 * "Memory paths").
+	 */
+	CHECK_EQ(t_mine(0), 512 * MiB);
+	close(s);
+	return t_failed;
+}
+
+/* ---- VMM shareable handles, descriptors over SCM_RIGHTS ---- */
+
+static const CUmemAllocationProp fd_prop = {
+	.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+	.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+	.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0},
+};
+
+/* Importer of vmm_fd_export: imports, maps, and holds the mapping until told. */
+static int child_vmm_import(void)
+{
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va, own;
+	int fd = -1;
+	t_ctx(0);
+	CHECK_EQ(recv_msg(CHAN, &fd), 'f');
+	CHECK(fd >= 0, "a descriptor came with the message");
+	CHECK_EQ(CU(cuMemImportFromShareableHandle)(&h, (void *)(intptr_t)fd,
+						     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_SUCCESS);
+	close(fd);      /* the handle holds the memory, not the descriptor */
+	CHECK_EQ(STUB(cuMemAddressReserve)(&va, 512 * MiB, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(va, 512 * MiB, 0, h, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(h), CUDA_SUCCESS);    /* create-map-release: the mapping holds it */
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&own, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(own), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(CHAN, 'o', -1), 0);
+	CHECK_EQ(recv_msg(CHAN, NULL), 'c');
+	CHECK_EQ(CU(cuMemUnmap)(va, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(send_msg(CHAN, 'd', -1), 0);
+	return t_failed;
+}
+
+/*
+ * NCCL's way (>= 2.19): cuMemCreate with a POSIX descriptor handle type,
+ * cuMemExportToShareableHandle, the descriptor to the peer over a Unix
+ * socket (SCM_RIGHTS), cuMemImportFromShareableHandle and cuMemMap there.
+ * The exporter unmaps and releases while the importer still maps it.
+ */
+static int vmm_fd_export(void)
+{
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va, b;
+	int pid, fd = -1;
+	t_watchdog(60);
+	t_ctx(0);
+	CHECK_EQ(CU(cuMemCreate)(&h, 512 * MiB, &fd_prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuMemAddressReserve)(&va, 512 * MiB, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(va, 512 * MiB, 0, h, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemExportToShareableHandle)(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 512 * MiB);
+	int s = spawn_importer("child_vmm_import", &pid);
+	CHECK_EQ(send_msg(s, 'f', fd), 0);
+	close(fd);
+	CHECK_EQ(recv_msg(s, NULL), 'o');
+	CHECK_EQ(CU(cuMemUnmap)(va, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(h), CUDA_SUCCESS);
+	CHECK_EQ(device_used(0), 512 * MiB);            /* the importer's mapping keeps it */
+	CHECK_EQ(t_mine(0), 512 * MiB);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	no_violation();
+	CHECK_EQ(send_msg(s, 'c', -1), 0);
+	CHECK_EQ(recv_msg(s, NULL), 'd');
+	CHECK_EQ(t_wait(pid), 0);
+	CHECK_EQ(device_used(0), 0);
+	close(s);
+	/* A handle created without the descriptor type cannot be exported (the driver says no). */
+	CUmemAllocationProp plain = fd_prop;
+	plain.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+	CHECK_EQ(CU(cuMemCreate)(&h, 64 * MiB, &plain, 0), CUDA_SUCCESS);
+	CHECK(CU(cuMemExportToShareableHandle)(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS,
+	      "exported a handle created without a shareable type");
+	CHECK_EQ(CU(cuMemRelease)(h), CUDA_SUCCESS);
+	return t_failed;
+}
+
+/* ---- graph memory nodes ---- */
+
+static CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(uint64_t bytes)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS p;
+	memset(&p, 0, sizeof(p));
+	p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.poolProps.location.id = 0;
+	p.bytesize = bytes;
+	return p;
+}
+
+/*
+ * cuGraphAddMemAllocNode: no hook saw graph memory before. It is charged
+ * once, when the graph is instantiated (its footprint is fixed then; the
+ * driver backs it at launch), and given back with the executable graph.
+ */
+static int graph_mem_nodes(void)
+{
+	CUgraph g, g2;
+	CUgraphNode an, fn;
+	CUgraphExec e, e2;
+	CUdeviceptr b;
+	t_ctx(0);
+	CHECK_EQ(STUB(cuGraphCreate)(&g, 0), CUDA_SUCCESS);
+	CUDA_MEM_ALLOC_NODE_PARAMS p = alloc_params(600 * MiB);
+	CHECK_EQ(STUB(cuGraphAddMemAllocNode)(&an, g, NULL, 0, &p), CUDA_SUCCESS);
+	CHECK(p.dptr != 0, "the allocation node has its address");
+	CHECK_EQ(STUB(cuGraphAddMemFreeNode)(&fn, g, &an, 1, p.dptr), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);                         /* a graph is no memory yet */
+	CHECK_EQ(CU(cuGraphInstantiateWithFlags)(&e, g, 0), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 600 * MiB);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 500 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuGraphLaunch)(e, NULL), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuGraphLaunch)(e, NULL), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 600 * MiB);                 /* relaunching reuses the graph's memory */
+	/* A second graph that does not fit with the first is refused at instantiation. */
+	CHECK_EQ(STUB(cuGraphCreate)(&g2, 0), CUDA_SUCCESS);
+	CUDA_MEM_ALLOC_NODE_PARAMS p2 = alloc_params(500 * MiB);
+	CHECK_EQ(STUB(cuGraphAddMemAllocNode)(&an, g2, NULL, 0, &p2), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphAddMemFreeNode)(&fn, g2, &an, 1, p2.dptr), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuGraphInstantiateWithFlags)(&e2, g2, 0), CUDA_ERROR_OUT_OF_MEMORY);
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+	CHECK_EQ(CU(cuGraphInstantiateWithParams)(&e2, g2, &ip), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(t_mine(0), 600 * MiB);
+	no_violation();
+	CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(CU(cuGraphInstantiateWithParams)(&e2, g2, &ip), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 500 * MiB);
+	CHECK_EQ(CU(cuGraphLaunch)(e2, NULL), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuGraphExecDestroy)(e2), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 900 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphDestroy)(g), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphDestroy)(g2), CUDA_SUCCESS);
+	no_violation();
+	return t_failed;
+}
+
+/*
+ * cudaMallocAsync captured into a CUDA graph (PyTorch's CUDA graphs with the
+ * async allocator): during capture cuMemAllocAsync allocates nothing, it
+ * adds an allocation node; the memory is the graph's, charged like graph_mem_nodes.
+ */
+static int graph_capture(void)
+{
+	CUstream s = (CUstream)(uintptr_t)0x5000;     /* any stream handle: the stub keys capture by it */
+	CUgraph g;
+	CUgraphExec e;
+	CUdeviceptr p, b;
+	t_ctx(0);
+	CHECK_EQ(STUB(cuStreamBeginCapture_v2)(s, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAllocAsync)(&p, 600 * MiB, s), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);                         /* nothing allocated while capturing */
+	CHECK_EQ(CU(cuMemFreeAsync)(p, s), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuStreamEndCapture)(s, &g), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(CU(cuGraphInstantiateWithFlags)(&e, g, 0), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 600 * MiB);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 500 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuMemAllocAsync)(&b, 500 * MiB, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuGraphLaunch)(e, NULL), CUDA_SUCCESS);
+	no_violation();
+	CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(STUB(cuGraphDestroy)(g), CUDA_SUCCESS);
+	return t_failed;
+}
+
+/* ---- peers ---- */
+
+/*
+ * HAMi #1191, #1764, #2641, #2760, HAMi-core #261: peer and NVLink queries
+ * must reach the driver unchanged under a memory limit. PEER_EXPECT=nvlink:
+ * the cards are NVLinked (VGPU_STUB_NVLINK=1) and reach each other;
+ * otherwise they do not (PCIe without peer support), and that answer too
+ * must come through as the driver gives it.
+ */
+static int peer_passthrough(void)
+{
+	const char *want = getenv("PEER_EXPECT");
+	int nvl = want != NULL && strcmp(want, "nvlink") == 0;
+	CUcontext c0, c1;
+	CUdeviceptr a, b;
+	int can = -1;
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuCtxCreate_v2)(&c1, 0, 1), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 64 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuCtxCreate_v2)(&c0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&a, 64 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuDeviceCanAccessPeer)(&can, 0, 1), CUDA_SUCCESS);
+	CHECK_EQ(can, nvl);
+	CHECK_EQ(CU(cuDeviceCanAccessPeer)(&can, 1, 0), CUDA_SUCCESS);
+	CHECK_EQ(can, nvl);
+	CHECK_EQ(CU(cuCtxEnablePeerAccess)(c1, 0), nvl ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+	if (nvl) {
+		CHECK_EQ(CU(cuCtxEnablePeerAccess)(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+		CHECK_EQ(CU(cuCtxDisablePeerAccess)(c1), CUDA_SUCCESS);
+	}
+	CHECK_EQ(CU(cuCtxDisablePeerAccess)(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	/* Copies between the cards work with or without a direct path. */
+	CHECK_EQ(CU(cuMemcpyPeer)(b, c1, a, c0, 64 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemcpyPeerAsync)(a, c0, b, c1, 64 * MiB, NULL), CUDA_SUCCESS);
+	/* NVML: P2P status per capability, and the NVLinks themselves. */
+	nvmlDevice_t d0, d1;
+	int st = -1;
+	CHECK_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+	CHECK_EQ(NV(nvmlDeviceGetHandleByIndex_v2)(0, &d0), NVML_SUCCESS);
+	CHECK_EQ(NV(nvmlDeviceGetHandleByIndex_v2)(1, &d1), NVML_SUCCESS);
+	for (int idx = 0; idx <= 4; idx++) {
+		CHECK_EQ(NV(nvmlDeviceGetP2PStatus)(d0, d1, idx, &st), NVML_SUCCESS);
+		CHECK_EQ(st, nvl ? 0 : idx == 2 ? 5 : 3);   /* OK; NOT_SUPPORTED; IOH_TOPOLOGY_NOT_SUPPORTED */
+	}
+	int on = 0;     /* nvmlEnableState_t: NVML_FEATURE_DISABLED 0, _ENABLED 1 */
+	CHECK_EQ(NV(nvmlDeviceGetNvLinkState)(d0, 0, &on), nvl ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED);
+	CHECK_EQ(on, nvl);
+	/* The limit still holds on each card while peers talk. */
+	CUdeviceptr big;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&big, 1024 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	return t_failed;
+}
+
+const struct t_case t_share_cases[] = {
+	{"ipc_exporter", ipc_exporter},
+	{"child_ipc_import", child_ipc_import},
+	{"vmm_fd_export", vmm_fd_export},
+	{"child_vmm_import", child_vmm_import},
+	{"graph_mem_nodes", graph_mem_nodes},
+	{"graph_capture", graph_capture},
+	{"peer_passthrough", peer_passthrough},
+	{NULL, NULL},
+};
