@@ -184,6 +184,14 @@ static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CU
 	int idx;
 	if (!vgpu_counting() || vgpu_current_dev(&dev, &idx) != 0)
 		return call_alloc(fn, dptr, size, pool, stream);
+	/*
+	 * On a capturing stream nothing is allocated: the driver adds an
+	 * allocation node to the graph, which owns it (cuMemAllocAsync), and it
+	 * is charged with the graph's (graph.c). Its captured free is not in
+	 * the ledger either, so it passes through too.
+	 */
+	if (vgpu_stream_capturing(stream, fn == A_ALLOC_PTSZ || fn == A_POOL_PTSZ))
+		return call_alloc(fn, dptr, size, pool, stream);
 	if (size > VGPU_MAX_ALLOC)
 		return vgpu_charge(idx, size);  /* refused, never reaches the totals */
 

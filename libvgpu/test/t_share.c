@@ -150,7 +150,12 @@ static int ipc_exporter(void)
 	t_watchdog(60);
 	t_ctx(0);
 	CHECK_EQ(CU(cuMemAlloc_v2)(&a, 512 * MiB), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuIpcGetMemHandle)(&h, a), CUDA_SUCCESS);
+	/* As the runtime reaches it (cudaIpcGetMemHandle): through cuGetProcAddress. */
+	void *fn = NULL;
+	CHECK_EQ(CU(cuGetProcAddress_v2)("cuIpcGetMemHandle", &fn, 12000, 0, NULL), CUDA_SUCCESS);
+	CHECK(fn == dlsym(RTLD_DEFAULT, "cuIpcGetMemHandle"), "cuGetProcAddress hands out the hook");
+	CUresult (*get)(CUipcMemHandle *, CUdeviceptr) = (__typeof__(get))fn;
+	CHECK(get != NULL && get(&h, a) == CUDA_SUCCESS, "handle made");
 	int s = spawn_importer("child_ipc_import", &pid);
 	CHECK(s >= 0 && write(s, &h, sizeof(h)) == (ssize_t)sizeof(h), "handle sent");
 	CHECK_EQ(recv_msg(s, NULL), 'o');
@@ -331,7 +336,12 @@ static int graph_capture(void)
 	CHECK_EQ(CU(cuMemFreeAsync)(p, s), CUDA_SUCCESS);
 	CHECK_EQ(STUB(cuStreamEndCapture)(s, &g), CUDA_SUCCESS);
 	CHECK_EQ(t_mine(0), 0);
-	CHECK_EQ(CU(cuGraphInstantiateWithFlags)(&e, g, 0), CUDA_SUCCESS);
+	/* As the CUDA 12 runtime reaches it: through cuGetProcAddress. */
+	void *fn = NULL;
+	CHECK_EQ(CU(cuGetProcAddress_v2)("cuGraphInstantiateWithFlags", &fn, 12000, 0, NULL), CUDA_SUCCESS);
+	CHECK(fn == dlsym(RTLD_DEFAULT, "cuGraphInstantiateWithFlags"), "cuGetProcAddress hands out the hook");
+	CUresult (*inst)(CUgraphExec *, CUgraph, unsigned long long) = (__typeof__(inst))fn;
+	CHECK(inst != NULL && inst(&e, g, 0) == CUDA_SUCCESS, "instantiated");
 	CHECK_EQ(t_mine(0), 600 * MiB);
 	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 500 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK_EQ(CU(cuMemAllocAsync)(&b, 500 * MiB, NULL), CUDA_ERROR_OUT_OF_MEMORY);

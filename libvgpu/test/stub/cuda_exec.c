@@ -226,7 +226,15 @@ static const struct entry table[] = {
 	E(cuMemPoolGetAttribute, 11020), E(cuDeviceGetMemPool, 11020), E(cuMemMap, 10020),
 	E(cuMemUnmap, 10020), E(cuMemAddressReserve, 10020), E(cuMemAddressFree, 10020),
 	E(cuMemSetAccess, 10020), E(cuMemGetAllocationGranularity, 10020),
+	E(cuMemExportToShareableHandle, 10020), E(cuMemImportFromShareableHandle, 10020),
+	E(cuGraphInstantiateWithFlags, 11040), E(cuGraphInstantiateWithParams, 12000),
+	E(cuGraphInstantiateWithParams_ptsz, 12000), E(cuGraphExecDestroy, 10000),
+	E(cuGraphGetNodes, 10000), E(cuGraphNodeGetType, 10000), E(cuGraphMemAllocNodeGetParams, 11040),
+	E(cuStreamIsCapturing, 10000), E(cuStreamIsCapturing_ptsz, 10000),
 #endif
+	E(cuIpcGetMemHandle, 4010), E(cuIpcOpenMemHandle, 4010), E(cuIpcOpenMemHandle_v2, 11000),
+	E(cuIpcCloseMemHandle, 4010), E(cuDeviceCanAccessPeer, 4000), E(cuCtxEnablePeerAccess, 4000),
+	E(cuCtxDisablePeerAccess, 4000), E(cuMemcpyPeer, 4000), E(cuMemcpyPeerAsync, 4000),
 };
 
 /*

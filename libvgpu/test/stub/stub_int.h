@@ -83,6 +83,20 @@ int stub_graph_free(CUdeviceptr dptr);
 /* cuda_graph.c: backs a launched graph's allocations; CUDA_ERROR_INVALID_VALUE: not a stub graph. */
 CUresult stub_graph_commit(CUgraphExec h);
 
+/* cuda_share.c and cuda_graph.c entry points libvgpu does not declare (cuGetProcAddress's table). */
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags);
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+					int shHandleType);
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+		      CUcontext srcContext, size_t ByteCount);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+			   CUcontext srcContext, size_t ByteCount, CUstream hStream);
+
 /* cuda_internal.c: the internal entry point of a hooked function, or NULL. */
 void *stub_internal_entry(const char *name);
 
