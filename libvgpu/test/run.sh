@@ -111,6 +111,7 @@ prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=640
 prio_invalid|prio_invalid||region
 ipc_exporter|ipc_exporter|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared
 vmm_fd_export|vmm_fd_export|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared
+pool_shared|pool_shared|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared
 graph_mem_nodes|graph_mem_nodes|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
 graph_capture|graph_capture|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
 peer_nvlink|peer_passthrough|CUDA_DEVICE_MEMORY_LIMIT=512m VGPU_STUB_CTX_MEM=0 VGPU_STUB_NVLINK=1 PEER_EXPECT=nvlink|region

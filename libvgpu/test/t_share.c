@@ -42,6 +42,13 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, C
 			   size_t n, CUstream s);
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props);
+CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, int handleType,
+					  unsigned long long flags);
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, int handleType,
+					    unsigned long long flags);
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr);
+CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData);
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t d1, nvmlDevice_t d2, int idx, int *status);
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, int *isActive);
 
@@ -354,6 +361,101 @@ static int graph_capture(void)
 	return t_failed;
 }
 
+/* ---- pools shared between processes ---- */
+
+static CUmemPoolProps pool_props(int htypes)
+{
+	CUmemPoolProps pp;
+	memset(&pp, 0, sizeof(pp));
+	pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	pp.handleTypes = htypes;
+	pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	pp.location.id = 0;
+	return pp;
+}
+
+/* Importer of pool_shared: imports the pool and one allocation, frees it when told. */
+static int child_pool_import(void)
+{
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	CUdeviceptr p, own;
+	int fd = -1;
+	t_ctx(0);
+	CHECK_EQ(recv_msg(CHAN, &fd), 'f');
+	CHECK(read(CHAN, &data, sizeof(data)) == (ssize_t)sizeof(data), "pointer data received");
+	CHECK_EQ(CU(cuMemPoolImportFromShareableHandle)(&pool, (void *)(intptr_t)fd,
+							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+	close(fd);
+	CHECK_EQ(CU(cuMemPoolImportPointer)(&p, pool, &data), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	/* An imported pool allocates nothing; trying charges nothing either. */
+	CHECK(CU(cuMemAllocFromPoolAsync)(&own, 64 * MiB, pool, NULL) != CUDA_SUCCESS,
+	      "allocated from an imported pool");
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&own, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(own), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(CHAN, 'o', -1), 0);
+	CHECK_EQ(recv_msg(CHAN, NULL), 'c');
+	CHECK_EQ(CU(cuMemFreeAsync)(p, NULL), CUDA_SUCCESS);   /* importers free first */
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(send_msg(CHAN, 'd', -1), 0);
+	return t_failed;
+}
+
+/*
+ * A pool exported to another process of the container with one allocation
+ * imported there: counted once, on the exporter's pool, never on the
+ * importer. Then the exporter destroys its pool with an allocation still
+ * outstanding: the driver keeps the pool's memory until that allocation is
+ * freed (cuMemPoolDestroy), and so must the count.
+ */
+static int pool_shared(void)
+{
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	CUdeviceptr a, b, c;
+	int pid, fd = -1;
+	t_watchdog(60);
+	t_ctx(0);
+	CUmemPoolProps pp = pool_props(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	CHECK_EQ(STUB(cuMemPoolCreate)(&pool, &pp), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAllocFromPoolAsync)(&a, 512 * MiB, pool, NULL), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 512 * MiB);
+	CHECK_EQ(CU(cuMemPoolExportToShareableHandle)(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemPoolExportPointer)(&data, a), CUDA_SUCCESS);
+	int s = spawn_importer("child_pool_import", &pid);
+	CHECK_EQ(send_msg(s, 'f', fd), 0);
+	close(fd);
+	CHECK(write(s, &data, sizeof(data)) == (ssize_t)sizeof(data), "pointer data sent");
+	CHECK_EQ(recv_msg(s, NULL), 'o');
+	CHECK_EQ(t_mine(0), 512 * MiB);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(send_msg(s, 'c', -1), 0);
+	CHECK_EQ(recv_msg(s, NULL), 'd');
+	CHECK_EQ(t_wait(pid), 0);
+	close(s);
+	no_violation();
+	/* Destroyed with `a` outstanding: the memory stays until `a` is freed. */
+	CHECK_EQ(CU(cuMemPoolDestroy)(pool), CUDA_SUCCESS);
+	CHECK_EQ(device_used(0), 512 * MiB);
+	CHECK_EQ(t_mine(0), 512 * MiB);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&c, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	no_violation();
+	CHECK_EQ(CU(cuMemFreeAsync)(a, NULL), CUDA_SUCCESS);
+	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&c, 900 * MiB), CUDA_SUCCESS);
+	/* A pool created without a shareable type cannot be exported. */
+	CUmemPoolProps plain = pool_props(CU_MEM_HANDLE_TYPE_NONE);
+	CHECK_EQ(STUB(cuMemPoolCreate)(&pool, &plain), CUDA_SUCCESS);
+	CHECK(CU(cuMemPoolExportToShareableHandle)(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) !=
+	      CUDA_SUCCESS, "exported a pool created without a shareable type");
+	CHECK_EQ(CU(cuMemPoolDestroy)(pool), CUDA_SUCCESS);
+	return t_failed;
+}
+
 /* ---- peers ---- */
 
 /*
@@ -414,6 +516,8 @@ const struct t_case t_share_cases[] = {
 	{"child_vmm_import", child_vmm_import},
 	{"graph_mem_nodes", graph_mem_nodes},
 	{"graph_capture", graph_capture},
+	{"pool_shared", pool_shared},
+	{"child_pool_import", child_pool_import},
 	{"peer_passthrough", peer_passthrough},
 	{NULL, NULL},
 };
