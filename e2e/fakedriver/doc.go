@@ -43,6 +43,12 @@
 // can assert that a container never held more than its limit at any
 // instant, not just at the instants it looked.
 //
+// Shared memory. An allocation one process exports (EXPORT: a CUDA IPC or
+// VMM shareable handle) and others import (IMPORT) is the exporter's
+// memory, taken once; freed by its exporter (UNEXPORT) or left by its
+// exit while importers hold it, it stays on the device, counted to no
+// process, until the last importer lets go (shared.go).
+//
 // Contexts. A process with a context on a device is listed on it (PROCS,
 // like nvmlDeviceGetComputeRunningProcesses), with the memory it holds.
 //

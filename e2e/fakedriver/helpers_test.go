@@ -21,6 +21,7 @@ const (
 	envHelper = "FAKEDRIVER_TEST_HELPER" // mode: hold, spin, self
 	envSocket = "FAKEDRIVER_TEST_SOCKET"
 	envBytes  = "FAKEDRIVER_TEST_BYTES"
+	envExport = "FAKEDRIVER_TEST_EXPORT" // the export an "import" helper opens
 )
 
 func TestMain(m *testing.M) {
@@ -80,6 +81,8 @@ func runHelper(mode, socket string) error {
 		go exitOnEOF(stdin)
 		_, err := do("LAUNCH 0 1")
 		return err
+	case "import":
+		return runImportHelper(do, stdin)
 	case "spin":
 		fmt.Println("ready")
 		if _, err := stdin.ReadString('\n'); err != nil {
