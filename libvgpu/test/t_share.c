@@ -103,8 +103,12 @@ static int spawn_importer(const char *cmd, int *pid)
 	return sv[0];
 }
 
+/* The device's used memory as the driver knows it: the daemon's in remote mode. */
 static uint64_t device_used(int phys)
 {
+	uint64_t total, used;
+	if (STUB(stub_remote)())
+		return STUB(stub_remote_mem)(phys, &total, &used) == 0 ? used : UINT64_MAX;
 	return __atomic_load_n(&STUB(vgpuStubShared)()->dev[phys].used, __ATOMIC_RELAXED);
 }
 

@@ -235,6 +235,12 @@ void stub_dev_release_for(int32_t hostpid, int32_t pid, int phys, uint64_t bytes
 
 void stub_dev_disown(int phys, uint64_t bytes)
 {
+	/*
+	 * The observer keeps the bytes on this process: the device still holds
+	 * them. In local mode the last importer takes them off
+	 * (stub_dev_release_for); in remote mode the daemon, the truth there,
+	 * does, and the observer drops them when this process ends.
+	 */
 	__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
 }
 

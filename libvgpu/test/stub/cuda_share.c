@@ -25,10 +25,9 @@
  * SCM_RIGHTS and close(2) like the driver's.
  *
  * Both need the stub's state shared between processes (VGPU_STUB_STATE): the
- * records live there. In remote mode the fake driver daemon does not model
- * them (e2e/fakedriver/PROTOCOL.md) and the calls return
- * CUDA_ERROR_NOT_SUPPORTED, which the reference lists for devices without
- * IPC support.
+ * records live there. In remote mode they live in the fake driver daemon,
+ * as in the kernel driver: EXPORT, IMPORT, UNIMPORT and UNEXPORT
+ * (e2e/fakedriver/PROTOCOL.md, "Shared memory").
  *
  * Peers ("Peer Context Memory Access": cuDeviceCanAccessPeer,
  * cuCtxEnablePeerAccess, cuCtxDisablePeerAccess; cuMemcpyPeer,
@@ -48,6 +47,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "remote_int.h"
 #include "stub_int.h"
 
 /* ---- the shared records (struct stub_xmem, in the stub's shared state) ---- */
@@ -74,6 +74,9 @@ uint64_t stub_xmem_new(int phys, uint64_t size)
 {
 	struct stub_shared *g = vgpuStubShared();
 	uint64_t id = 0;
+	if (stub_remote())
+		return remote_numbers(&id, 1, "EXPORT %d %llu", remote_daemon_dev(phys),
+				      (unsigned long long)size) == ANS_OK ? id : 0;
 	xlock();
 	for (int i = 0; i < STUB_MAX_XMEM; i++)
 		if (g->xmem[i].refs == 0) {
@@ -88,6 +91,14 @@ uint64_t stub_xmem_new(int phys, uint64_t size)
 
 int stub_xmem_get(uint64_t id, int *phys, uint64_t *size)
 {
+	if (stub_remote()) {
+		uint64_t v[2];
+		if (remote_numbers(v, 2, "IMPORT %llu", (unsigned long long)id) != ANS_OK)
+			return -1;
+		*phys = remote_phys_of(v[0]);   /* -1: a card this process does not see, which IPC allows */
+		*size = v[1];
+		return 0;
+	}
 	xlock();
 	struct stub_xmem *x = xfind(id);
 	if (x != NULL) {
@@ -103,6 +114,10 @@ int stub_xmem_get(uint64_t id, int *phys, uint64_t *size)
 void stub_xmem_put(uint64_t id)
 {
 	struct stub_xmem gone = {0};
+	if (stub_remote()) {
+		remote_numbers(NULL, 0, "UNIMPORT %llu", (unsigned long long)id);
+		return;
+	}
 	xlock();
 	struct stub_xmem *x = xfind(id);
 	if (x != NULL && --x->refs == 0) {
@@ -117,6 +132,9 @@ void stub_xmem_put(uint64_t id)
 int stub_xmem_owner_drop(uint64_t id)
 {
 	int held = 0;
+	/* The daemon frees it or keeps it for the importers: the caller sends no FREE. */
+	if (stub_remote())
+		return remote_numbers(NULL, 0, "UNEXPORT %llu", (unsigned long long)id) == ANS_OK;
 	xlock();
 	struct stub_xmem *x = xfind(id);
 	if (x != NULL) {
@@ -160,8 +178,6 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	uint64_t size, xid = 0;
 	int phys, slot = -1;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (pHandle == NULL || stub_linear_info(dptr, &size, &phys) != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&mu);
@@ -190,8 +206,6 @@ static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int
 	int phys;
 	(void)flags;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (stub_current() == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	memcpy(words, handle.reserved, sizeof(words));
@@ -238,8 +252,6 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
 	uint64_t xid = 0;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	pthread_mutex_lock(&mu);
 	int found = 0;
 	for (int i = 0; i < MAX_IPC && !found; i++)
@@ -264,8 +276,6 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
 {
 	uint64_t xid;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (shareableHandle == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_INVALID_VALUE;
 	CUresult res = stub_vmm_export(handle, handleType, &xid);
@@ -289,8 +299,6 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
 	uint64_t xid = 0, size;
 	int phys;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (handle == NULL || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* For POSIX descriptors, osHandle is the descriptor itself cast to a pointer. */
