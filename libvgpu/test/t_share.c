@@ -16,6 +16,7 @@
 
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -460,6 +461,168 @@ static int pool_shared(void)
 	return t_failed;
 }
 
+/* ---- a tensor-parallel-shaped pair of ranks ---- */
+
+/*
+ * One rank of two, as NCCL and vLLM's custom all-reduce set them up: its
+ * buffers shared with the other rank both ways, by a CUDA IPC handle and
+ * by a VMM descriptor passed with SCM_RIGHTS, the rest of its share filled
+ * with working memory. TP_RANK (0 or 1), TP_DEV (the CUDA device it uses),
+ * TP_LIMIT_MIB (its device's limit), TP_SOCK (the Unix socket the ranks
+ * meet on: rank 0 listens). Exits 0 when every step went as the rule says:
+ * the peer's buffers cost it nothing (the last 64 MiB of its share still
+ * fit and one byte more does not), copies between the cards work, and
+ * tearing down leaves no error. TP_EAGER=1 tears down as ranks that do not
+ * wait for each other do: each frees its own shared buffers while the other
+ * still maps them, and must then be refused the memory they held (the
+ * card still holds them), until it exits.
+ */
+#define TP_BUF (256 * MiB)
+#define TP_SPARE (64 * MiB)
+
+static int tp_connect(int rank, const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	if (rank == 0) {
+		unlink(path);
+		if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s, 1) != 0) {
+			close(s);
+			return -1;
+		}
+		int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
+		close(s);
+		return c;
+	}
+	for (int i = 0; i < 2000; i++) {        /* rank 0 may not listen yet: up to 20 s */
+		if (connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
+			return s;
+		usleep(10000);
+	}
+	close(s);
+	return -1;
+}
+
+static int env_int(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+	return v != NULL && *v != '\0' ? atoi(v) : dflt;
+}
+
+static int tp_rank(void)
+{
+	int rank = env_int("TP_RANK", 0), dev = env_int("TP_DEV", 0), eager = env_int("TP_EAGER", 0);
+	uint64_t limit = (uint64_t)env_int("TP_LIMIT_MIB", 1024) * MiB;
+	const char *path = getenv("TP_SOCK");
+	CUcontext ctx;
+	CUdeviceptr ipc_buf, vmm_va, peer_ipc, peer_va, work[64], probe;
+	CUmemGenericAllocationHandle mine, theirs;
+	CUipcMemHandle h, ph;
+	int nwork = 0, fd = -1, pfd = -1;
+	t_watchdog(60);
+	CHECK(path != NULL, "TP_SOCK names the meeting socket");
+	if (path == NULL)
+		return 1;
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuDevicePrimaryCtxRetain)(&ctx, dev), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuCtxSetCurrent)(ctx), CUDA_SUCCESS);
+	/* The buffers it shares: one by IPC, one by a VMM descriptor. */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&ipc_buf, TP_BUF), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuIpcGetMemHandle)(&h, ipc_buf), CUDA_SUCCESS);
+	CUmemAllocationProp prop = fd_prop;
+	prop.location.id = dev;
+	CHECK_EQ(CU(cuMemCreate)(&mine, TP_BUF, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuMemAddressReserve)(&vmm_va, TP_BUF, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(vmm_va, TP_BUF, 0, mine, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemExportToShareableHandle)(&fd, mine, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	/* Working memory up to TP_SPARE short of the share. */
+	while (nwork < 64 && (uint64_t)(nwork + 1) * TP_BUF + 2 * TP_BUF + TP_SPARE <= limit &&
+	       CU(cuMemAlloc_v2)(&work[nwork], TP_BUF) == CUDA_SUCCESS)
+		nwork++;
+	uint64_t rest = limit - 2 * TP_BUF - (uint64_t)nwork * TP_BUF;
+	if (rest > TP_SPARE && CU(cuMemAlloc_v2)(&work[nwork], rest - TP_SPARE) == CUDA_SUCCESS)
+		nwork++;
+	/* Meet the other rank; exchange the handle and the descriptor. */
+	int s = tp_connect(rank, path);
+	CHECK(s >= 0, "rank %d met its peer on %s", rank, path);
+	if (s < 0)
+		return t_failed;
+	CHECK_EQ(send_msg(s, 'f', fd), 0);
+	close(fd);
+	CHECK(write(s, &h, sizeof(h)) == (ssize_t)sizeof(h), "handle sent");
+	CHECK_EQ(recv_msg(s, &pfd), 'f');
+	CHECK(read(s, &ph, sizeof(ph)) == (ssize_t)sizeof(ph), "handle received");
+	CHECK_EQ(CU(cuIpcOpenMemHandle_v2)(&peer_ipc, ph, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemImportFromShareableHandle)(&theirs, (void *)(intptr_t)pfd,
+						     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_SUCCESS);
+	close(pfd);
+	CHECK_EQ(STUB(cuMemAddressReserve)(&peer_va, TP_BUF, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(peer_va, TP_BUF, 0, theirs, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(theirs), CUDA_SUCCESS);
+	/* The peer's buffers cost nothing: the last TP_SPARE still fits, a byte more does not. */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&probe, TP_SPARE), CUDA_SUCCESS);
+	CUdeviceptr over;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&over, MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	/* The all-reduce's traffic: copies between the cards, both buffers. */
+	for (int i = 0; i < 20; i++) {
+		CHECK_EQ(CU(cuMemcpyPeer)(ipc_buf, ctx, peer_ipc, ctx, TP_BUF), CUDA_SUCCESS);
+		CHECK_EQ(CU(cuMemcpyPeerAsync)(vmm_va, ctx, peer_va, ctx, TP_BUF, NULL), CUDA_SUCCESS);
+	}
+	/* Barrier, then each closes what it imported; barrier, then frees its own. */
+	CHECK_EQ(send_msg(s, 'b', -1), 0);
+	CHECK_EQ(recv_msg(s, NULL), 'b');
+	if (eager) {
+		CHECK_EQ(CU(cuMemFree_v2)(ipc_buf), CUDA_SUCCESS);
+		CHECK_EQ(CU(cuMemUnmap)(vmm_va, TP_BUF), CUDA_SUCCESS);
+		CHECK_EQ(CU(cuMemRelease)(mine), CUDA_SUCCESS);
+		CHECK_EQ(send_msg(s, 'e', -1), 0);
+		CHECK_EQ(recv_msg(s, NULL), 'e');       /* both freed, both still mapped by the other */
+		CUdeviceptr again;
+		CHECK_EQ(CU(cuMemAlloc_v2)(&again, TP_BUF), CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	CHECK_EQ(CU(cuIpcCloseMemHandle)(peer_ipc), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemUnmap)(peer_va, TP_BUF), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(s, 'c', -1), 0);
+	CHECK_EQ(recv_msg(s, NULL), 'c');
+	CHECK_EQ(CU(cuMemFree_v2)(probe), CUDA_SUCCESS);
+	for (int i = 0; i < nwork; i++)
+		CHECK_EQ(CU(cuMemFree_v2)(work[i]), CUDA_SUCCESS);
+	if (!eager) {
+		CHECK_EQ(CU(cuMemUnmap)(vmm_va, TP_BUF), CUDA_SUCCESS);
+		CHECK_EQ(CU(cuMemRelease)(mine), CUDA_SUCCESS);
+		CHECK_EQ(CU(cuMemFree_v2)(ipc_buf), CUDA_SUCCESS);
+	}
+	close(s);
+	printf("tp_ok rank=%d work=%d\n", rank, nwork);
+	return t_failed;
+}
+
+/* One container, two processes, two cards: the ranks on devices 0 and 1 of one region. */
+static int tp_pair(void)
+{
+	char sock[512], lim[64], r0[32], r1[32], d0[32], d1[32];
+	t_watchdog(90);
+	snprintf(sock, sizeof(sock), "TP_SOCK=%s/tp.sock", t_dir());
+	snprintf(lim, sizeof(lim), "TP_LIMIT_MIB=%d", env_int("TP_LIMIT_MIB", 1024));
+	snprintf(r0, sizeof(r0), "TP_RANK=0");
+	snprintf(r1, sizeof(r1), "TP_RANK=1");
+	snprintf(d0, sizeof(d0), "TP_DEV=0");
+	snprintf(d1, sizeof(d1), "TP_DEV=1");
+	const char *e0[] = {sock, lim, r0, d0, NULL}, *e1[] = {sock, lim, r1, d1, NULL};
+	int p0 = t_spawn("tp_rank", e0, -1), p1 = t_spawn("tp_rank", e1, -1);
+	CHECK_EQ(t_wait(p0), 0);
+	CHECK_EQ(t_wait(p1), 0);
+	if (getenv("VGPU_STUB_OBSERVER") != NULL)   /* in a container the daemon judges instead */
+		no_violation();
+	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(device_used(1), 0);
+	return t_failed;
+}
+
 /* ---- peers ---- */
 
 /*
@@ -522,6 +685,8 @@ const struct t_case t_share_cases[] = {
 	{"graph_capture", graph_capture},
 	{"pool_shared", pool_shared},
 	{"child_pool_import", child_pool_import},
+	{"tp_rank", tp_rank},
+	{"tp_pair", tp_pair},
 	{"peer_passthrough", peer_passthrough},
 	{NULL, NULL},
 };
