@@ -16,7 +16,8 @@
  * cuMemExportToShareableHandle, cuMemImportFromShareableHandle, with
  * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: the exported handle is a file
  * descriptor the application passes to another process over a Unix socket
- * with SCM_RIGHTS, as NCCL >= 2.19 does for its buffers by default). The
+ * with SCM_RIGHTS, as NCCL >= 2.19 does for its buffers by default: NCCL
+ * User Guide, "Environment Variables", NCCL_CUMEM_ENABLE). The
  * export needs the handle type requested at cuMemCreate; the import returns
  * a new allocation handle in the importing process, and cuMemRelease's rule
  * holds across processes: the memory is freed when every handle (the
