@@ -190,6 +190,25 @@ static int ipc_exporter(void)
 	return t_failed;
 }
 
+/*
+ * A configuration without IPC (VGPU_STUB_IPC=unsupported): the driver's
+ * CUDA_ERROR_NOT_SUPPORTED comes through unchanged, and an allocation whose
+ * export failed is not exported: its free gives its share back at once.
+ */
+static int ipc_unsupported(void)
+{
+	CUdeviceptr a, b;
+	CUipcMemHandle h;
+	t_ctx(0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&a, 512 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuIpcGetMemHandle)(&h, a), CUDA_ERROR_NOT_SUPPORTED);
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 900 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(b), CUDA_SUCCESS);
+	return t_failed;
+}
+
 /* ---- VMM shareable handles, descriptors over SCM_RIGHTS ---- */
 
 static const CUmemAllocationProp fd_prop = {
@@ -679,6 +698,7 @@ static int peer_passthrough(void)
 const struct t_case t_share_cases[] = {
 	{"ipc_exporter", ipc_exporter},
 	{"child_ipc_import", child_ipc_import},
+	{"ipc_unsupported", ipc_unsupported},
 	{"vmm_fd_export", vmm_fd_export},
 	{"child_vmm_import", child_vmm_import},
 	{"graph_mem_nodes", graph_mem_nodes},

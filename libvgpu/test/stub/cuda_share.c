@@ -30,6 +30,10 @@
  * as in the kernel driver: EXPORT, IMPORT, UNIMPORT and UNEXPORT
  * (e2e/fakedriver/PROTOCOL.md, "Shared memory").
  *
+ * VGPU_STUB_IPC=unsupported: a configuration without CUDA IPC (the reference
+ * restricts it to devices with unified addressing on Linux and excludes
+ * Tegra): every IPC call answers CUDA_ERROR_NOT_SUPPORTED.
+ *
  * Peers ("Peer Context Memory Access": cuDeviceCanAccessPeer,
  * cuCtxEnablePeerAccess, cuCtxDisablePeerAccess; cuMemcpyPeer,
  * cuMemcpyPeerAsync). Two cards reach each other directly when NVLink joins
@@ -152,6 +156,12 @@ int stub_xmem_owner_drop(uint64_t id)
 
 /* ---- CUDA IPC ---- */
 
+static int ipc_unsupported(void)
+{
+	const char *v = getenv("VGPU_STUB_IPC");
+	return v != NULL && strcmp(v, "unsupported") == 0;
+}
+
 #define IPC_MAGIC UINT64_C(0x5354554249504331)
 #define MAX_IPC 256
 
@@ -179,6 +189,8 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	uint64_t size, xid = 0;
 	int phys, slot = -1;
 	STUB_NEED_INIT();
+	if (ipc_unsupported())
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (pHandle == NULL || stub_linear_info(dptr, &size, &phys) != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&mu);
@@ -207,6 +219,8 @@ static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int
 	int phys;
 	(void)flags;
 	STUB_NEED_INIT();
+	if (ipc_unsupported())
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (stub_current() == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	memcpy(words, handle.reserved, sizeof(words));
