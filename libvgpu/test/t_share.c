@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "test.h"
 
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -531,107 +532,130 @@ static int env_int(const char *name, int dflt)
 	return v != NULL && *v != '\0' ? atoi(v) : dflt;
 }
 
+/* One rank's state. */
+struct tp {
+	CUcontext ctx;
+	CUdeviceptr ipc_buf, vmm_va, peer_ipc, peer_va, probe, work[64];
+	CUmemGenericAllocationHandle mine;
+	CUipcMemHandle h;
+	int nwork, fd, sock;
+};
+
+/* Its own buffers (one shared by IPC, one by a VMM descriptor) and working memory up to TP_SPARE short. */
+static void tp_own(struct tp *t, int dev, uint64_t limit)
+{
+	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuDevicePrimaryCtxRetain)(&t->ctx, dev), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuCtxSetCurrent)(t->ctx), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&t->ipc_buf, TP_BUF), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuIpcGetMemHandle)(&t->h, t->ipc_buf), CUDA_SUCCESS);
+	CUmemAllocationProp prop = fd_prop;
+	prop.location.id = dev;
+	CHECK_EQ(CU(cuMemCreate)(&t->mine, TP_BUF, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuMemAddressReserve)(&t->vmm_va, TP_BUF, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(t->vmm_va, TP_BUF, 0, t->mine, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemExportToShareableHandle)(&t->fd, t->mine, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	while (t->nwork < 64 && (uint64_t)(t->nwork + 1) * TP_BUF + 2 * TP_BUF + TP_SPARE <= limit &&
+	       CU(cuMemAlloc_v2)(&t->work[t->nwork], TP_BUF) == CUDA_SUCCESS)
+		t->nwork++;
+	uint64_t rest = limit - 2 * TP_BUF - (uint64_t)t->nwork * TP_BUF;
+	if (rest > TP_SPARE && CU(cuMemAlloc_v2)(&t->work[t->nwork], rest - TP_SPARE) == CUDA_SUCCESS)
+		t->nwork++;
+}
+
+/* Sends its handle and descriptor, imports and maps the peer's. */
+static void tp_import(struct tp *t)
+{
+	CUipcMemHandle ph;
+	CUmemGenericAllocationHandle theirs;
+	int pfd = -1;
+	CHECK_EQ(send_msg(t->sock, 'f', t->fd), 0);
+	close(t->fd);
+	CHECK(write(t->sock, &t->h, sizeof(t->h)) == (ssize_t)sizeof(t->h), "handle sent");
+	CHECK_EQ(recv_msg(t->sock, &pfd), 'f');
+	CHECK(read(t->sock, &ph, sizeof(ph)) == (ssize_t)sizeof(ph), "handle received");
+	CHECK_EQ(CU(cuIpcOpenMemHandle_v2)(&t->peer_ipc, ph, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemImportFromShareableHandle)(&theirs, (void *)(intptr_t)pfd,
+						     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_SUCCESS);
+	close(pfd);
+	CHECK_EQ(STUB(cuMemAddressReserve)(&t->peer_va, TP_BUF, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemMap)(t->peer_va, TP_BUF, 0, theirs, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(theirs), CUDA_SUCCESS);
+}
+
+static void tp_barrier(struct tp *t, char c)
+{
+	CHECK_EQ(send_msg(t->sock, c, -1), 0);
+	CHECK_EQ(recv_msg(t->sock, NULL), (unsigned char)c);
+}
+
+static void tp_free_shared(struct tp *t)
+{
+	CHECK_EQ(CU(cuMemFree_v2)(t->ipc_buf), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemUnmap)(t->vmm_va, TP_BUF), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(t->mine), CUDA_SUCCESS);
+}
+
+/* Closes what it imported and frees its own, the shared buffers first when eager. */
+static void tp_teardown(struct tp *t, bool eager)
+{
+	tp_barrier(t, 'b');
+	if (eager) {
+		tp_free_shared(t);
+		tp_barrier(t, 'e');     /* both freed, both still mapped by the other */
+		CUdeviceptr again;
+		CHECK_EQ(CU(cuMemAlloc_v2)(&again, TP_BUF), CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	CHECK_EQ(CU(cuIpcCloseMemHandle)(t->peer_ipc), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemUnmap)(t->peer_va, TP_BUF), CUDA_SUCCESS);
+	tp_barrier(t, 'c');
+	CHECK_EQ(CU(cuMemFree_v2)(t->probe), CUDA_SUCCESS);
+	for (int i = 0; i < t->nwork; i++)
+		CHECK_EQ(CU(cuMemFree_v2)(t->work[i]), CUDA_SUCCESS);
+	if (!eager)
+		tp_free_shared(t);
+}
+
 static int tp_rank(void)
 {
-	int rank = env_int("TP_RANK", 0), dev = env_int("TP_DEV", 0), eager = env_int("TP_EAGER", 0);
-	uint64_t limit = (uint64_t)env_int("TP_LIMIT_MIB", 1024) * MiB;
+	int rank = env_int("TP_RANK", 0);
 	const char *path = getenv("TP_SOCK");
-	CUcontext ctx;
-	CUdeviceptr ipc_buf, vmm_va, peer_ipc, peer_va, work[64], probe;
-	CUmemGenericAllocationHandle mine, theirs;
-	CUipcMemHandle h, ph;
-	int nwork = 0, fd = -1, pfd = -1;
+	struct tp t = {.fd = -1};
 	t_watchdog(60);
 	CHECK(path != NULL, "TP_SOCK names the meeting socket");
 	if (path == NULL)
 		return 1;
-	CHECK_EQ(CU(cuInit)(0), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuDevicePrimaryCtxRetain)(&ctx, dev), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuCtxSetCurrent)(ctx), CUDA_SUCCESS);
-	/* The buffers it shares: one by IPC, one by a VMM descriptor. */
-	CHECK_EQ(CU(cuMemAlloc_v2)(&ipc_buf, TP_BUF), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuIpcGetMemHandle)(&h, ipc_buf), CUDA_SUCCESS);
-	CUmemAllocationProp prop = fd_prop;
-	prop.location.id = dev;
-	CHECK_EQ(CU(cuMemCreate)(&mine, TP_BUF, &prop, 0), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuMemAddressReserve)(&vmm_va, TP_BUF, 0, 0, 0), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuMemMap)(vmm_va, TP_BUF, 0, mine, 0), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuMemExportToShareableHandle)(&fd, mine, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-		 CUDA_SUCCESS);
-	/* Working memory up to TP_SPARE short of the share. */
-	while (nwork < 64 && (uint64_t)(nwork + 1) * TP_BUF + 2 * TP_BUF + TP_SPARE <= limit &&
-	       CU(cuMemAlloc_v2)(&work[nwork], TP_BUF) == CUDA_SUCCESS)
-		nwork++;
-	uint64_t rest = limit - 2 * TP_BUF - (uint64_t)nwork * TP_BUF;
-	if (rest > TP_SPARE && CU(cuMemAlloc_v2)(&work[nwork], rest - TP_SPARE) == CUDA_SUCCESS)
-		nwork++;
-	/* Meet the other rank; exchange the handle and the descriptor. */
-	int s = tp_connect(rank, path);
-	CHECK(s >= 0, "rank %d met its peer on %s", rank, path);
-	if (s < 0)
+	tp_own(&t, env_int("TP_DEV", 0), (uint64_t)env_int("TP_LIMIT_MIB", 1024) * MiB);
+	t.sock = tp_connect(rank, path);
+	CHECK(t.sock >= 0, "rank %d met its peer on %s", rank, path);
+	if (t.sock < 0)
 		return t_failed;
-	CHECK_EQ(send_msg(s, 'f', fd), 0);
-	close(fd);
-	CHECK(write(s, &h, sizeof(h)) == (ssize_t)sizeof(h), "handle sent");
-	CHECK_EQ(recv_msg(s, &pfd), 'f');
-	CHECK(read(s, &ph, sizeof(ph)) == (ssize_t)sizeof(ph), "handle received");
-	CHECK_EQ(CU(cuIpcOpenMemHandle_v2)(&peer_ipc, ph, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuMemImportFromShareableHandle)(&theirs, (void *)(intptr_t)pfd,
-						     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_SUCCESS);
-	close(pfd);
-	CHECK_EQ(STUB(cuMemAddressReserve)(&peer_va, TP_BUF, 0, 0, 0), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuMemMap)(peer_va, TP_BUF, 0, theirs, 0), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuMemRelease)(theirs), CUDA_SUCCESS);
-	/* The peer's buffers cost nothing: the last TP_SPARE still fits, a byte more does not. */
-	CHECK_EQ(CU(cuMemAlloc_v2)(&probe, TP_SPARE), CUDA_SUCCESS);
+	tp_import(&t);
+	/* The peer's buffers cost nothing: the last TP_SPARE still fits, a MiB more does not. */
 	CUdeviceptr over;
+	CHECK_EQ(CU(cuMemAlloc_v2)(&t.probe, TP_SPARE), CUDA_SUCCESS);
 	CHECK_EQ(CU(cuMemAlloc_v2)(&over, MiB), CUDA_ERROR_OUT_OF_MEMORY);
 	/* The all-reduce's traffic: copies between the cards, both buffers. */
 	for (int i = 0; i < 20; i++) {
-		CHECK_EQ(CU(cuMemcpyPeer)(ipc_buf, ctx, peer_ipc, ctx, TP_BUF), CUDA_SUCCESS);
-		CHECK_EQ(CU(cuMemcpyPeerAsync)(vmm_va, ctx, peer_va, ctx, TP_BUF, NULL), CUDA_SUCCESS);
+		CHECK_EQ(CU(cuMemcpyPeer)(t.ipc_buf, t.ctx, t.peer_ipc, t.ctx, TP_BUF), CUDA_SUCCESS);
+		CHECK_EQ(CU(cuMemcpyPeerAsync)(t.vmm_va, t.ctx, t.peer_va, t.ctx, TP_BUF, NULL), CUDA_SUCCESS);
 	}
-	/* Barrier, then each closes what it imported; barrier, then frees its own. */
-	CHECK_EQ(send_msg(s, 'b', -1), 0);
-	CHECK_EQ(recv_msg(s, NULL), 'b');
-	if (eager) {
-		CHECK_EQ(CU(cuMemFree_v2)(ipc_buf), CUDA_SUCCESS);
-		CHECK_EQ(CU(cuMemUnmap)(vmm_va, TP_BUF), CUDA_SUCCESS);
-		CHECK_EQ(CU(cuMemRelease)(mine), CUDA_SUCCESS);
-		CHECK_EQ(send_msg(s, 'e', -1), 0);
-		CHECK_EQ(recv_msg(s, NULL), 'e');       /* both freed, both still mapped by the other */
-		CUdeviceptr again;
-		CHECK_EQ(CU(cuMemAlloc_v2)(&again, TP_BUF), CUDA_ERROR_OUT_OF_MEMORY);
-	}
-	CHECK_EQ(CU(cuIpcCloseMemHandle)(peer_ipc), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuMemUnmap)(peer_va, TP_BUF), CUDA_SUCCESS);
-	CHECK_EQ(send_msg(s, 'c', -1), 0);
-	CHECK_EQ(recv_msg(s, NULL), 'c');
-	CHECK_EQ(CU(cuMemFree_v2)(probe), CUDA_SUCCESS);
-	for (int i = 0; i < nwork; i++)
-		CHECK_EQ(CU(cuMemFree_v2)(work[i]), CUDA_SUCCESS);
-	if (!eager) {
-		CHECK_EQ(CU(cuMemUnmap)(vmm_va, TP_BUF), CUDA_SUCCESS);
-		CHECK_EQ(CU(cuMemRelease)(mine), CUDA_SUCCESS);
-		CHECK_EQ(CU(cuMemFree_v2)(ipc_buf), CUDA_SUCCESS);
-	}
-	close(s);
-	printf("tp_ok rank=%d work=%d\n", rank, nwork);
+	tp_teardown(&t, env_int("TP_EAGER", 0) != 0);
+	close(t.sock);
+	printf("tp_ok rank=%d work=%d\n", rank, t.nwork);
 	return t_failed;
 }
 
 /* One container, two processes, two cards: the ranks on devices 0 and 1 of one region. */
 static int tp_pair(void)
 {
-	char sock[512], lim[64], r0[32], r1[32], d0[32], d1[32];
+	char sock[512], lim[64];
 	t_watchdog(90);
 	snprintf(sock, sizeof(sock), "TP_SOCK=%s/tp.sock", t_dir());
 	snprintf(lim, sizeof(lim), "TP_LIMIT_MIB=%d", env_int("TP_LIMIT_MIB", 1024));
-	snprintf(r0, sizeof(r0), "TP_RANK=0");
-	snprintf(r1, sizeof(r1), "TP_RANK=1");
-	snprintf(d0, sizeof(d0), "TP_DEV=0");
-	snprintf(d1, sizeof(d1), "TP_DEV=1");
-	const char *e0[] = {sock, lim, r0, d0, NULL}, *e1[] = {sock, lim, r1, d1, NULL};
+	const char *e0[] = {sock, lim, "TP_RANK=0", "TP_DEV=0", NULL};
+	const char *e1[] = {sock, lim, "TP_RANK=1", "TP_DEV=1", NULL};
 	int p0 = t_spawn("tp_rank", e0, -1), p1 = t_spawn("tp_rank", e1, -1);
 	CHECK_EQ(t_wait(p0), 0);
 	CHECK_EQ(t_wait(p1), 0);
