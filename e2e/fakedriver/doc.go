@@ -52,6 +52,12 @@
 // GroupPeakWithHost give a group's card plus pinned memory, the bound of an
 // over-committed share (host.go).
 //
+// Shared memory. An allocation one process exports (EXPORT: a CUDA IPC or
+// VMM shareable handle) and others import (IMPORT) is the exporter's
+// memory, taken once; freed by its exporter (UNEXPORT) or left by its
+// exit while importers hold it, it stays on the device, counted to no
+// process, until the last importer lets go (shared.go).
+//
 // Contexts. A process with a context on a device is listed on it (PROCS,
 // like nvmlDeviceGetComputeRunningProcesses), with the memory it holds.
 //

@@ -23,6 +23,7 @@ const (
 	envBytes  = "FAKEDRIVER_TEST_BYTES"
 	// envHostBytes: hold also pins that much host memory for device 0.
 	envHostBytes = "FAKEDRIVER_TEST_HOST_BYTES"
+	envExport    = "FAKEDRIVER_TEST_EXPORT" // the export an "import" helper opens
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +88,8 @@ func runHelper(mode, socket string) error {
 		go exitOnEOF(stdin)
 		_, err := do("LAUNCH 0 1")
 		return err
+	case "import":
+		return runImportHelper(do, stdin)
 	case "spin":
 		fmt.Println("ready")
 		if _, err := stdin.ReadString('\n'); err != nil {

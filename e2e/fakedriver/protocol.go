@@ -88,7 +88,7 @@ func (s *session) dispatch(verb string, args []string) (string, error) {
 		return s.nvml(verb, args)
 	case "HOSTALLOC", "HOSTFREE":
 		return s.hostMem(verb, args)
-	case "ALLOC", "MEM", "PROCS":
+	case "ALLOC", "MEM", "PROCS", "IMPORT":
 		// What reads or takes memory sees exited processes gone.
 		if s.reap != nil {
 			s.reap()
@@ -115,6 +115,14 @@ func (s *session) dispatch(verb string, args []string) (string, error) {
 		return s.dutil(args)
 	case "BUSY":
 		return s.busy(args)
+	case "EXPORT":
+		return s.export(args)
+	case "IMPORT":
+		return s.imp(args)
+	case "UNIMPORT":
+		return s.unimport(args)
+	case "UNEXPORT":
+		return s.unexport(args)
 	}
 	return "", requestError(reasonUnknown)
 }

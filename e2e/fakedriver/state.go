@@ -30,6 +30,9 @@ type state struct {
 	vt time.Time
 	// periodEnd is the end of the sample period in progress.
 	periodEnd time.Time
+	// exports are the allocations shared between processes (shared.go).
+	exports    map[uint64]*export
+	nextExport uint64
 }
 
 // device is one GPU's state.
@@ -151,6 +154,7 @@ func (s *state) end(cn *conn) {
 	if p.conns > 0 {
 		return
 	}
+	s.endSharedLocked(p)
 	for _, d := range s.devs {
 		pd := &p.devs[d.idx]
 		d.used -= pd.bytes

@@ -375,6 +375,7 @@ static const struct {
 	{"nvidia_smi", gc_check_nvidia_smi, true},
 	{"vmm_lifetime", gc_check_vmm_lifetime, true},
 	{"procaddr", gc_check_procaddr, true},
+	{"ipc_share", gc_check_ipc_share, true},
 	{"sm_rate", gc_check_sm_rate, false},
 };
 
@@ -458,6 +459,8 @@ int main(int argc, char **argv)
 		return check_main(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--pidns") == 0)
 		return gc_pidns_main(argc, argv);
+	if (argc == 2 && strcmp(argv[1], "--ipc-import") == 0)
+		return gc_ipc_import_main();
 	if (argc != 2 || argv[1][0] == '-')
 		return usage();
 	if (realpath(argv[1], run.libvgpu) == NULL) {

@@ -97,6 +97,10 @@ enum {
 	  (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,                    \
 	   unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,              \
 	   CUstream stream, void **params, void **extra))                                      \
+	X(CUDA, cuIpcGetMemHandle, CUresult, (CUipcMemHandle *handle, CUdeviceptr dptr))      \
+	X(CUDA, cuIpcOpenMemHandle_v2, CUresult,                                               \
+	  (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags))                      \
+	X(CUDA, cuIpcCloseMemHandle, CUresult, (CUdeviceptr dptr))                             \
 	X(NVML, nvmlInit_v2, nvmlReturn_t, (void))                                             \
 	X(NVML, nvmlInit, nvmlReturn_t, (void))                                                \
 	X(NVML, nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *count))                    \
@@ -158,6 +162,10 @@ int gc_check_procaddr(const struct gc_api *api, const struct gc_target *t);
 
 /* check_vmm.c */
 int gc_check_vmm_lifetime(const struct gc_api *api, const struct gc_target *t);
+
+/* check_ipc.c */
+int gc_check_ipc_share(const struct gc_api *api, const struct gc_target *t);
+int gc_ipc_import_main(void);
 
 /* check_smi.c */
 int gc_check_nvidia_smi(const struct gc_api *api, const struct gc_target *t);

@@ -273,4 +273,63 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 
+/*
+ * Memory shared between processes and cards, graph memory (issue 34). Values
+ * and layouts as cuda.h defines them.
+ */
+enum {
+	CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+	CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+	CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
+};
+typedef struct { char reserved[64]; } CUipcMemHandle;
+typedef struct { unsigned char reserved[64]; } CUmemPoolPtrExportData;
+enum { CU_MEM_HANDLE_TYPE_NONE = 0x0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1 };
+enum { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
+
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+enum { CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10, CU_GRAPH_NODE_TYPE_MEM_FREE = 11 };
+enum {
+	CU_STREAM_CAPTURE_STATUS_NONE = 0,
+	CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+	CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
+typedef struct {                /* CUmemPoolProps (88 bytes) */
+	int allocType;
+	int handleTypes;
+	CUmemLocation location;
+	void *win32SecurityAttributes;
+	unsigned char reserved[64];
+} CUmemPoolProps;
+typedef struct {                /* CUDA_MEM_ALLOC_NODE_PARAMS_v1 */
+	CUmemPoolProps poolProps;
+	const void *accessDescs;    /* const CUmemAccessDesc * */
+	size_t accessDescCount;
+	size_t bytesize;
+	CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct {                /* CUDA_GRAPH_INSTANTIATE_PARAMS */
+	cuuint64_t flags;
+	CUstream hUploadStream;
+	CUgraphNode hErrNode_out;
+	int result_out;             /* CUgraphInstantiateResult */
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+				      int handleType, unsigned long long flags);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+				     unsigned long long flags);
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+				      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes);
+CUresult cuGraphNodeGetType(CUgraphNode hNode, int *type);
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out);
+CUresult cuStreamIsCapturing(CUstream hStream, int *captureStatus);
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, int *captureStatus);
+
 #endif /* VGPU_CUDA_API_H */

@@ -130,14 +130,17 @@ enum vgpu_kind {
 	VGPU_K_MAP,         /* a cuMemMap of a counted handle, keyed by address; owner = handle */
 	VGPU_K_ASYNC,
 	VGPU_K_HOST,        /* oversubscription: host memory serving a device allocation */
+	VGPU_K_GRAPH,       /* a graph's allocation nodes on one device, keyed by vgpu_graph_key */
 };
+/* vgpu_entry.flags */
+#define VGPU_F_EXPORTED 1u  /* handed to other processes (IPC handle, shareable handle): share.c */
 struct vgpu_entry {
 	uint64_t key;
 	uint64_t bytes;
 	void *owner;        /* CUcontext for context-bound kinds, CUmemoryPool for async */
 	int32_t idx;
 	uint16_t kind;
-	uint16_t pad;
+	uint16_t flags;     /* VGPU_F_* */
 	uint32_t refs;      /* VMM: handle references (cuMemCreate, cuMemRetainAllocationHandle) */
 	uint32_t maps;      /* VMM: live cuMemMap mappings */
 	uint64_t aux;       /* K_HOST: the host pointer */
@@ -155,9 +158,20 @@ bool vgpu_ledger_take_owned(int kind, void *owner, struct vgpu_entry *out);
  * else 0 (*out is its new state).
  */
 int vgpu_ledger_vmm_adjust(uint64_t handle, int drefs, int dmaps, struct vgpu_entry *out);
+/* Sets `flags` on the entry (kind, key); false when there is none. */
+bool vgpu_ledger_set_flags(int kind, uint64_t key, uint16_t flags);
 uint64_t vgpu_ledger_purge_owner(void *owner, int idx_out[VGPU_MAX_DEVICES],
 				 uint64_t bytes_out[VGPU_MAX_DEVICES]);
 void vgpu_ledger_reset(void);
+
+/*
+ * share.c: memory other processes may map. Called instead of uncharging when
+ * the allocating process lets go of an exported allocation: the charge stays.
+ */
+void vgpu_share_linger(const struct vgpu_entry *e);
+
+/* graph.c: whether the stream is capturing a graph (its allocations are graph nodes). */
+bool vgpu_stream_capturing(CUstream stream, bool ptsz);
 
 /* pool.c */
 void vgpu_pool_trim_device(int idx);

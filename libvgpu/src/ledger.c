@@ -165,6 +165,16 @@ int vgpu_ledger_vmm_adjust(uint64_t handle, int drefs, int dmaps, struct vgpu_en
 	return rc;
 }
 
+bool vgpu_ledger_set_flags(int kind, uint64_t key, uint16_t flags)
+{
+	pthread_mutex_lock(&mu);
+	struct vgpu_entry *e = find(kind, key);
+	if (e != NULL)
+		e->flags |= flags;
+	pthread_mutex_unlock(&mu);
+	return e != NULL;
+}
+
 uint64_t vgpu_ledger_purge_owner(void *owner, int idx_out[VGPU_MAX_DEVICES],
 				 uint64_t bytes_out[VGPU_MAX_DEVICES])
 {
@@ -176,6 +186,11 @@ uint64_t vgpu_ledger_purge_owner(void *owner, int idx_out[VGPU_MAX_DEVICES],
 		bool ctx_bound = e->kind == VGPU_K_DEVPTR || e->kind == VGPU_K_ARRAY ||
 				 e->kind == VGPU_K_MIPMAP || e->kind == VGPU_K_HOST;
 		if (e->kind != 0 && ctx_bound && e->owner == owner) {
+			/* Exported: importers may keep it past the context (share.c), so its charge stays. */
+			if ((e->flags & VGPU_F_EXPORTED) != 0) {
+				erase(e);
+				continue;
+			}
 			if (e->idx >= 0 && e->idx < VGPU_MAX_DEVICES)
 				bytes_out[e->idx] += e->bytes;
 			total += e->bytes;

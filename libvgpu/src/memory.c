@@ -93,7 +93,9 @@ void vgpu_finish_free(bool had, const struct vgpu_entry *e, CUresult res)
 {
 	if (!had)
 		return;
-	if (res == CUDA_SUCCESS)
+	if (res == CUDA_SUCCESS && (e->flags & VGPU_F_EXPORTED) != 0)
+		vgpu_share_linger(e);
+	else if (res == CUDA_SUCCESS)
 		vgpu_uncharge(e->idx, e->bytes);
 	else
 		vgpu_ledger_add(e);

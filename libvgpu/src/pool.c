@@ -25,6 +25,8 @@ struct pool_rec {
 	CUmemoryPool pool;
 	int idx;
 	uint64_t charged;   /* bytes currently charged to the region for this pool */
+	uint32_t live;      /* its allocations this process made and has not freed */
+	bool destroyed;     /* cuMemPoolDestroy'ed while `live`: charged until the last is freed */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -85,6 +87,30 @@ static int resync_mode(CUmemoryPool pool, bool enforce)
 
 static void resync(CUmemoryPool pool) { (void)resync_mode(pool, false); }
 
+/*
+ * Counts one allocation of the pool in or out. When the last one of a pool
+ * destroyed meanwhile goes, the pool is gone: returns its charge (and forgets
+ * it) for the caller to give back; else 0.
+ */
+static uint64_t live_adjust(CUmemoryPool pool, int delta, int *idx, bool *destroyed)
+{
+	uint64_t gone = 0;
+	*destroyed = false;
+	pthread_mutex_lock(&mu);
+	struct pool_rec *rec = find_locked(pool);
+	if (rec != NULL) {
+		*destroyed = rec->destroyed;
+		rec->live = (uint32_t)((int64_t)rec->live + delta);
+		if (rec->destroyed && rec->live == 0) {
+			gone = rec->charged;
+			*idx = rec->idx;
+			*rec = pools[--npools];
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return gone;
+}
+
 /* Starts tracking a pool; returns false when the table is full. */
 static bool track(CUmemoryPool pool, int idx)
 {
@@ -92,7 +118,7 @@ static bool track(CUmemoryPool pool, int idx)
 	pthread_mutex_lock(&mu);
 	if (find_locked(pool) == NULL) {
 		if (npools < MAX_POOLS) {
-			pools[npools++] = (struct pool_rec){pool, idx, 0};
+			pools[npools++] = (struct pool_rec){pool, idx, 0, 0, false};
 			fresh = true;
 		} else {
 			ok = false;
@@ -184,6 +210,14 @@ static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CU
 	int idx;
 	if (!vgpu_counting() || vgpu_current_dev(&dev, &idx) != 0)
 		return call_alloc(fn, dptr, size, pool, stream);
+	/*
+	 * On a capturing stream nothing is allocated: the driver adds an
+	 * allocation node to the graph, which owns it (cuMemAllocAsync), and it
+	 * is charged with the graph's (graph.c). Its captured free is not in
+	 * the ledger either, so it passes through too.
+	 */
+	if (vgpu_stream_capturing(stream, fn == A_ALLOC_PTSZ || fn == A_POOL_PTSZ))
+		return call_alloc(fn, dptr, size, pool, stream);
 	if (size > VGPU_MAX_ALLOC)
 		return vgpu_charge(idx, size);  /* refused, never reaches the totals */
 
@@ -219,6 +253,9 @@ static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CU
 	struct vgpu_entry e = {.key = dptr ? *dptr : 0, .bytes = size, .owner = tracked ? p : NULL,
 			       .idx = idx, .kind = VGPU_K_ASYNC, .refs = 1};
 	vgpu_ledger_add(&e);
+	bool destroyed;
+	if (tracked)
+		(void)live_adjust(p, +1, &idx, &destroyed);
 	return res;
 }
 
@@ -230,12 +267,19 @@ static CUresult async_free(bool ptsz, CUdeviceptr dptr, CUstream stream)
 			    : REAL(cuMemFreeAsync)(dptr, stream);
 	if (!had)
 		return res;
-	if (res != CUDA_SUCCESS)
+	int idx = -1;
+	bool destroyed;
+	if (res != CUDA_SUCCESS) {
 		vgpu_ledger_add(&e);
-	else if (e.owner == NULL)
+	} else if (e.owner == NULL) {
 		vgpu_uncharge(e.idx, e.bytes);
-	else
-		resync((CUmemoryPool)e.owner);
+	} else {
+		uint64_t gone = live_adjust((CUmemoryPool)e.owner, -1, &idx, &destroyed);
+		if (gone != 0)
+			vgpu_uncharge(idx, gone);       /* the destroyed pool's last allocation */
+		else if (!destroyed)
+			resync((CUmemoryPool)e.owner);  /* a destroyed pool cannot be asked */
+	}
 	return res;
 }
 
@@ -277,24 +321,43 @@ VGPU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 	return async_free(true, dptr, hStream);
 }
 
+/*
+ * cuMemPoolDestroy: "If any pointers obtained from this pool haven't been
+ * freed ... the function will return immediately and the resources
+ * associated with the pool will be released automatically once there are no
+ * more outstanding allocations" (CUDA Driver API reference). So a pool
+ * destroyed with allocations outstanding stays charged for what they use
+ * (its free reserve is released now: the charge drops to the used size,
+ * rounded up to 2 MiB, the usual device granule) until the last of them is freed.
+ */
 VGPU_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
+	uint64_t used = 0;
 	VGPU_ENTER_CUDA(cuMemPoolDestroy);
+	bool known = pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == 0;
 	CUresult res = REAL(cuMemPoolDestroy)(pool);
 	if (res != CUDA_SUCCESS)
 		return res;
 	int idx = -1;
-	uint64_t charged = 0;
+	uint64_t release = 0;
 	pthread_mutex_lock(&mu);
 	struct pool_rec *rec = find_locked(pool);
 	if (rec != NULL) {
 		idx = rec->idx;
-		charged = rec->charged;
-		*rec = pools[--npools];
+		if (rec->live > 0 && known && used > 0) {
+			uint64_t g = UINT64_C(2) << 20, keep = used > UINT64_MAX - g ? used : (used + g - 1) & ~(g - 1);
+			keep = keep < rec->charged ? keep : rec->charged;
+			release = rec->charged - keep;
+			rec->charged = keep;
+			rec->destroyed = true;
+		} else {
+			release = rec->charged;
+			*rec = pools[--npools];
+		}
 	}
 	pthread_mutex_unlock(&mu);
-	if (charged != 0)
-		vgpu_uncharge(idx, charged);
+	if (release != 0)
+		vgpu_uncharge(idx, release);
 	return res;
 }
 
@@ -303,7 +366,7 @@ static int pools_of(int idx, CUmemoryPool out[MAX_POOLS])
 	int n = 0;
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < npools; i++)
-		if (pools[i].idx == idx)
+		if (pools[i].idx == idx && !pools[i].destroyed)
 			out[n++] = pools[i].pool;
 	pthread_mutex_unlock(&mu);
 	return n;

@@ -76,6 +76,17 @@
 	X(cuLaunchCooperativeKernel_ptsz, CUDA, HOOK, 9000)                    \
 	X(cuGraphLaunch, CUDA, HOOK, 10000)                                    \
 	X(cuGraphLaunch_ptsz, CUDA, HOOK, 10000)                               \
+	X(cuIpcGetMemHandle, CUDA, HOOK, 4010)                                 \
+	X(cuMemExportToShareableHandle, CUDA, HOOK, 10020)                     \
+	X(cuGraphInstantiateWithFlags, CUDA, HOOK, 11040)                      \
+	X(cuGraphInstantiateWithParams, CUDA, HOOK, 12000)                     \
+	X(cuGraphInstantiateWithParams_ptsz, CUDA, HOOK, 12000)                \
+	X(cuGraphExecDestroy, CUDA, HOOK, 10000)                               \
+	X(cuGraphGetNodes, CUDA, CALL, 0)                                      \
+	X(cuGraphNodeGetType, CUDA, CALL, 0)                                   \
+	X(cuGraphMemAllocNodeGetParams, CUDA, CALL, 0)                         \
+	X(cuStreamIsCapturing, CUDA, CALL, 0)                                  \
+	X(cuStreamIsCapturing_ptsz, CUDA, CALL, 0)                             \
 	X(cuCtxGetCurrent, CUDA, CALL, 0)                                      \
 	X(cuCtxGetDevice, CUDA, CALL, 0)                                       \
 	X(cuDeviceGetAttribute, CUDA, CALL, 0)                                 \

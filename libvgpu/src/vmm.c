@@ -43,6 +43,15 @@ VGPU_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h
 	return res;
 }
 
+/* Nothing in this process holds the memory any more; an importer may (share.c). */
+static void vmm_gone(const struct vgpu_entry *e)
+{
+	if ((e->flags & VGPU_F_EXPORTED) != 0)
+		vgpu_share_linger(e);
+	else
+		vgpu_uncharge(e->idx, e->bytes);
+}
+
 VGPU_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
 	struct vgpu_entry e;
@@ -60,7 +69,7 @@ VGPU_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 			vgpu_ledger_vmm_adjust(handle, +1, 0, &e);
 		}
 	} else if (gone == 1) {
-		vgpu_uncharge(e.idx, e.bytes);
+		vmm_gone(&e);
 	}
 	return res;
 }
@@ -85,7 +94,7 @@ static void unmapped(const struct vgpu_entry *m)
 {
 	struct vgpu_entry e;
 	if (vgpu_ledger_vmm_adjust((uint64_t)(uintptr_t)m->owner, 0, -1, &e) == 1)
-		vgpu_uncharge(e.idx, e.bytes);
+		vmm_gone(&e);
 }
 
 VGPU_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)

@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 	static char self[PATH_MAX];
 	const struct t_case *groups[] = {t_memory_cases, t_api_cases, t_region_cases, t_sm_cases,
 					 t_stress_cases, t_corrupt_cases, t_limit_cases, t_device_cases,
-					 t_view_cases, t_prio_cases, t_oversub_cases};
+					 t_view_cases, t_prio_cases, t_oversub_cases, t_share_cases};
 	if (realpath(argv[0], self) == NULL)
 		snprintf(self, sizeof(self), "%s", argv[0]);
 	t_self = self;

@@ -121,6 +121,16 @@ sm_policy_force|sm_policy_force|CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POL
 prio_yield|prio_yield|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
 prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
 prio_invalid|prio_invalid||region
+ipc_exporter|ipc_exporter|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
+ipc_unsupported|ipc_unsupported|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_IPC=unsupported|region
+vmm_fd_export|vmm_fd_export|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
+pool_shared|pool_shared|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
+graph_mem_nodes|graph_mem_nodes|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
+graph_capture|graph_capture|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
+tp_pair|tp_pair|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824 TP_LIMIT_MIB=1024|region observer shared tsan
+tp_pair_eager|tp_pair|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824 TP_LIMIT_MIB=1024 TP_EAGER=1|region observer shared tsan
+peer_nvlink|peer_passthrough|CUDA_DEVICE_MEMORY_LIMIT=512m VGPU_STUB_CTX_MEM=0 VGPU_STUB_NVLINK=1 PEER_EXPECT=nvlink|region
+peer_pcie|peer_passthrough|CUDA_DEVICE_MEMORY_LIMIT=512m VGPU_STUB_CTX_MEM=0|region
 '
 
 report() { # mode label rc seconds logfile
@@ -163,10 +173,13 @@ shell_no_test_hooks() {
 shell_gpu_check() {
 	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
 	[ "$out" = "no NVIDIA GPU: skipped" ] || { echo "without a GPU: $out"; return 1; }
-	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 \
-		"$B/gpu_check" "$ROOT/libvgpu.so" 2>&1) || { echo "$out"; return 1; }
+	# One stub state for all its processes, as one GPU is: ipc_share's importer opens the exporter's memory.
+	state=$(mktemp)
+	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 VGPU_STUB_STATE="$state" \
+		"$B/gpu_check" "$ROOT/libvgpu.so" 2>&1) || { rm -f "$state"; echo "$out"; return 1; }
+	rm -f "$state"
 	echo "$out"
-	for c in memory_limit nvml_memory vmm_lifetime procaddr sm_share sm_share_pidns; do
+	for c in memory_limit nvml_memory vmm_lifetime procaddr ipc_share sm_share sm_share_pidns; do
 		echo "$out" | grep -q "^PASS $c:" || { echo "check $c did not pass"; return 1; }
 	done
 }

@@ -197,8 +197,16 @@ static int init_256(void)
 		CHECK_EQ(r->hdr.mem_used[0], 0);
 		CHECK(r->hdr.slot_hwm <= (uint32_t)N, "slot_hwm %u", r->hdr.slot_hwm);
 	}
-	fprintf(stderr, "init_256: %d processes in %.0f ms\n", N,
-		(double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+	double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	fprintf(stderr, "init_256: %d processes in %.0f ms\n", N, ms);
+	/*
+	 * HAMi #1662: 256 processes took about a minute to initialise against
+	 * one shared region. Here they take well under a second (README,
+	 * "Measured": p99 of the first allocation 14-53 ms); 20 s leaves a
+	 * 20-fold margin for a machine loaded by other jobs and the sanitizer
+	 * builds, and still fails a regression to HAMi's order of magnitude.
+	 */
+	CHECK(ms < 20000.0, "%d processes took %.0f ms to initialise (bound 20000 ms)", N, ms);
 	return 0;
 }
 

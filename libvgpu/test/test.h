@@ -81,6 +81,6 @@ typedef int (*t_fn)(void);
 struct t_case { const char *name; t_fn fn; };
 extern const struct t_case t_memory_cases[], t_api_cases[], t_region_cases[], t_sm_cases[],
 	t_stress_cases[], t_corrupt_cases[], t_limit_cases[], t_device_cases[], t_view_cases[],
-	t_prio_cases[], t_oversub_cases[];
+	t_prio_cases[], t_oversub_cases[], t_share_cases[];
 
 #endif

@@ -224,6 +224,26 @@ void stub_dev_release(int phys, uint64_t bytes)
 	__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
 }
 
+void stub_dev_release_for(int32_t hostpid, int32_t pid, int phys, uint64_t bytes)
+{
+	stub_obs_release_pid(pid, phys, bytes);
+	struct stub_proc *p = stub_proc_rec(phys, hostpid, 0);
+	if (p != NULL)
+		__atomic_fetch_sub(&p->mem, bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&g->dev[phys].used, bytes, __ATOMIC_RELAXED);
+}
+
+void stub_dev_disown(int phys, uint64_t bytes)
+{
+	/*
+	 * The observer keeps the bytes on this process: the device still holds
+	 * them. In local mode the last importer takes them off
+	 * (stub_dev_release_for); in remote mode the daemon, the truth there,
+	 * does, and the observer drops them when this process ends.
+	 */
+	__atomic_fetch_sub(&stats.held[phys], bytes, __ATOMIC_RELAXED);
+}
+
 /* ---- entry points ---- */
 
 /* Remote mode: CUDA_VISIBLE_DEVICES applies to the daemon's list, read once. */

@@ -153,7 +153,11 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, 
 }
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
-	(void)g, (void)s;
+	(void)s;
+	/* Graph memory is backed at launch (cuda_graph.c); a graph without memory nodes has nothing to back. */
+	CUresult r = g != NULL ? stub_graph_commit(g) : CUDA_SUCCESS;
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE)
+		return r;
 	return launch(16);
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return cuGraphLaunch(g, s); }
@@ -222,7 +226,15 @@ static const struct entry table[] = {
 	E(cuMemPoolGetAttribute, 11020), E(cuDeviceGetMemPool, 11020), E(cuMemMap, 10020),
 	E(cuMemUnmap, 10020), E(cuMemAddressReserve, 10020), E(cuMemAddressFree, 10020),
 	E(cuMemSetAccess, 10020), E(cuMemGetAllocationGranularity, 10020),
+	E(cuMemExportToShareableHandle, 10020), E(cuMemImportFromShareableHandle, 10020),
+	E(cuGraphInstantiateWithFlags, 11040), E(cuGraphInstantiateWithParams, 12000),
+	E(cuGraphInstantiateWithParams_ptsz, 12000), E(cuGraphExecDestroy, 10000),
+	E(cuGraphGetNodes, 10000), E(cuGraphNodeGetType, 10000), E(cuGraphMemAllocNodeGetParams, 11040),
+	E(cuStreamIsCapturing, 10000), E(cuStreamIsCapturing_ptsz, 10000),
 #endif
+	E(cuIpcGetMemHandle, 4010), E(cuIpcOpenMemHandle, 4010), E(cuIpcOpenMemHandle_v2, 11000),
+	E(cuIpcCloseMemHandle, 4010), E(cuDeviceCanAccessPeer, 4000), E(cuCtxEnablePeerAccess, 4000),
+	E(cuCtxDisablePeerAccess, 4000), E(cuMemcpyPeer, 4000), E(cuMemcpyPeerAsync, 4000),
 };
 
 /*

@@ -111,10 +111,34 @@ static CUresult release(uint64_t key, int kind)
 	pthread_mutex_lock(&mu);
 	int rc = take_locked(key, kind, &a);
 	pthread_mutex_unlock(&mu);
-	if (rc != 0)
-		return CUDA_ERROR_INVALID_VALUE;
+	if (rc != 0)    /* cuMemFree also frees what a graph allocated and did not free */
+		return kind == K_LINEAR && stub_graph_free(key) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	/* Exported with cuIpcGetMemHandle and still open elsewhere: the device keeps it. */
+	if (kind == K_LINEAR && stub_ipc_owner_free(key)) {
+		stub_dev_disown(a.phys, a.size);
+		return CUDA_SUCCESS;
+	}
 	stub_dev_release(a.phys, a.size);
 	return CUDA_SUCCESS;
+}
+
+/* The linear allocation based at dptr (cuIpcGetMemHandle): 0, or -1 when there is none. */
+int stub_linear_info(uint64_t dptr, uint64_t *size, int *phys)
+{
+	int rc = -1;
+	pthread_mutex_lock(&mu);
+	for (size_t j = cap ? hash(dptr) : 0; cap != 0; j = (j + 1) & (cap - 1)) {
+		if (tab[j].kind == 0)
+			break;
+		if (tab[j].kind == K_LINEAR && tab[j].key == dptr) {
+			*size = tab[j].size;
+			*phys = tab[j].phys;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
 }
 
 void stub_free_owned(struct stub_ctx *ctx)
@@ -123,7 +147,10 @@ void stub_free_owned(struct stub_ctx *ctx)
 	pthread_mutex_lock(&mu);
 	for (size_t i = 0; i < cap;) {
 		if (tab[i].kind > 0 && tab[i].owner == ctx) {
-			stub_dev_release(tab[i].phys, tab[i].size);
+			if (tab[i].kind == K_LINEAR && stub_ipc_owner_free(tab[i].key))
+				stub_dev_disown(tab[i].phys, tab[i].size);
+			else
+				stub_dev_release(tab[i].phys, tab[i].size);
 			erase_locked(i);    /* may shift a later entry into i */
 			continue;
 		}
@@ -312,10 +339,17 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
  * stub keeps charging the device for it until the last cuMemUnmap.
  */
 #define MAX_VMM 4096
-struct vmm { uint64_t handle, size; int phys, refs, maps; };
+/*
+ * xid: the shared record once exported (cuMemExportToShareableHandle) or
+ * imported (cuMemImportFromShareableHandle, cuda_share.c). An imported
+ * handle's memory is the exporter's: it was charged to the device once, when
+ * the exporter created it, and the importer only holds a reference to it.
+ */
+struct vmm { uint64_t handle, size; int phys, refs, maps; uint64_t xid; int imported; };
 struct mapping { uint64_t va, size, handle; };
 static struct vmm vmms[MAX_VMM];
 static struct mapping maps[MAX_VMM];
+static int vmm_htypes[MAX_VMM];        /* requestedHandleTypes at cuMemCreate */
 static uint64_t next_handle = 1;
 
 static struct vmm *vmm_find(uint64_t h)
@@ -331,7 +365,11 @@ static void vmm_maybe_free(struct vmm *v)
 {
 	if (v->refs > 0 || v->maps > 0)
 		return;
-	if (v->phys >= 0)
+	if (v->imported)
+		stub_xmem_put(v->xid);
+	else if (v->phys >= 0 && v->xid != 0 && stub_xmem_owner_drop(v->xid))
+		stub_dev_disown(v->phys, v->size);     /* an importer still holds it */
+	else if (v->phys >= 0)
 		stub_dev_release(v->phys, v->size);
 	v->handle = 0;
 }
@@ -353,7 +391,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < MAX_VMM; i++)
 		if (vmms[i].refs == 0 && vmms[i].maps == 0) {
-			vmms[i] = (struct vmm){next_handle++, size, phys, 1, 0};
+			vmms[i] = (struct vmm){next_handle++, size, phys, 1, 0, 0, 0};
+			vmm_htypes[i] = prop->requestedHandleTypes;
 			*h = vmms[i].handle;
 			pthread_mutex_unlock(&mu);
 			return CUDA_SUCCESS;
@@ -469,5 +508,41 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr
 		}
 	pthread_mutex_unlock(&mu);
 	return CUDA_ERROR_INVALID_VALUE;
+}
+/*
+ * cuMemExportToShareableHandle's side in this file: the handle's shared
+ * record (made on the first export). CUDA_ERROR_INVALID_VALUE when the
+ * handle was not created with that handle type requested (the reference:
+ * the handle type must be one requested at cuMemCreate).
+ */
+CUresult stub_vmm_export(uint64_t h, int htype, uint64_t *xid)
+{
+	pthread_mutex_lock(&mu);
+	struct vmm *v = vmm_find(h);
+	CUresult res = CUDA_ERROR_INVALID_VALUE;
+	if (v != NULL && v->refs > 0 && (vmm_htypes[v - vmms] & htype) != 0 && v->phys >= 0) {
+		if (v->xid == 0 && !v->imported)
+			v->xid = stub_xmem_new(v->phys, v->size);
+		*xid = v->xid;
+		res = v->xid != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&mu);
+	return res;
+}
+
+/* cuMemImportFromShareableHandle: a new handle in this process on the shared record. */
+CUresult stub_vmm_import(uint64_t xid, uint64_t size, CUmemGenericAllocationHandle *h)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_VMM; i++)
+		if (vmms[i].refs == 0 && vmms[i].maps == 0) {
+			vmms[i] = (struct vmm){next_handle++, size, -1, 1, 0, xid, 1};
+			vmm_htypes[i] = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+			*h = vmms[i].handle;
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 #endif /* STUB_MINIMAL */

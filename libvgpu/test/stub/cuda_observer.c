@@ -181,6 +181,21 @@ void stub_obs_release(int phys, uint64_t bytes)
 	obs_unlock();
 }
 
+/* Bytes of process pid released by another one (the last importer of shared memory). */
+void stub_obs_release_pid(int32_t pid, int phys, uint64_t bytes)
+{
+	if (obs == NULL || bytes == 0)
+		return;
+	obs_lock();
+	for (int i = 0; i < STUB_OBS_PROCS; i++)
+		if (obs->proc[i].pid == pid && obs->proc[i].bytes[phys] >= bytes) {
+			obs->proc[i].bytes[phys] -= bytes;
+			obs->live[phys] -= bytes;
+			break;
+		}
+	obs_unlock();
+}
+
 /* A forked child is a new process: it registers on its own first charge. */
 static void obs_after_fork(void)
 {

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "stub_int.h"
 
@@ -18,13 +20,16 @@ struct stub_pool {
 	int phys;
 	int alive;
 	uint64_t reserved, used, threshold;
+	int handle_types;       /* CUmemPoolProps.handleTypes at cuMemPoolCreate */
+	int imported;           /* cuMemPoolImportFromShareableHandle: no memory of its own */
+	int destroyed;          /* destroyed with allocations outstanding */
 };
 
 #define MAXP 64
 static struct stub_pool pools[MAXP];    /* [0..STUB_MAX_DEV) are the default pools */
 static struct stub_pool *current_pool[STUB_MAX_DEV];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-struct rec { uint64_t ptr, size; struct stub_pool *pool; };
+struct rec { uint64_t ptr, size; struct stub_pool *pool; uint64_t xid; int imported; };
 static struct rec recs[8192];
 static uint64_t next_ptr = UINT64_C(0x7e0000000000);
 
@@ -76,13 +81,15 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 {
 	STUB_NEED_INIT();
 	const CUmemLocation *loc = (const CUmemLocation *)((const char *)props + 8);
+	int htypes;
+	memcpy(&htypes, (const char *)props + 4, sizeof(htypes));   /* CUmemPoolProps.handleTypes */
 	int phys = stub_phys(loc->id);
 	if (phys < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&mu);
 	for (int i = STUB_MAX_DEV; i < MAXP; i++)
-		if (!pools[i].alive) {
-			pools[i] = (struct stub_pool){phys, 1, 0, 0, 0};
+		if (!pools[i].alive && !pools[i].destroyed) {
+			pools[i] = (struct stub_pool){phys, 1, 0, 0, 0, htypes, 0, 0};
 			*pool = (CUmemoryPool)&pools[i];
 			pthread_mutex_unlock(&mu);
 			return CUDA_SUCCESS;
@@ -107,8 +114,16 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
 	STUB_NEED_INIT();
 	pthread_mutex_lock(&mu);
 	shrink_locked(p, 0);
-	if (p >= &pools[STUB_MAX_DEV])
+	/*
+	 * "If any pointers obtained from this pool haven't been freed ... the
+	 * function will return immediately and the resources associated with
+	 * the pool will be released automatically once there are no more
+	 * outstanding allocations" (cuMemPoolDestroy): pool_free finishes it.
+	 */
+	if (p >= &pools[STUB_MAX_DEV]) {
 		p->alive = 0;
+		p->destroyed = p->used != 0;
+	}
 	pthread_mutex_unlock(&mu);
 	return CUDA_SUCCESS;
 }
@@ -152,8 +167,8 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value)
 static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct stub_pool *p)
 {
 	__atomic_fetch_add(&vgpuStubStats()->alloc_calls, 1, __ATOMIC_RELAXED);
-	if (size == 0 || dptr == NULL)
-		return CUDA_ERROR_INVALID_VALUE;
+	if (size == 0 || dptr == NULL || p->imported)
+		return CUDA_ERROR_INVALID_VALUE;    /* imported pools do not allocate (cuMemPoolImportFromShareableHandle) */
 	pthread_mutex_lock(&mu);
 	uint64_t spare = p->reserved - p->used;
 	if (spare < size) {
@@ -168,7 +183,7 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct stub_pool *p)
 	p->used += size;
 	for (int i = 0; i < 8192; i++)
 		if (recs[i].pool == NULL) {
-			recs[i] = (struct rec){next_ptr, size, p};
+			recs[i] = (struct rec){next_ptr, size, p, 0, 0};
 			*dptr = next_ptr;
 			next_ptr += (size + 0xfff) & ~UINT64_C(0xfff);
 			break;
@@ -177,21 +192,25 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct stub_pool *p)
 	return CUDA_SUCCESS;
 }
 
-static CUresult current_pool_alloc(CUdeviceptr *dptr, size_t size)
+static CUresult current_pool_alloc(CUdeviceptr *dptr, size_t size, CUstream st)
 {
 	STUB_NEED_INIT();
 	struct stub_ctx *c = stub_current();
 	if (c == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	/* Captured: an allocation node of the graph, no pool memory (cuda_graph.c). */
+	if (stub_capturing(st))
+		return size == 0 ? CUDA_ERROR_INVALID_VALUE : stub_capture_alloc(st, dptr, size, c->phys);
 	return pool_alloc(dptr, size, default_pool(c->phys));
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *d, size_t s, CUstream st) { (void)st; return current_pool_alloc(d, s); }
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t s, CUstream st) { (void)st; return current_pool_alloc(d, s); }
+CUresult cuMemAllocAsync(CUdeviceptr *d, size_t s, CUstream st) { return current_pool_alloc(d, s, st); }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t s, CUstream st) { return current_pool_alloc(d, s, st); }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t s, CUmemoryPool p, CUstream st)
 {
-	(void)st;
 	STUB_NEED_INIT();
+	if (stub_capturing(st))
+		return s == 0 ? CUDA_ERROR_INVALID_VALUE : stub_capture_alloc(st, d, s, ((struct stub_pool *)p)->phys);
 	return pool_alloc(d, s, (struct stub_pool *)p);
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t s, CUmemoryPool p, CUstream st)
@@ -205,17 +224,149 @@ static CUresult pool_free(CUdeviceptr dptr)
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < 8192; i++)
 		if (recs[i].pool != NULL && recs[i].ptr == dptr) {
-			recs[i].pool->used -= recs[i].size;
+			struct stub_pool *p = recs[i].pool;
+			uint64_t xid = recs[i].xid;
+			int imported = recs[i].imported;
 			recs[i].pool = NULL;
+			if (!imported) {
+				p->used -= recs[i].size;
+				if (p->destroyed && p->used == 0) {
+					shrink_locked(p, 0);    /* the last outstanding allocation of a destroyed pool */
+					p->destroyed = 0;
+				}
+			}
+			pthread_mutex_unlock(&mu);
+			if (imported)
+				stub_xmem_put(xid);
+			else if (xid != 0)
+				stub_xmem_owner_drop(xid);
+			return CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&mu);
+	/* An allocation a graph made and did not free (cuda_graph.c). */
+	return stub_graph_free(dptr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult free_async(CUdeviceptr d, CUstream st)
+{
+	if (stub_capturing(st))
+		return stub_capture_free(st, d);
+	return pool_free(d);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream st) { return free_async(d, st); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream st) { return free_async(d, st); }
+
+/*
+ * Pools shared between processes (CUDA Driver API reference, "Stream Ordered
+ * Memory Allocator": cuMemPoolExportToShareableHandle,
+ * cuMemPoolImportFromShareableHandle, cuMemPoolExportPointer,
+ * cuMemPoolImportPointer). A pool created with a shareable handle type is
+ * exported as a POSIX descriptor (a memfd naming its device here); the
+ * importer's pool has no memory of its own and may not allocate; each
+ * allocation is exported as 64 bytes of data, and imported as a pointer to
+ * the exporter's memory, which the importer frees (cuMemFreeAsync) before
+ * the exporter may. The memory is the exporter's pool's reserve: importing
+ * adds nothing on the device. Not in remote mode (the daemon does not model it).
+ */
+#define POOLPTR_MAGIC UINT64_C(0x5354554250505452)
+
+CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, int handleType,
+					  unsigned long long flags)
+{
+	struct stub_pool *p = (struct stub_pool *)pool;
+	STUB_NEED_INIT();
+	if (stub_remote())
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (handle_out == NULL || p == NULL || flags != 0 || p->imported ||
+	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || (p->handle_types & handleType) == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	int fd = memfd_create("stub-pool-handle", MFD_CLOEXEC);
+	int32_t phys = p->phys;
+	if (fd < 0 || pwrite(fd, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys)) {
+		if (fd >= 0)
+			close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*(int *)handle_out = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, int handleType,
+					    unsigned long long flags)
+{
+	int32_t phys = -1;
+	STUB_NEED_INIT();
+	if (stub_remote())
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (pool_out == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+	    pread((int)(intptr_t)handle, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys) ||
+	    phys < 0 || phys >= STUB_MAX_DEV)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mu);
+	for (int i = STUB_MAX_DEV; i < MAXP; i++)
+		if (!pools[i].alive && !pools[i].destroyed) {
+			pools[i] = (struct stub_pool){phys, 1, 0, 0, 0, handleType, 1, 0};
+			*pool_out = (CUmemoryPool)&pools[i];
 			pthread_mutex_unlock(&mu);
 			return CUDA_SUCCESS;
 		}
 	pthread_mutex_unlock(&mu);
-	return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr d, CUstream st) { (void)st; return pool_free(d); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream st) { (void)st; return pool_free(d); }
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+	STUB_NEED_INIT();
+	if (stub_remote())
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (shareData_out == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	uint64_t xid = 0;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < 8192; i++)
+		if (recs[i].pool != NULL && recs[i].ptr == ptr && !recs[i].imported &&
+		    recs[i].pool->handle_types != 0) {
+			if (recs[i].xid == 0)
+				recs[i].xid = stub_xmem_new(recs[i].pool->phys, recs[i].size);
+			xid = recs[i].xid;
+			break;
+		}
+	pthread_mutex_unlock(&mu);
+	if (xid == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	uint64_t words[2] = {POOLPTR_MAGIC, xid};
+	memset(shareData_out, 0, sizeof(*shareData_out));
+	memcpy(shareData_out->reserved, words, sizeof(words));
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)
+{
+	struct stub_pool *p = (struct stub_pool *)pool;
+	uint64_t words[2], size;
+	int phys;
+	STUB_NEED_INIT();
+	if (stub_remote())
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (ptr_out == NULL || shareData == NULL || p == NULL || !p->imported)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(words, shareData->reserved, sizeof(words));
+	if (words[0] != POOLPTR_MAGIC || stub_xmem_get(words[1], &phys, &size) != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < 8192; i++)
+		if (recs[i].pool == NULL) {
+			recs[i] = (struct rec){next_ptr, size, p, words[1], 1};
+			*ptr_out = next_ptr;
+			next_ptr += (size + 0xfff) & ~UINT64_C(0xfff);
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&mu);
+	stub_xmem_put(words[1]);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
 
 void stub_pools_sync(void)
 {

@@ -242,6 +242,13 @@ static void local_facts(int phys, struct stub_facts *f)
 	f->cc_major = 8;
 	f->mig_capable = phys == stub_mig_phys();
 	f->event_types = STUB_EVENT_XID;
+	/* VGPU_STUB_NVLINK=1: every card has one NVLink to every other (peers, cuda_share.c). */
+	const char *nv = getenv("VGPU_STUB_NVLINK");
+	if (nv != NULL && strcmp(nv, "1") == 0)
+		for (int o = 0; o < vgpuStubShared()->ndev && f->nlinks < STUB_MAX_LINKS; o++)
+			if (o != phys)
+				snprintf(f->links[f->nlinks++].bus_id, sizeof(f->links[0].bus_id), "%08X:%02X:00.0",
+					 0u, (unsigned)o + 1);
 }
 
 int stub_facts(int phys, struct stub_facts *out)

@@ -23,6 +23,9 @@
  *   VGPU_STUB_GPA_INTERNAL, VGPU_STUB_GPA_FUTURE, VGPU_STUB_PITCH_ALIGN,
  *   VGPU_STUB_POOL_STEP, VGPU_STUB_NVML_PROC_UTIL, VGPU_STUB_NVML_PROC_LIST,
  *   VGPU_STUB_CUDA_ORDER  driver behaviours, documented where they are read
+ *   VGPU_STUB_IPC =unsupported: CUDA IPC answers CUDA_ERROR_NOT_SUPPORTED (cuda_share.c)
+ *   VGPU_STUB_NVLINK =1: every card has an NVLink to every other (peer access,
+ *       NVML P2P and NVLink queries; cuda_share.c, nvml_p2p.c)
  *   VGPU_STUB_DRIVER_SOCKET  remote mode (cuda_remote.c): the device list, device
  *       memory, contexts per process, work queues, utilisation, the devices'
  *       NVML facts and events live in the fake driver daemon on this Unix socket
@@ -63,6 +66,23 @@ struct stub_dev {
 	struct stub_proc procs[STUB_MAX_PROC];
 };
 
+/*
+ * Device memory that more than one process holds (cuda_share.c): memory a
+ * process exported (cuIpcGetMemHandle, cuMemExportToShareableHandle) stays
+ * allocated while any importer maps it, after its owner freed it too.
+ */
+#define STUB_MAX_XMEM 256
+struct stub_xmem {
+	uint64_t id;                /* 0 = free */
+	uint64_t size;
+	int32_t phys;
+	int32_t owner;              /* host pid of the process that allocated it */
+	int32_t refs;               /* the owner's allocation + each importer's open or import */
+	int32_t owner_gone;         /* the owner freed it: the last importer releases it */
+	int32_t owner_pid;          /* the owner's getpid() (the observer's key) */
+	int32_t pad;
+};
+
 struct stub_shared {
 	uint64_t magic;
 	int32_t ndev;
@@ -71,6 +91,10 @@ struct stub_shared {
 	uint64_t max_queue_ns;
 	uint64_t ctx_mem;
 	struct stub_dev dev[STUB_MAX_DEV];
+	int32_t xlock;              /* spin lock over the fields below */
+	int32_t xpad;
+	uint64_t next_xid;
+	struct stub_xmem xmem[STUB_MAX_XMEM];
 };
 
 /* What reached the stub driver in this process. */

@@ -57,6 +57,48 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevi
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count);
 
+/*
+ * cuda_share.c: memory held by several processes. The owner's drop returns
+ * 1 when importers still hold the memory (the caller must not release the
+ * device bytes), 0 when the caller releases them as usual.
+ */
+uint64_t stub_xmem_new(int phys, uint64_t size);
+int stub_xmem_get(uint64_t id, int *phys, uint64_t *size);
+void stub_xmem_put(uint64_t id);
+int stub_xmem_owner_drop(uint64_t id);
+int stub_ipc_owner_free(uint64_t dptr);
+/* cuda_mem.c: a linear allocation's size and device; VMM export and import. */
+int stub_linear_info(uint64_t dptr, uint64_t *size, int *phys);
+CUresult stub_vmm_export(uint64_t h, int htype, uint64_t *xid);
+CUresult stub_vmm_import(uint64_t xid, uint64_t size, CUmemGenericAllocationHandle *h);
+/* The device bytes of a process (host pid, own pid), released by another one (the last importer). */
+void stub_dev_release_for(int32_t hostpid, int32_t pid, int phys, uint64_t bytes);
+/* This process no longer holds the bytes itself, though the device still does. */
+void stub_dev_disown(int phys, uint64_t bytes);
+void stub_obs_release_pid(int32_t pid, int phys, uint64_t bytes);
+/* cuda_graph.c: stream capture (cuStreamBeginCapture). */
+int stub_capturing(CUstream s);
+CUresult stub_capture_alloc(CUstream s, CUdeviceptr *dptr, uint64_t size, int phys);
+CUresult stub_capture_free(CUstream s, CUdeviceptr dptr);
+/* cuda_graph.c: a graph allocation freed outside its graph (cuMemFreeAsync, cuMemFree). */
+int stub_graph_free(CUdeviceptr dptr);
+/* cuda_graph.c: backs a launched graph's allocations; CUDA_ERROR_INVALID_VALUE: not a stub graph. */
+CUresult stub_graph_commit(CUgraphExec h);
+
+/* cuda_share.c and cuda_graph.c entry points libvgpu does not declare (cuGetProcAddress's table). */
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags);
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+					int shHandleType);
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+		      CUcontext srcContext, size_t ByteCount);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+			   CUcontext srcContext, size_t ByteCount, CUstream hStream);
+
 /* cuda_internal.c: the internal entry point of a hooked function, or NULL. */
 void *stub_internal_entry(const char *name);
 
