@@ -52,45 +52,10 @@ func scheduledPod(name, ids string) *v1.Pod {
 // kubelet, the advertised virtual devices, then Allocate through the socket
 // for a scheduled pod and for a forged one.
 func TestAllocateOverGRPC(t *testing.T) {
-	srv, err := nvmlmock.New("dgxh100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus, err := nvidia.Discover(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := config.Default()
 	cfg.NVIDIA.DeviceSplitCount = 4
-	inv := nvidia.NewInventory("n1", gpus, cfg, nvidia.UnitMiB)
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
-	alloc, err := allocate.New(allocate.Options{
-		Node: "n1", Inventory: func() *nvidia.Inventory { return inv }, Lookup: allocate.IndexerLookup{Indexer: indexer},
-		Patcher: nopPatcher{}, LibvgpuHostPath: "/opt/vgpu/libvgpu.so", CacheHostDir: t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := fakekubelet.ShortTempDir(t)
-	kubelet := fakekubelet.Start(t, dir)
-	defer kubelet.Stop()
-	never := make(chan struct{})
-	p, err := deviceplugin.New(deviceplugin.Options{
-		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir, SocketName: agent.DefaultSocketName, Allocator: alloc,
-		Devices: func() []*pluginapi.Device {
-			return agent.VirtualDevices(inv, func(string) bool { return true }, true)
-		},
-		Changed: func() <-chan struct{} { return never },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	kubelet.Wait(t)
-
+	a := serveAgent(t, cfg)
+	gpus, indexer, p := a.gpus, a.indexer, a.plugin
 	client := pluginapi.NewDevicePluginClient(fakekubelet.Dial(t, p.SocketPath()))
 	stream, err := client.ListAndWatch(context.Background(), &pluginapi.Empty{})
 	if err != nil {
@@ -125,4 +90,54 @@ func TestAllocateOverGRPC(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "is not registered on node n1") {
 		t.Errorf("forged allocation: err = %v, want PermissionDenied naming the card", err)
 	}
+}
+
+// servedAgent is an agent on a DGX H100 (nvmlmock) with cfg, registered with
+// a fake kubelet, serving until the test ends.
+type servedAgent struct {
+	inv     *nvidia.Inventory
+	gpus    []nvidia.GPU
+	indexer cache.Indexer
+	plugin  *deviceplugin.Plugin
+}
+
+func serveAgent(t *testing.T, cfg *config.Config) servedAgent {
+	t.Helper()
+	srv, err := nvmlmock.New("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := nvidia.Discover(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := nvidia.NewInventory("n1", gpus, cfg, nvidia.UnitMiB)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
+	alloc, err := allocate.New(allocate.Options{
+		Node: "n1", Inventory: func() *nvidia.Inventory { return inv }, Lookup: allocate.IndexerLookup{Indexer: indexer},
+		Patcher: nopPatcher{}, LibvgpuHostPath: "/opt/vgpu/libvgpu.so", CacheHostDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fakekubelet.ShortTempDir(t)
+	kubelet := fakekubelet.Start(t, dir)
+	t.Cleanup(kubelet.Stop)
+	never := make(chan struct{})
+	p, err := deviceplugin.New(deviceplugin.Options{
+		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir, SocketName: agent.DefaultSocketName, Allocator: alloc,
+		Devices: func() []*pluginapi.Device {
+			return agent.VirtualDevices(inv, func(string) bool { return true }, true)
+		},
+		Changed: func() <-chan struct{} { return never },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	kubelet.Wait(t)
+	return servedAgent{inv: inv, gpus: gpus, indexer: indexer, plugin: p}
 }

@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"testing"
 
-	"k8s.io/client-go/tools/cache"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpushare/vshare/config"
-	"github.com/vgpushare/vshare/nodeagent/deviceplugin"
 	"github.com/vgpushare/vshare/nodeagent/deviceplugin/fakekubelet"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/agent"
 	"github.com/vgpushare/vshare/vgpu-device-plugin/allocate"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia"
-	"github.com/vgpushare/vshare/vgpu-device-plugin/nvidia/nvmlmock"
 )
 
 // allocateOverGRPC registers an agent built from cfg with a fake kubelet
@@ -22,43 +18,8 @@ import (
 // container: the path the kubelet takes, from the socket to the answer.
 func allocateOverGRPC(t *testing.T, cfg *config.Config) map[string]string {
 	t.Helper()
-	srv, err := nvmlmock.New("dgxh100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus, err := nvidia.Discover(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := nvidia.NewInventory("n1", gpus, cfg, nvidia.UnitMiB)
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, allocate.Indexers())
-	alloc, err := allocate.New(allocate.Options{
-		Node: "n1", Inventory: func() *nvidia.Inventory { return inv }, Lookup: allocate.IndexerLookup{Indexer: indexer},
-		Patcher: nopPatcher{}, LibvgpuHostPath: "/opt/vgpu/libvgpu.so", CacheHostDir: t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := fakekubelet.ShortTempDir(t)
-	kubelet := fakekubelet.Start(t, dir)
-	defer kubelet.Stop()
-	never := make(chan struct{})
-	p, err := deviceplugin.New(deviceplugin.Options{
-		ResourceName: "volcano.sh/vgpu-number", SocketDir: dir, SocketName: agent.DefaultSocketName, Allocator: alloc,
-		Devices: func() []*pluginapi.Device {
-			return agent.VirtualDevices(inv, func(string) bool { return true }, true)
-		},
-		Changed: func() <-chan struct{} { return never },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	kubelet.Wait(t)
-
+	a := serveAgent(t, cfg)
+	inv, gpus, indexer, p := a.inv, a.gpus, a.indexer, a.plugin
 	client := pluginapi.NewDevicePluginClient(fakekubelet.Dial(t, p.SocketPath()))
 	if err := indexer.Add(scheduledPod("ok", fmt.Sprintf("%s,NVIDIA,8000,25:", gpus[3].UUID))); err != nil {
 		t.Fatal(err)
