@@ -251,29 +251,23 @@ func (s *sessionState) claimedRequest(pod *v1.Pod) *taskRequest {
 			r = &taskRequest{}
 		}
 		r.backends = append(r.backends, i)
-		if err := b.ValidateRequest(pod); err != nil && r.invalid == nil {
+		// A Preparer's reading checks the request as ValidateRequest
+		// does: one read of the pod per task.
+		var err error
+		if pr, ok := b.(device.Preparer); ok {
+			var prep device.Prepared
+			if prep, err = pr.Prepare(pod, s.args.SchedulePolicy); err == nil {
+				if r.prepared == nil {
+					r.prepared = make([]device.Prepared, len(s.backends)) // by position in r.backends
+				}
+				r.prepared[len(r.backends)-1] = prep
+			}
+		} else {
+			err = b.ValidateRequest(pod)
+		}
+		if err != nil && r.invalid == nil {
 			r.invalid = err
 		}
-	}
-	if r == nil || r.invalid != nil {
-		return r
-	}
-	for j, i := range r.backends {
-		pr, ok := s.backends[i].(device.Preparer)
-		if !ok {
-			continue
-		}
-		prep, err := pr.Prepare(pod, s.args.SchedulePolicy)
-		if err != nil {
-			// The same reading as ValidateRequest's, which passed; kept
-			// as the request's error should a backend's two differ.
-			r.invalid = err
-			return r
-		}
-		if r.prepared == nil {
-			r.prepared = make([]device.Prepared, len(r.backends))
-		}
-		r.prepared[j] = prep
 	}
 	return r
 }
@@ -281,7 +275,7 @@ func (s *sessionState) claimedRequest(pod *v1.Pod) *taskRequest {
 // prep is the prepared request of the j-th of the request's backends, nil
 // when it prepares none.
 func (r *taskRequest) prep(j int) device.Prepared {
-	if r.prepared == nil {
+	if j >= len(r.prepared) {
 		return nil
 	}
 	return r.prepared[j]
