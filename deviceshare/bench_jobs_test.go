@@ -1,0 +1,101 @@
+package deviceshare
+
+import (
+	"fmt"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	batch "volcano.sh/apis/pkg/apis/batch/v1alpha1"
+	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+)
+
+// benchWorkload builds a benchmark's pods and their PodGroups: n pods,
+// the same for every implementation.
+type benchWorkload func(n int) ([]*v1.Pod, []*schedulingv1beta1.PodGroup)
+
+// benchWorkloadNamed is the workload BENCH_WORKLOAD names (issue 36):
+// "anonymous", pods in gangs of four without roles, or "jobs", Volcano
+// Jobs with task roles; ok is false for any other name.
+func benchWorkloadNamed(name string) (w benchWorkload, ok bool) {
+	switch name {
+	case "anonymous":
+		return func(n int) ([]*v1.Pod, []*schedulingv1beta1.PodGroup) {
+			pods, groups := vgpuBenchPods(n)
+			return pods, gangsOfFour(groups)
+		}, true
+	case "jobs":
+		return vgpuBenchJobs, true
+	}
+	return nil, false
+}
+
+// benchTask is one task (role) of a benchmark job: replicas pods of one
+// shape, n cards of mem MiB and cores percent each.
+type benchTask struct {
+	name          string
+	replicas      int
+	n, mem, cores int64
+}
+
+// benchJobKind is a kind of job: its name and tasks.
+type benchJobKind struct {
+	name  string
+	tasks []benchTask
+}
+
+// benchJobKinds are the jobs vgpuBenchJobs submits, in turn: 15 pods and
+// 35 cards per round (2.3 cards a pod against the anonymous mix's 2.5), of
+// memory per card between 2 and 24 GiB as there.
+func benchJobKinds() []benchJobKind {
+	return []benchJobKind{
+		{"train", []benchTask{{"master", 1, 1, 12000, 25}, {"worker", 3, 4, 16000, 30}}},
+		{"mpi", []benchTask{{"launcher", 1, 1, 2000, 5}, {"worker", 4, 2, 8000, 20}}},
+		{"serve", []benchTask{{"server", 5, 1, 6000, 10}, {"batch", 1, 8, 24000, 50}}},
+	}
+}
+
+// vgpuBenchJobs returns n pods of Volcano Jobs as users submit them: the
+// kinds of benchJobKinds in turn, each job's pods carrying what Volcano's
+// job controller puts on them (the task-spec annotation and label, which
+// the scheduler reads as the pod's role, the task index, job name, queue
+// and the PodGroup's name) and one PodGroup per job needing all its pods,
+// with MinTaskMember per task as the controller writes it. Pods of one role
+// are alike, so Volcano's per-role predicate error cache (PredicateNodes'
+// taskPredicateErrorCache, and TaskHasFitErrors) skips the nodes a role's
+// earlier pod was rejected on, as it does for real Jobs and cannot for the
+// anonymous workload's pods, which have no role. The last job is cut short
+// to make n pods.
+func vgpuBenchJobs(n int) ([]*v1.Pod, []*schedulingv1beta1.PodGroup) {
+	pods := make([]*v1.Pod, 0, n)
+	var groups []*schedulingv1beta1.PodGroup
+	kinds := benchJobKinds()
+	for j := 0; len(pods) < n; j++ {
+		kind := kinds[j%len(kinds)]
+		job := fmt.Sprintf("%s-%d", kind.name, j)
+		pg := podGroup(job+"-uid-"+job, 0)
+		pg.Spec.MinTaskMember = map[string]int32{}
+		for _, task := range kind.tasks {
+			for i := 0; i < task.replicas && len(pods) < n; i++ {
+				pods = append(pods, benchJobPod(job, pg.Name, task, i))
+				pg.Spec.MinTaskMember[task.name]++
+				pg.Spec.MinMember++
+			}
+		}
+		groups = append(groups, pg)
+	}
+	return pods, groups
+}
+
+// benchJobPod is the i-th pod of a job's task, named and labelled as
+// Volcano's job controller does (createJobPod).
+func benchJobPod(job, group string, task benchTask, i int) *v1.Pod {
+	p := vgpuPod(fmt.Sprintf("%s-%s-%d", job, task.name, i), group, task.n, task.mem, task.cores)
+	index := strconv.Itoa(i)
+	for k, v := range map[string]string{batch.TaskIndex: index, batch.TaskSpecKey: task.name, batch.JobNameKey: job,
+		batch.QueueNameKey: "default", batch.JobVersion: "0", batch.PodTemplateKey: job + "-" + task.name} {
+		p.Annotations[k] = v
+	}
+	p.Labels = map[string]string{batch.TaskIndex: index, batch.JobNameKey: job, batch.TaskSpecKey: task.name,
+		batch.JobNamespaceKey: p.Namespace, batch.QueueNameKey: "default"}
+	return p
+}
