@@ -44,13 +44,15 @@ type benchJobKind struct {
 }
 
 // benchJobKinds are the jobs vgpuBenchJobs submits, in turn: 15 pods and
-// 35 cards per round (2.3 cards a pod against the anonymous mix's 2.5), of
-// memory per card between 2 and 24 GiB as there.
+// 35 cards per round, about as dense as the anonymous mix per pod (2.3
+// cards against 2.5, 21 GiB of memory against 20, a third of a card's
+// cores against two fifths), so that neither workload fills the cluster's
+// cores first.
 func benchJobKinds() []benchJobKind {
 	return []benchJobKind{
-		{"train", []benchTask{{"master", 1, 1, 12000, 25}, {"worker", 3, 4, 16000, 30}}},
+		{"train", []benchTask{{"master", 1, 1, 12000, 25}, {"worker", 3, 4, 12000, 10}}},
 		{"mpi", []benchTask{{"launcher", 1, 1, 2000, 5}, {"worker", 4, 2, 8000, 20}}},
-		{"serve", []benchTask{{"server", 5, 1, 6000, 10}, {"batch", 1, 8, 24000, 50}}},
+		{"serve", []benchTask{{"server", 5, 1, 6000, 20}, {"batch", 1, 8, 8000, 10}}},
 	}
 }
 
