@@ -3,10 +3,13 @@ package deviceshare
 import (
 	"fmt"
 	"strconv"
+	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	batch "volcano.sh/apis/pkg/apis/batch/v1alpha1"
 	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+	vcapi "volcano.sh/volcano/pkg/scheduler/api"
 )
 
 // benchWorkload builds a benchmark's pods and their PodGroups: n pods,
@@ -100,4 +103,41 @@ func benchJobPod(job, group string, task benchTask, i int) *v1.Pod {
 	p.Labels = map[string]string{batch.TaskIndex: index, batch.JobNameKey: job, batch.TaskSpecKey: task.name,
 		batch.JobNamespaceKey: p.Namespace, batch.QueueNameKey: "default"}
 	return p
+}
+
+// TestBenchJobsCarryRoles checks what the Jobs workload is for: every pod
+// has the role Volcano reads (TaskInfo.TaskRole, from the task-spec
+// annotation), the roles of one job differ in shape, and each PodGroup
+// needs exactly its pods, per role as the job controller writes it.
+func TestBenchJobsCarryRoles(t *testing.T) {
+	pods, groups := vgpuBenchJobs(100)
+	if len(pods) != 100 {
+		t.Fatalf("%d pods, want 100", len(pods))
+	}
+	perGroup := map[string]map[string]int32{}
+	for _, p := range pods {
+		task := vcapi.NewTaskInfo(p)
+		if task.TaskRole == "" {
+			t.Fatalf("pod %s has no task role", p.Name)
+		}
+		g := p.Annotations[schedulingv1beta1.KubeGroupNameAnnotationKey]
+		if perGroup[g] == nil {
+			perGroup[g] = map[string]int32{}
+		}
+		perGroup[g][task.TaskRole]++
+	}
+	for _, pg := range groups {
+		var all int32
+		for _, n := range perGroup[pg.Name] {
+			all += n
+		}
+		if diff := cmp.Diff(perGroup[pg.Name], pg.Spec.MinTaskMember); diff != "" || pg.Spec.MinMember != all {
+			t.Errorf("PodGroup %s: MinMember %d for %d pods; MinTaskMember (-pods +group):\n%s", pg.Name, pg.Spec.MinMember, all, diff)
+		}
+	}
+	for _, kind := range benchJobKinds() {
+		if len(kind.tasks) < 2 || kind.tasks[0].n == kind.tasks[1].n && kind.tasks[0].mem == kind.tasks[1].mem {
+			t.Errorf("job kind %s: want two roles of different shapes, have %+v", kind.name, kind.tasks)
+		}
+	}
 }
