@@ -136,7 +136,9 @@ bench-compare: $(BENCHSTAT)
 
 # Where ours' session time goes against the no-op floor: CPU profiles of
 # one 10,000-pod run each, ours' top functions and ours minus noop
-# (bench/results/vgpu-profile.txt).
+# (bench/results/vgpu-profile.txt). BENCH_PROFILE_BASE=floor profiles
+# against the floor that rejects (vgpu-profile-floor.txt);
+# BENCH_PROFILE_WORKLOAD=jobs uses the Volcano Jobs workload.
 bench-profile:
 	GO=$(GO) ./hack/bench-profile.sh
 

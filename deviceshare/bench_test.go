@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 	"volcano.sh/volcano/cmd/scheduler/app/options"
 	"volcano.sh/volcano/pkg/scheduler"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -121,7 +122,7 @@ func benchAllocate(b *testing.B, impl, conf string, nodes, npods int) {
 		pods, groups := benchPods(npods)
 		// Volcano's built-in patches each pod through the API; give it the
 		// pods so its patches succeed.
-		sc := benchCache(b, nodeList, pods, groups, impl == "builtin")
+		sc := benchCache(b, nodeList, pods, gangsOfFour(groups), impl == "builtin")
 		b.StartTimer()
 		start := time.Now()
 		dispatched := runAllocate(sc, tiers, configs, allocate)
@@ -143,25 +144,21 @@ func benchAllocate(b *testing.B, impl, conf string, nodes, npods int) {
 }
 
 // benchCache returns a Volcano scheduler cache holding the nodes, a default
-// queue, the pods' PodGroups (gangs of four) and the pods; with inClient the
-// pods are also created in the cache's clientset, for Volcano's built-in
-// devices, which patch pods through it.
-func benchCache(b *testing.B, nodes []*v1.Node, pods []*v1.Pod, groups []string, inClient bool) *cache.SchedulerCache {
-	b.Helper()
+// queue, the PodGroups and the pods; with inClient the pods are also created
+// in the cache's clientset, for Volcano's built-in devices, which patch pods
+// through it.
+func benchCache(tb testing.TB, nodes []*v1.Node, pods []*v1.Pod, groups []*schedulingv1beta1.PodGroup, inClient bool) *cache.SchedulerCache {
+	tb.Helper()
 	sc := cache.NewCustomMockSchedulerCache("volcano", &countingBinder{}, util.NewFakeEvictor(0), &util.FakeStatusUpdater{},
 		nil, nil, &record.FakeRecorder{})
 	for _, n := range nodes {
 		if err := sc.AddOrUpdateNode(n); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	sc.AddQueueV1beta1(util.BuildQueue("default", 1, nil))
 	for _, g := range groups {
-		min := int32(4)
-		if g == "teach" {
-			min = 65 // see noDeviceBenchPods
-		}
-		sc.AddPodGroupV1beta1(podGroup(g, min))
+		sc.AddPodGroupV1beta1(g)
 	}
 	for _, p := range pods {
 		sc.AddPod(p)
@@ -169,15 +166,36 @@ func benchCache(b *testing.B, nodes []*v1.Node, pods []*v1.Pod, groups []string,
 			continue
 		}
 		if _, err := sc.Client().CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	return sc
 }
 
+// gangsOfFour is the PodGroups of the anonymous workloads: each needs
+// four members, but "teach", which needs 65 (see noDeviceBenchPods).
+func gangsOfFour(names []string) []*schedulingv1beta1.PodGroup {
+	out := make([]*schedulingv1beta1.PodGroup, 0, len(names))
+	for _, g := range names {
+		min := int32(4)
+		if g == "teach" {
+			min = 65
+		}
+		out = append(out, podGroup(g, min))
+	}
+	return out
+}
+
 // runAllocate runs one session with the allocate action and returns how
 // many tasks it sent to bind.
 func runAllocate(sc *cache.SchedulerCache, tiers []conf.Tier, configs []conf.Configuration, allocate framework.Action) int {
+	return runAllocateInspect(sc, tiers, configs, allocate, nil)
+}
+
+// runAllocateInspect is runAllocate; inspect, if given, sees the session
+// after the action and before it closes.
+func runAllocateInspect(sc *cache.SchedulerCache, tiers []conf.Tier, configs []conf.Configuration, allocate framework.Action,
+	inspect func(*framework.Session)) int {
 	// The cache queues each bound task on a 5000-slot channel that its bind
 	// worker drains; benchmarks run no worker, so drain it here or a session
 	// binding more than 5000 pods blocks.
@@ -202,6 +220,9 @@ func runAllocate(sc *cache.SchedulerCache, tiers []conf.Tier, configs []conf.Con
 	allocate.Execute(ssn)
 	allocate.UnInitialize()
 	dispatched := countDispatched(ssn)
+	if inspect != nil {
+		inspect(ssn)
+	}
 	framework.CloseSession(ssn)
 	return dispatched
 }

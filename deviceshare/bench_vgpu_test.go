@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	schedulingv1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 	"volcano.sh/volcano/cmd/scheduler/app/options"
 	"volcano.sh/volcano/pkg/scheduler"
 	vcapi "volcano.sh/volcano/pkg/scheduler/api"
@@ -144,15 +145,25 @@ func BenchmarkAllocateVGPU(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_PODS")); err == nil && v > 0 {
 		npods = v
 	}
-	impls := []string{"noop", "builtin-unthrottled", "ours", "ours-fragment"}
+	impls := []string{"noop", "floor", "builtin-unthrottled", "ours", "ours-fragment"}
 	if v := os.Getenv("BENCH_IMPLS"); v != "" {
 		impls = strings.Split(v, ",")
 	}
+	workloads := []string{"anonymous"}
+	if v := os.Getenv("BENCH_WORKLOAD"); v != "" {
+		workloads = strings.Split(v, ",")
+	}
 	for _, nodes := range counts {
-		for _, impl := range impls {
-			b.Run(fmt.Sprintf("nodes=%d/pods=%d/impl=%s", nodes, npods, impl), func(b *testing.B) {
-				benchAllocateVGPU(b, impl, nodes, npods, vgpuBenchPods)
-			})
+		for _, name := range workloads {
+			workload, ok := benchWorkloadNamed(name)
+			if !ok {
+				b.Fatalf("BENCH_WORKLOAD=%s: workload %q: want anonymous or jobs", os.Getenv("BENCH_WORKLOAD"), name)
+			}
+			for _, impl := range impls {
+				b.Run(fmt.Sprintf("nodes=%d/pods=%d/workload=%s/impl=%s", nodes, npods, name, impl), func(b *testing.B) {
+					benchAllocateVGPU(b, impl, nodes, npods, workload)
+				})
+			}
 		}
 	}
 }
@@ -169,7 +180,10 @@ func BenchmarkAllocateNoDevicePods(b *testing.B) {
 	defer func() { options.ServerOpts = saved }()
 	for _, impl := range []string{"noop", "ours", "ours-fragment"} {
 		b.Run("nodes=1000/pods=1000/impl="+impl, func(b *testing.B) {
-			benchAllocateVGPU(b, impl, 1000, 1000, noDeviceBenchPods)
+			benchAllocateVGPU(b, impl, 1000, 1000, func(n int) ([]*v1.Pod, []*schedulingv1beta1.PodGroup) {
+				pods, groups := noDeviceBenchPods(n)
+				return pods, gangsOfFour(groups)
+			})
 		})
 	}
 }
@@ -195,7 +209,7 @@ func noDeviceBenchPods(n int) ([]*v1.Pod, []string) {
 	return pods, groups
 }
 
-func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, podsOf func(int) ([]*v1.Pod, []string)) {
+func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload benchWorkload) {
 	policy := "binpack"
 	if impl == "ours-fragment" {
 		policy = "fragment" // deviceshare.SchedulePolicy: fragment (docs/quality.md)
@@ -230,6 +244,8 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, podsOf func(
 			framework.RegisterPluginBuilder(PluginName, func(a framework.Arguments) framework.Plugin { return timed(builtin.New(a)) })
 		case "noop":
 			framework.RegisterPluginBuilder(PluginName, func(framework.Arguments) framework.Plugin { return timed(noopPlugin{}) })
+		case "floor":
+			framework.RegisterPluginBuilder(PluginName, func(a framework.Arguments) framework.Plugin { return timed(newFloorPlugin(a)) })
 		default:
 			st = newTestState(Options{})
 			build := st.Builder()
@@ -239,7 +255,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, podsOf func(
 		for n := range nodeList {
 			nodeList[n] = vgpuBenchNode(n)
 		}
-		pods, groups := podsOf(npods)
+		pods, groups := workload(npods)
 		resetBuiltinVGPUMetrics()
 		sc := benchCache(b, nodeList, pods, groups, false)
 		goruntime.GC()

@@ -5,9 +5,11 @@
 #
 #   bench.txt              the run: command, commit, date, machine, section times
 #   bench-gpushare.txt     GPU share: Volcano's allocate action, built-in vs ours
-#   bench-vgpu.txt         vGPU, 10,000 pods at 1000 and 5000 nodes: noop,
-#                          builtin-unthrottled, ours, ours-fragment; benchstat
-#                          and the summary table (ours / noop pods/s)
+#   bench-vgpu.txt         vGPU, 10,000 pods at 1000 and 5000 nodes, anonymous
+#                          pods and Volcano Jobs: noop, floor,
+#                          builtin-unthrottled, ours, ours-fragment; benchstat,
+#                          the summary table (pods/s against floor and noop)
+#                          and the goal's ratios (ours / floor, issue 36)
 #   vgpu-alloc.csv         one row per run (go test -count) of that benchmark
 #   bench-vgpu-api.txt     vGPU, 500 pods: the throttled built-in against a real
 #                          kube-apiserver (e2e/cmd/benchapi) and ours
@@ -18,7 +20,8 @@
 #
 # Knobs (environment): BENCH_COUNT (default 3: GPU share, backends),
 # BENCH_VGPU_COUNT (5), BENCH_VGPU_NODES (1000,5000), BENCH_VGPU_PODS
-# (10000), BENCH_VGPU_IMPLS (noop,ours,ours-fragment,builtin-unthrottled), BENCH_API_COUNT (1), BENCH_API_NODES
+# (10000), BENCH_VGPU_IMPLS (noop,floor,ours,ours-fragment,builtin-unthrottled),
+# BENCH_VGPU_WORKLOADS (anonymous,jobs), BENCH_API_COUNT (1), BENCH_API_NODES
 # (1000,5000), BENCH_API_PODS (500), BENCH_AGENT_N (200 Allocate calls),
 # BENCH_SECTIONS (all of: gpushare vgpu api ledger agent backends),
 # BENCH_RESULTS (bench/results).
@@ -30,8 +33,9 @@ cd "$(dirname "$0")/.."
 : "${BENCH_VGPU_COUNT:=5}"
 : "${BENCH_VGPU_NODES:=1000,5000}"
 : "${BENCH_VGPU_PODS:=10000}"
-# noop first and next to ours: the pair a ratio compares runs back to back.
-: "${BENCH_VGPU_IMPLS:=noop,ours,ours-fragment,builtin-unthrottled}"
+# The floors first and next to ours: the pairs a ratio compares run back to back.
+: "${BENCH_VGPU_IMPLS:=noop,floor,ours,ours-fragment,builtin-unthrottled}"
+: "${BENCH_VGPU_WORKLOADS:=anonymous,jobs}"
 : "${BENCH_API_COUNT:=1}"
 : "${BENCH_API_NODES:=1000,5000}"
 : "${BENCH_API_PODS:=500}"
@@ -39,7 +43,7 @@ cd "$(dirname "$0")/.."
 : "${BENCH_SECTIONS:=gpushare vgpu api ledger agent backends}"
 out=${BENCH_RESULTS:-bench/results}
 mkdir -p "$out"
-export BENCH_COUNT BENCH_VGPU_COUNT BENCH_VGPU_NODES BENCH_VGPU_PODS BENCH_VGPU_IMPLS \
+export BENCH_COUNT BENCH_VGPU_COUNT BENCH_VGPU_NODES BENCH_VGPU_PODS BENCH_VGPU_IMPLS BENCH_VGPU_WORKLOADS \
 	BENCH_API_COUNT BENCH_API_NODES BENCH_API_PODS BENCH_AGENT_N
 
 # header describes the run at the top of every output file.
@@ -47,7 +51,8 @@ source hack/provenance.sh
 header() {
 	echo "# command: make bench (hack/bench.sh), section $1"
 	echo "# knobs: BENCH_COUNT=$BENCH_COUNT BENCH_VGPU_COUNT=$BENCH_VGPU_COUNT BENCH_VGPU_NODES=$BENCH_VGPU_NODES" \
-		"BENCH_VGPU_PODS=$BENCH_VGPU_PODS BENCH_VGPU_IMPLS=$BENCH_VGPU_IMPLS BENCH_API_COUNT=$BENCH_API_COUNT" \
+		"BENCH_VGPU_PODS=$BENCH_VGPU_PODS BENCH_VGPU_IMPLS=$BENCH_VGPU_IMPLS BENCH_VGPU_WORKLOADS=$BENCH_VGPU_WORKLOADS" \
+		"BENCH_API_COUNT=$BENCH_API_COUNT" \
 		"BENCH_API_NODES=$BENCH_API_NODES BENCH_API_PODS=$BENCH_API_PODS BENCH_AGENT_N=$BENCH_AGENT_N"
 	provenance
 }
@@ -100,12 +105,12 @@ vgpu() {
 		header vgpu
 		echo "# $GO test -c -o deviceshare.test ./deviceshare/; then $BENCH_VGPU_COUNT rounds of:" \
 			"BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS" \
-			"deviceshare.test -test.run '^\$' -test.bench 'BenchmarkAllocateVGPU\$' -test.benchtime 1x -test.count 1 -test.timeout 0"
+			"BENCH_WORKLOAD=$BENCH_VGPU_WORKLOADS deviceshare.test -test.run '^\$' -test.bench 'BenchmarkAllocateVGPU\$' -test.benchtime 1x -test.count 1 -test.timeout 0"
 	} >"$f"
 	for round in $(seq "$BENCH_VGPU_COUNT"); do
 		echo "# round $round: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)" >>"$f"
 		(cd deviceshare && BENCH_NODES=$BENCH_VGPU_NODES BENCH_PODS=$BENCH_VGPU_PODS BENCH_IMPLS=$BENCH_VGPU_IMPLS \
-			"$bin" -test.run '^$' -test.bench 'BenchmarkAllocateVGPU$' -test.benchtime 1x -test.count 1 -test.timeout 0 2>/dev/null) |
+			BENCH_WORKLOAD=$BENCH_VGPU_WORKLOADS "$bin" -test.run '^$' -test.bench 'BenchmarkAllocateVGPU$' -test.benchtime 1x -test.count 1 -test.timeout 0 2>/dev/null) |
 			benchlines | tee -a "$raw" >>"$f"
 	done
 	rm -f "$bin"
@@ -113,8 +118,10 @@ vgpu() {
 	{
 		echo "## benchstat -col /impl"
 		"$BENCHSTAT" -col /impl "$raw"
-		echo "## summary (means of the runs in vgpu-alloc.csv; pods/s against noop's at the same size)"
-		awk -f hack/bench-vgpu.awk -v mode=table "$raw"
+		echo "## summary (means of the runs in vgpu-alloc.csv; pods/s against floor's and noop's at the same workload and size)"
+		awk -f hack/bench-vgpu.awk -v mode=table -v base=floor,noop "$raw"
+		echo "## goal (issue 36): ours and ours-fragment at 0.95x or more of the floor's pods/s"
+		awk -f hack/bench-vgpu.awk -v mode=goal "$raw"
 	} | tee -a "$f"
 	rm -f "$raw"
 }
