@@ -15,6 +15,15 @@ type Device = cards.Device
 // NVLink is one active NVLink of a card (cards.NVLink).
 type NVLink = cards.NVLink
 
+// Card is one card as a client of the driver sees it (cards.Card).
+type Card = cards.Card
+
+// ListCards asks the driver listening on socketPath for its cards
+// (cards.List).
+func ListCards(socketPath string, timeout time.Duration) ([]Card, error) {
+	return cards.List(socketPath, timeout)
+}
+
 // Config configures a Driver.
 type Config struct {
 	// Devices are the GPUs, in NVML/PCI order (DEV 0 is Devices[0]).

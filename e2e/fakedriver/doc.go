@@ -15,8 +15,8 @@
 // a container runtime mounts at /dev/nvidiactl and /dev/nvidia<minor>; a
 // request on a card is granted only to a process whose /dev/nvidia<minor>
 // is the driver's own node (nodes.go), as the kernel driver serves only the
-// cards whose nodes a container was given. ListCards is the host-side client
-// a container runtime uses to learn the cards.
+// cards whose nodes a container was given. ListCards (cards.List) is the
+// host-side client a container runtime uses to learn the cards.
 //
 // # What it models, and after what
 //

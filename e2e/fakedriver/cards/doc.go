@@ -6,5 +6,7 @@
 // (nvmlDeviceGetPciInfo_v3, nvmlDeviceGetTopologyCommonAncestor,
 // nvmlDeviceGetNvLinkRemotePciInfo_v2 and the neighbouring calls; see
 // ../PROTOCOL.md, "NVML facts and events"). It holds no state: the driver
-// (package fakedriver) resolves its configuration's devices once.
+// (package fakedriver) resolves its configuration's devices once. List is
+// the host-side client that reads the cards back from a running driver
+// (HELLO, DEV), as a container runtime does before it sets up a container.
 package cards

@@ -1,4 +1,4 @@
-package fakedriver
+package cards
 
 import (
 	"bufio"
@@ -28,9 +28,9 @@ type Card struct {
 	Name string
 }
 
-// ListCards asks the driver listening on socketPath for its cards (HELLO,
+// List asks the driver listening on socketPath for its cards (HELLO,
 // then DEV for each), in its order. It gives up after timeout.
-func ListCards(socketPath string, timeout time.Duration) ([]Card, error) {
+func List(socketPath string, timeout time.Duration) ([]Card, error) {
 	c, err := net.DialTimeout("unix", socketPath, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("list cards: %w", err)
