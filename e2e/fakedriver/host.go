@@ -45,7 +45,7 @@ func (s *state) hostAlloc(p *process, d int, bytes uint64) bool {
 		g := dev.groupLocked(p.group)
 		g.hostBytes += bytes
 		g.hostPeak = max(g.hostPeak, g.hostBytes)
-		g.totalPeak = max(g.totalPeak, g.bytes+g.hostBytes)
+		g.noteTotal()
 	}
 	return true
 }
@@ -90,7 +90,7 @@ func (s *state) moveHostLocked(p *process, from, to string) {
 			g := d.groupLocked(to)
 			g.hostBytes += b
 			g.hostPeak = max(g.hostPeak, g.hostBytes)
-			g.totalPeak = max(g.totalPeak, g.bytes+g.hostBytes)
+			g.noteTotal()
 		}
 	}
 }
@@ -99,9 +99,12 @@ func (s *state) moveHostLocked(p *process, from, to string) {
 // holds now; called whenever its card memory grows.
 func (d *device) notePeakTotalLocked(group string) {
 	if g, ok := d.groups[group]; ok {
-		g.totalPeak = max(g.totalPeak, g.bytes+g.hostBytes)
+		g.noteTotal()
 	}
 }
+
+// noteTotal raises the group's card-plus-host peak to what it holds now.
+func (g *groupMem) noteTotal() { g.totalPeak = max(g.totalPeak, g.bytes+g.hostBytes) }
 
 // resetHostPeaksLocked is ResetPeaks for pinned host memory.
 func (s *state) resetHostPeaksLocked() {
