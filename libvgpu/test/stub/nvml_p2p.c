@@ -32,11 +32,9 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, 
 				    int *p2pStatus)
 {
 	int i, j;
-	nvmlReturn_t rc = stub_nvml_check(device1, &i);
-	if (rc == NVML_SUCCESS)
-		rc = stub_nvml_check(device2, &j);
+	nvmlReturn_t rc = stub_nvml_check_pair(device1, device2, &i, &j);
 	if (rc != NVML_SUCCESS)
-		return rc == NVML_ERROR_NOT_SUPPORTED ? NVML_ERROR_INVALID_ARGUMENT : rc;
+		return rc;
 	if (p2pStatus == NULL || p2pIndex < P2P_READ || p2pIndex >= P2P_UNKNOWN)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (linked(i, j))

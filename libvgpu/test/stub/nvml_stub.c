@@ -86,6 +86,14 @@ nvmlReturn_t stub_nvml_check(nvmlDevice_t device, int *index)
 	return NVML_SUCCESS;
 }
 
+nvmlReturn_t stub_nvml_check_pair(nvmlDevice_t device1, nvmlDevice_t device2, int *i, int *j)
+{
+	nvmlReturn_t rc = stub_nvml_check(device1, i);
+	if (rc == NVML_SUCCESS)
+		rc = stub_nvml_check(device2, j);
+	return rc == NVML_ERROR_NOT_SUPPORTED ? NVML_ERROR_INVALID_ARGUMENT : rc;
+}
+
 nvmlReturn_t stub_nvml_facts(int index, struct stub_facts *f)
 {
 	return stub_facts(index, f) == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;

@@ -94,6 +94,11 @@ STUB_HIDDEN int stub_nvml_valid(nvmlDevice_t device);
  * NVML_SUCCESS with *index set, or the error the caller returns.
  */
 STUB_HIDDEN nvmlReturn_t stub_nvml_check(nvmlDevice_t device, int *index);
+/*
+ * stub_nvml_check for the two devices of a pair query (topology, P2P): a
+ * MIG instance is an invalid argument there rather than not supported.
+ */
+STUB_HIDDEN nvmlReturn_t stub_nvml_check_pair(nvmlDevice_t device1, nvmlDevice_t device2, int *i, int *j);
 /* The facts of GPU index: NVML_SUCCESS, or NVML_ERROR_UNKNOWN when the daemon does not answer. */
 STUB_HIDDEN nvmlReturn_t stub_nvml_facts(int index, struct stub_facts *f);
 /* Copies s into out[length]: NVML_ERROR_INSUFFICIENT_SIZE when it does not fit. */

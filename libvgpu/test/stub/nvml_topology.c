@@ -30,11 +30,9 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevic
 						 nvmlGpuTopologyLevel_t *pathInfo)
 {
 	int i, j;
-	nvmlReturn_t rc = stub_nvml_check(device1, &i);
-	if (rc == NVML_SUCCESS)
-		rc = stub_nvml_check(device2, &j);
+	nvmlReturn_t rc = stub_nvml_check_pair(device1, device2, &i, &j);
 	if (rc != NVML_SUCCESS)
-		return rc == NVML_ERROR_NOT_SUPPORTED ? NVML_ERROR_INVALID_ARGUMENT : rc;
+		return rc;
 	if (pathInfo == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	int l = level(i, j);
