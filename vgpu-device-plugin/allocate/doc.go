@@ -67,6 +67,13 @@
 // and mounts the daemon's directories under Options.MPSHostRoot, without
 // libvgpu (mps.go).
 //
+// # Whole cards
+//
+// A container with every card of its entry to itself (nvidia.Inventory.Whole:
+// all the card's physical memory and SMs, no over-commit) gets its cards and
+// nothing of libvgpu: there is nothing to enforce, and NCCL and vLLM then
+// run without an interposer (libvgpu/README.md, "Whole cards").
+//
 // # What is refused
 //
 // Users can write annotations on their own pods, so nothing in them is

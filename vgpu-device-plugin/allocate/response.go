@@ -57,10 +57,27 @@ func (a *Allocator) respond(c *candidate, inv *nvidia.Inventory, uses map[string
 	default:
 		return nil, fmt.Errorf("pod %s container %s: mixes cards in MPS mode and cards shared by libvgpu: %w", c.Pod.Name, c.Container.Name, ErrForged)
 	}
+	if wholeCards(entry, inv) {
+		return resp, nil // nothing to enforce: libvgpu stays out of the way
+	}
 	if err := a.libvgpu(resp, c, inv); err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// wholeCards reports whether the container has every card of the entry to
+// itself (nvidia.Inventory.Whole). It then has nothing for libvgpu to
+// enforce and gets neither the preload nor a region (libvgpu/README.md,
+// "Whole cards": the first context costs 3-9x more under libvgpu, and NCCL
+// and vLLM then run without an interposer).
+func wholeCards(entry []vgpuproto.Device, inv *nvidia.Inventory) bool {
+	for _, d := range entry {
+		if !inv.Whole(d.UUID, inv.ToMiB(d.Mem), d.Cores) {
+			return false
+		}
+	}
+	return true
 }
 
 // migInstance provides the MIG device of a MIG entry.

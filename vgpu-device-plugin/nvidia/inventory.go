@@ -146,6 +146,18 @@ func (inv *Inventory) OverCommitted() bool {
 	return inv.Settings.DeviceMemoryScaling > 1
 }
 
+// Whole reports whether memMiB and cores of the card are all of it: all its
+// physical memory and all its SMs (at least 100 % and all the cores the node
+// shares it by), on a node that does not over-commit memory. A preconfigured
+// memory below the physical one, a core scaling above 1 or a memory scaling
+// above 1 make no share whole: the holder was given less than the card, or
+// promised more than it has, and libvgpu must hold it to that.
+func (inv *Inventory) Whole(uuid string, memMiB int64, cores int32) bool {
+	c, ok := inv.Card(uuid)
+	return ok && !inv.OverCommitted() && c.MemoryMiB >= c.GPU.MemoryMiB &&
+		memMiB >= c.GPU.MemoryMiB && cores >= fullCores && cores >= c.Cores
+}
+
 // sanitizeType keeps the annotation separators out of a card type.
 func sanitizeType(name string) string {
 	return strings.Map(func(r rune) rune {
