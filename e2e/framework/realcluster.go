@@ -71,7 +71,9 @@ type RealCluster struct {
 }
 
 // DefaultRealCards are the real node's cards: two A100-PCIE-40GB, each on
-// its own NUMA node, no NVLink.
+// its own NUMA node, joined by an NVLink bridge (A100 PCIe cards take one),
+// so that they are peers: tensor-parallel ranks share buffers between them
+// by CUDA IPC, which needs peer access between the cards.
 func DefaultRealCards() []fakedriver.Device {
 	cards := make([]fakedriver.Device, 2)
 	for i := range cards {
@@ -83,6 +85,8 @@ func DefaultRealCards() []fakedriver.Device {
 			NUMANode:   i,
 		}
 	}
+	cards[0].NVLinks = []fakedriver.NVLink{{PeerUUID: cards[1].UUID}}
+	cards[1].NVLinks = []fakedriver.NVLink{{PeerUUID: cards[0].UUID}}
 	return cards
 }
 
