@@ -275,6 +275,13 @@ clean:
 # --set image.registry=...,image.tag=... (docs/install.md).
 REGISTRY      ?= ghcr.io/vgpushare
 TAG           ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The images stage's build is the first of the two that images'
+# TestBuildIsReproducible compares, so the unit stage builds once, not
+# twice (with the default registry, which the test builds for).
+ifeq ($(REGISTRY),ghcr.io/vgpushare)
+test: export VSHARE_IMAGES_BUILT := $(abspath $(BIN)/images)
+test: export VSHARE_IMAGES_TAG := $(TAG)
+endif
 IMAGES        ?=
 # helm runs from the module proxy in its own module graph, like kwok in e2e/.
 HELM_VERSION  := v3.22.0

@@ -31,21 +31,35 @@ func (w logWriter) Write(p []byte) (int, error) {
 // and wants the same digests, naming the layer and the files that differ
 // otherwise. A third build into the first directory keeps every archive.
 // Then it checks what each image holds.
+//
+// The first of the two builds may be one already made: with
+// VSHARE_IMAGES_BUILT naming the directory `make images` wrote from this
+// checkout and VSHARE_IMAGES_TAG its tag (make test passes its images
+// stage's), the test builds into that directory again, which takes its
+// archives as they are (and rebuilds any that this checkout would not
+// produce), and builds only the second from scratch.
 func TestBuildIsReproducible(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
+	tag, firstDir := "test", t.TempDir()
+	if dir := os.Getenv("VSHARE_IMAGES_BUILT"); dir != "" {
+		tag, firstDir = os.Getenv("VSHARE_IMAGES_TAG"), dir
+		if tag == "" {
+			t.Fatalf("VSHARE_IMAGES_BUILT=%s without VSHARE_IMAGES_TAG: the tag the images were built with", dir)
+		}
+	}
 	build := func(out string) map[string]Result {
 		t.Helper()
 		start := time.Now()
-		res, err := Build(ctx, Options{Root: root, OutDir: out, Tag: "test", Log: logWriter{t}})
+		res, err := Build(ctx, Options{Root: root, OutDir: out, Tag: tag, Log: logWriter{t}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("Build into %s: %s", out, time.Since(start).Round(time.Second))
 		return res
 	}
-	first, second := build(t.TempDir()), build(t.TempDir())
+	first, second := build(firstDir), build(t.TempDir())
 	for _, n := range All() {
 		if first[n].Digest != second[n].Digest {
 			t.Errorf("%s: digests %s and %s from the same checkout", n, first[n].Digest, second[n].Digest)
@@ -58,7 +72,7 @@ func TestBuildIsReproducible(t *testing.T) {
 			t.Errorf("%s built again with nothing changed: reused %v, digest %s (was %s)", n, again[n].Reused, again[n].Digest, first[n].Digest)
 		}
 	}
-	checkImages(t, first)
+	checkImages(t, first, tag)
 }
 
 // diffImages reports which layers of two images differ, and in them which
@@ -92,14 +106,14 @@ func diffImages(t *testing.T, a, b string) {
 }
 
 // checkImages checks what each image holds and how it runs.
-func checkImages(t *testing.T, res map[string]Result) {
+func checkImages(t *testing.T, res map[string]Result, tag string) {
 	epoch := time.Unix(0, 0)
 	configs := map[string]*v1.ConfigFile{}
 	for _, n := range All() {
 		t.Run(n, func(t *testing.T) {
 			cf, ann, files := readImage(t, res[n].Archive, epoch)
 			configs[n] = cf
-			want := map[string]string{AnnotationRefName: "test", AnnotationContainerdRef: DefaultRegistry + "/" + n + ":test"}
+			want := map[string]string{AnnotationRefName: tag, AnnotationContainerdRef: DefaultRegistry + "/" + n + ":" + tag}
 			if diff := cmp.Diff(want, ann); diff != "" {
 				t.Errorf("index.json annotations (-want +got):\n%s", diff)
 			}
