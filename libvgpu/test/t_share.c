@@ -386,6 +386,110 @@ static int graph_capture(void)
 	return t_failed;
 }
 
+/*
+ * Every way a runtime reaches graph instantiation. By symbol: the two old
+ * names (CUDA 10.0 and 11.0, five arguments in every driver), WithFlags,
+ * WithParams and its per-thread variant. Through cuGetProcAddress(_v2), with
+ * the versions CUDA 11.x and 12.x runtimes ask at: "cuGraphInstantiate" is
+ * cuGraphInstantiate_v2 for 11.x and, since CUDA 12's cuda.h maps the name to
+ * cuGraphInstantiateWithFlags, that function for 12.x.
+ */
+enum inst_form { INST_LOGGED, INST_FLAGS, INST_PARAMS };
+
+struct inst_way {
+	const char *name;
+	int gpa;                /* 0: dlsym; 1: cuGetProcAddress; 2: cuGetProcAddress_v2 */
+	int version;
+	cuuint64_t flags;
+	enum inst_form form;
+};
+
+static const struct inst_way inst_ways[] = {
+	{"cuGraphInstantiate", 0, 0, 0, INST_LOGGED},
+	{"cuGraphInstantiate_v2", 0, 0, 0, INST_LOGGED},
+	{"cuGraphInstantiateWithFlags", 0, 0, 0, INST_FLAGS},
+	{"cuGraphInstantiateWithParams", 0, 0, 0, INST_PARAMS},
+	{"cuGraphInstantiateWithParams_ptsz", 0, 0, 0, INST_PARAMS},
+	{"cuGraphInstantiate", 1, 10000, 0, INST_LOGGED},
+	{"cuGraphInstantiate", 1, 11000, 0, INST_LOGGED},
+	{"cuGraphInstantiate", 1, 11080, 0, INST_LOGGED},
+	{"cuGraphInstantiate", 1, 12000, 0, INST_FLAGS},
+	{"cuGraphInstantiate", 2, 12000, 0, INST_FLAGS},
+	{"cuGraphInstantiate", 2, 12080, 0, INST_FLAGS},
+	{"cuGraphInstantiate", 2, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, INST_FLAGS},
+	{"cuGraphInstantiateWithFlags", 1, 11040, 0, INST_FLAGS},
+	{"cuGraphInstantiateWithFlags", 2, 12040, 0, INST_FLAGS},
+	{"cuGraphInstantiateWithParams", 2, 12000, 0, INST_PARAMS},
+	{"cuGraphInstantiateWithParams", 2, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, INST_PARAMS},
+};
+
+static void *inst_fn(const struct inst_way *w)
+{
+	void *fn = NULL;
+	if (w->gpa == 0)
+		return t_sym("libcuda.so.1", w->name);
+	CUresult res = w->gpa == 1 ? CU(cuGetProcAddress)(w->name, &fn, w->version, w->flags)
+				   : CU(cuGetProcAddress_v2)(w->name, &fn, w->version, w->flags, NULL);
+	return res == CUDA_SUCCESS ? fn : NULL;
+}
+
+static CUresult inst_call(const struct inst_way *w, void *fn, CUgraphExec *e, CUgraph g)
+{
+	char log[64];
+	CUgraphNode err;
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+	switch (w->form) {
+	case INST_LOGGED:
+		return ((__typeof__(&cuGraphInstantiate_v2))fn)(e, g, &err, log, sizeof(log));
+	case INST_FLAGS:
+		return ((__typeof__(&cuGraphInstantiateWithFlags))fn)(e, g, 0);
+	default:
+		return ((__typeof__(&cuGraphInstantiateWithParams))fn)(e, g, &ip);
+	}
+}
+
+static CUgraph graph_of_bytes(uint64_t bytes)
+{
+	CUgraph g = NULL;
+	CUgraphNode an, fn;
+	CUDA_MEM_ALLOC_NODE_PARAMS p = alloc_params(bytes);
+	CHECK_EQ(STUB(cuGraphCreate)(&g, 0), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphAddMemAllocNode)(&an, g, NULL, 0, &p), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphAddMemFreeNode)(&fn, g, &an, 1, p.dptr), CUDA_SUCCESS);
+	return g;
+}
+
+/* Each way charges a graph that fits, refuses one that does not, and gives the charge back. */
+static int graph_instantiate_entries(void)
+{
+	t_ctx(0);
+	CUgraph fits = graph_of_bytes(600 * MiB), over = graph_of_bytes(1200 * MiB);
+	for (size_t i = 0; i < sizeof(inst_ways) / sizeof(inst_ways[0]); i++) {
+		const struct inst_way *w = &inst_ways[i];
+		void *fn = inst_fn(w);
+		CUgraphExec e = NULL;
+		CHECK(fn != NULL, "%s (lookup %d at %d) resolves", w->name, w->gpa, w->version);
+		if (fn == NULL)
+			continue;
+		CUresult res = inst_call(w, fn, &e, fits);
+		CHECK(res == CUDA_SUCCESS, "%s (lookup %d at %d): %d", w->name, w->gpa, w->version, res);
+		CHECK(t_mine(0) == 600 * MiB, "%s (lookup %d at %d, flags %llu) charged %llu bytes, not 600 MiB",
+		      w->name, w->gpa, w->version, (unsigned long long)w->flags, (unsigned long long)t_mine(0));
+		if (res == CUDA_SUCCESS)
+			CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
+		CHECK_EQ(t_mine(0), 0);
+		res = inst_call(w, fn, &e, over);
+		CHECK(res == CUDA_ERROR_OUT_OF_MEMORY, "%s (lookup %d at %d) instantiated 1200 MiB under a 1 GiB limit",
+		      w->name, w->gpa, w->version);
+		if (res == CUDA_SUCCESS)
+			CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
+	}
+	no_violation();
+	CHECK_EQ(STUB(cuGraphDestroy)(fits), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphDestroy)(over), CUDA_SUCCESS);
+	return t_failed;
+}
+
 /* ---- pools shared between processes ---- */
 
 static CUmemPoolProps pool_props(int htypes)
@@ -727,6 +831,7 @@ const struct t_case t_share_cases[] = {
 	{"child_vmm_import", child_vmm_import},
 	{"graph_mem_nodes", graph_mem_nodes},
 	{"graph_capture", graph_capture},
+	{"graph_instantiate_entries", graph_instantiate_entries},
 	{"pool_shared", pool_shared},
 	{"child_pool_import", child_pool_import},
 	{"tp_rank", tp_rank},
