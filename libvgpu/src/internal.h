@@ -176,6 +176,8 @@ bool vgpu_stream_capturing(CUstream stream, bool ptsz);
 /* pool.c */
 void vgpu_pool_trim_device(int idx);
 void vgpu_pool_sync_device(int idx);
+/* cuMemFree_v2 of a stream-ordered allocation: frees and settles it (pool.c); false if it is none. */
+bool vgpu_pool_free_plain(CUdeviceptr dptr, CUresult *res);
 void vgpu_pool_reset(void);
 
 /* context.c */

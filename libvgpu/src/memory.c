@@ -221,7 +221,7 @@ VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	VGPU_ENTER_CUDA(cuMemFree_v2);
 	bool had = vgpu_forget(VGPU_K_DEVPTR, dptr, &e);
 	CUresult res;
-	if (!had && vgpu_host_free(dptr, &res))
+	if (!had && (vgpu_host_free(dptr, &res) || vgpu_pool_free_plain(dptr, &res)))
 		return res;
 	res = REAL(cuMemFree_v2)(dptr);
 	vgpu_finish_free(had, &e, res);

@@ -46,6 +46,7 @@ clamped_queries|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region
 families|families|CUDA_DEVICE_MEMORY_LIMIT=8g|region
 vmm_lifetime|vmm_lifetime|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
 pools|pools|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+pool_plain_free|pool_plain_free|CUDA_DEVICE_MEMORY_LIMIT=1g|region
 huge_sizes|huge_sizes||region
 pitch_padding|pitch_padding|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_PITCH_ALIGN=4096|region
 pool_granules|pool_granules|CUDA_DEVICE_MEMORY_LIMIT=1001m VGPU_STUB_OBSERVER_LIMIT=1049624576|region observer

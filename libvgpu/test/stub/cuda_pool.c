@@ -218,9 +218,17 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t s, CUmemoryPool p, 
 	return cuMemAllocFromPoolAsync(d, s, p, st);
 }
 
-static CUresult pool_free(CUdeviceptr dptr)
+/*
+ * Returns an allocation to its pool at once. cuMemFreeAsync's free is
+ * ordered on its stream, which the stub runs to completion at once; so is
+ * cuMemFree's of stream-ordered memory, which the CUDA Driver API reference
+ * (cuMemFree) allows: "This API will not perform any implicit
+ * synchronization when the pointer was allocated with cuMemAllocAsync or
+ * cuMemAllocFromPoolAsync. Callers must ensure that all accesses to these
+ * pointer have completed before invoking cuMemFree."
+ */
+CUresult stub_pool_free_plain(CUdeviceptr dptr)
 {
-	__atomic_fetch_add(&vgpuStubStats()->free_calls, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < 8192; i++)
 		if (recs[i].pool != NULL && recs[i].ptr == dptr) {
@@ -251,7 +259,8 @@ static CUresult free_async(CUdeviceptr d, CUstream st)
 {
 	if (stub_capturing(st))
 		return stub_capture_free(st, d);
-	return pool_free(d);
+	__atomic_fetch_add(&vgpuStubStats()->free_calls, 1, __ATOMIC_RELAXED);
+	return stub_pool_free_plain(d);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr d, CUstream st) { return free_async(d, st); }
@@ -378,4 +387,8 @@ void stub_pools_sync(void)
 }
 #else
 void stub_pools_sync(void) {}
+CUresult stub_pool_free_plain(CUdeviceptr dptr)
+{
+	return stub_graph_free(dptr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
 #endif
