@@ -210,6 +210,71 @@ static int ipc_unsupported(void)
 	return t_failed;
 }
 
+/*
+ * Exporter of export_until_exit: 256 MiB exported by IPC handle and 256 MiB
+ * by a VMM descriptor, neither ever imported, both freed; 128 MiB never
+ * exported, freed. Then it waits to be told to exit.
+ */
+static int child_export_exit(void)
+{
+	static const CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+		.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0},
+	};
+	CUdeviceptr a, plain;
+	CUipcMemHandle h;
+	CUmemGenericAllocationHandle v;
+	int fd = -1;
+	t_ctx(0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&a, 256 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuIpcGetMemHandle)(&h, a), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemCreate)(&v, 256 * MiB, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemExportToShareableHandle)(&fd, v, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&plain, 128 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 640 * MiB);
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(v), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(plain), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 512 * MiB);     /* the unexported 128 MiB went with its free */
+	close(fd);
+	CHECK_EQ(send_msg(CHAN, 'x', -1), 0);
+	CHECK_EQ(recv_msg(CHAN, NULL), 'q');
+	return t_failed;
+}
+
+/*
+ * The exporter-charge rule, exactly (README, "Memory paths"): from a
+ * successful cuIpcGetMemHandle or cuMemExportToShareableHandle on, the
+ * allocation is charged to the exporting process until that process exits,
+ * whether or not anyone imported it and whenever it is freed; at its exit
+ * the region drops it with the rest of the process's usage.
+ */
+static int export_until_exit(void)
+{
+	CUdeviceptr b;
+	int pid;
+	t_watchdog(60);
+	t_ctx(0);
+	struct vgpu_region *r = t_region();
+	CHECK(r != NULL, "the region is mapped");
+	if (r == NULL)
+		return t_failed;
+	int s = spawn_importer("child_export_exit", &pid);
+	CHECK(s >= 0, "exporter started");
+	CHECK_EQ(recv_msg(s, NULL), 'x');
+	CHECK_EQ(r->hdr.mem_used[0], 512 * MiB);   /* freed, exported: still the exporter's */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(send_msg(s, 'q', -1), 0);
+	CHECK_EQ(t_wait(pid), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 900 * MiB), CUDA_SUCCESS);  /* the exporter is gone: so is its charge */
+	CHECK_EQ(r->hdr.mem_used[0], 900 * MiB);
+	CHECK_EQ(CU(cuMemFree_v2)(b), CUDA_SUCCESS);
+	close(s);
+	return t_failed;
+}
+
 /* ---- VMM shareable handles, descriptors over SCM_RIGHTS ---- */
 
 static const CUmemAllocationProp fd_prop = {
@@ -827,6 +892,8 @@ const struct t_case t_share_cases[] = {
 	{"ipc_exporter", ipc_exporter},
 	{"child_ipc_import", child_ipc_import},
 	{"ipc_unsupported", ipc_unsupported},
+	{"export_until_exit", export_until_exit},
+	{"child_export_exit", child_export_exit},
 	{"vmm_fd_export", vmm_fd_export},
 	{"child_vmm_import", child_vmm_import},
 	{"graph_mem_nodes", graph_mem_nodes},
