@@ -181,13 +181,25 @@ shell_gpu_check() {
 	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
 	[ "$out" = "no NVIDIA GPU: skipped" ] || { echo "without a GPU: $out"; return 1; }
 	# One stub state for all its processes, as one GPU is: ipc_share's importer opens the exporter's memory.
+	# Two cards with NVLink (peer access both ways): the two-GPU checks run and pass.
 	state=$(mktemp)
 	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 VGPU_STUB_STATE="$state" \
-		"$B/gpu_check" "$ROOT/libvgpu.so" 2>&1) || { rm -f "$state"; echo "$out"; return 1; }
+		VGPU_STUB_NVLINK=1 "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1) || { rm -f "$state"; echo "$out"; return 1; }
 	rm -f "$state"
 	echo "$out"
-	for c in memory_limit nvml_memory vmm_lifetime procaddr ipc_share sm_share sm_share_pidns; do
+	for c in memory_limit nvml_memory vmm_lifetime procaddr ipc_share sm_share sm_share_pidns \
+		peer_access ipc_two_gpus; do
 		echo "$out" | grep -q "^PASS $c:" || { echo "check $c did not pass"; return 1; }
+	done
+	# One card: the two-GPU checks say they did not run, and why (the exit
+	# status is the other checks', already judged above).
+	state=$(mktemp)
+	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 VGPU_STUB_STATE="$state" \
+		VGPU_STUB_DEVICES=1 "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
+	rm -f "$state"
+	for c in peer_access ipc_two_gpus; do
+		echo "$out" | grep -q "^SKIP $c: not run: needs two GPUs, this node has 1$" ||
+			{ echo "one card: $c not reported as not run"; echo "$out"; return 1; }
 	done
 }
 
