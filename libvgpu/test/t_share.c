@@ -888,6 +888,99 @@ static int peer_passthrough(void)
 	return t_failed;
 }
 
+/*
+ * A pool shared between two containers, as a rank hands its stream-ordered
+ * buffers to another: POOL_RANK=0 exports (its CUDA device 0), POOL_RANK=1
+ * imports and works on its device POOL_DEV (1: the other card), meeting on
+ * TP_SOCK. The exporter's pool holds POOL_BUF, exported as a descriptor
+ * (SCM_RIGHTS) and one pointer's data; it fills the rest of its share. The
+ * importer maps the pointer, is charged nothing on any card, fills its own
+ * share on its card, and frees the import first, as the reference requires
+ * (cuMemPoolImportPointer); the exporter then frees its allocation back
+ * into its pool (still counted: the pool keeps it) and destroys the pool.
+ * Each prints "tp_ok" when every step went as the rule says.
+ */
+#define POOL_BUF (512 * MiB)
+
+static void pool_export_rank(int sock, uint64_t limit)
+{
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	CUdeviceptr a, fill, over;
+	int fd = -1;
+	t_ctx(0);
+	CUmemPoolProps pp = pool_props(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	CHECK_EQ(CU(cuMemPoolCreate)(&pool, &pp), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAllocFromPoolAsync)(&a, POOL_BUF, pool, NULL), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemPoolExportToShareableHandle)(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemPoolExportPointer)(&data, a), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(sock, 'f', fd), 0);
+	close(fd);
+	CHECK(write(sock, &data, sizeof(data)) == (ssize_t)sizeof(data), "pointer data sent");
+	CHECK_EQ(recv_msg(sock, NULL), 'o');          /* imported */
+	CHECK_EQ(t_mine(0), POOL_BUF);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&fill, limit - POOL_BUF), CUDA_SUCCESS);  /* the rest of the share */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&over, 2 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuMemFree_v2)(fill), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(sock, 'c', -1), 0);
+	CHECK_EQ(recv_msg(sock, NULL), 'd');          /* the importer freed its import */
+	CHECK_EQ(CU(cuMemFreeAsync)(a, NULL), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), POOL_BUF);                /* back in the pool, still the pool's */
+	CHECK_EQ(device_used(0), POOL_BUF);           /* and on the card, as the driver keeps it */
+	CHECK_EQ(CU(cuMemPoolDestroy)(pool), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(device_used(0), 0);
+}
+
+static void pool_import_rank(int sock, int dev, uint64_t limit)
+{
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	CUdeviceptr p, fill, over;
+	int fd = -1;
+	CUcontext ctx = t_ctx(dev);
+	CHECK_EQ(recv_msg(sock, &fd), 'f');
+	CHECK(read(sock, &data, sizeof(data)) == (ssize_t)sizeof(data), "pointer data received");
+	CHECK_EQ(CU(cuMemPoolImportFromShareableHandle)(&pool, (void *)(intptr_t)fd,
+							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+	close(fd);
+	CHECK_EQ(CU(cuMemPoolImportPointer)(&p, pool, &data), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(t_mine(dev), 0);
+	CHECK_EQ(send_msg(sock, 'o', -1), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&fill, limit), CUDA_SUCCESS);    /* all of its share, on its card */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&over, 2 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuMemcpyPeer)(fill, ctx, p, ctx, 64 * MiB), CUDA_SUCCESS);     /* it reads the buffer */
+	CHECK_EQ(recv_msg(sock, NULL), 'c');
+	CHECK_EQ(CU(cuMemFreeAsync)(p, NULL), CUDA_SUCCESS);       /* importers free first */
+	CHECK_EQ(CU(cuMemFree_v2)(fill), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(dev), 0);
+	CHECK_EQ(send_msg(sock, 'd', -1), 0);
+}
+
+static int pool_rank(void)
+{
+	int rank = env_int("POOL_RANK", 0);
+	const char *path = getenv("TP_SOCK");
+	uint64_t limit = (uint64_t)env_int("TP_LIMIT_MIB", 1024) * MiB;
+	t_watchdog(60);
+	CHECK(path != NULL, "TP_SOCK names the meeting socket");
+	if (path == NULL)
+		return 1;
+	int sock = tp_connect(rank, path);
+	CHECK(sock >= 0, "rank %d met its peer on %s", rank, path);
+	if (sock < 0)
+		return t_failed;
+	if (rank == 0)
+		pool_export_rank(sock, limit);
+	else
+		pool_import_rank(sock, env_int("POOL_DEV", 1), limit);
+	close(sock);
+	printf("tp_ok pool rank=%d\n", rank);
+	return t_failed;
+}
+
 const struct t_case t_share_cases[] = {
 	{"ipc_exporter", ipc_exporter},
 	{"child_ipc_import", child_ipc_import},
@@ -903,6 +996,7 @@ const struct t_case t_share_cases[] = {
 	{"child_pool_import", child_pool_import},
 	{"tp_rank", tp_rank},
 	{"tp_pair", tp_pair},
+	{"pool_rank", pool_rank},
 	{"peer_passthrough", peer_passthrough},
 	{NULL, NULL},
 };

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "remote_int.h"
 #include "stub_int.h"
 
 #ifndef STUB_MINIMAL
@@ -247,7 +248,7 @@ CUresult stub_pool_free_plain(CUdeviceptr dptr)
 			if (imported)
 				stub_xmem_put(xid);
 			else if (xid != 0)
-				stub_xmem_owner_drop(xid);
+				stub_xmem_unshare(xid);     /* back in the pool: still ours */
 			return CUDA_SUCCESS;
 		}
 	pthread_mutex_unlock(&mu);
@@ -276,7 +277,11 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream st) { return free_async(d, 
  * allocation is exported as 64 bytes of data, and imported as a pointer to
  * the exporter's memory, which the importer frees (cuMemFreeAsync) before
  * the exporter may. The memory is the exporter's pool's reserve: importing
- * adds nothing on the device. Not in remote mode (the daemon does not model it).
+ * adds nothing on the device. In remote mode the descriptor names the
+ * daemon's card (a container's indices are its own) and the allocation is
+ * an export of the daemon's (e2e/fakedriver/PROTOCOL.md, "Shared memory"):
+ * EXPORT, IMPORT, UNIMPORT at the importer's free, UNSHARE at the
+ * exporter's, since its memory goes back into its pool.
  */
 #define POOLPTR_MAGIC UINT64_C(0x5354554250505452)
 
@@ -285,13 +290,11 @@ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, i
 {
 	struct stub_pool *p = (struct stub_pool *)pool;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (handle_out == NULL || p == NULL || flags != 0 || p->imported ||
 	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || (p->handle_types & handleType) == 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	int fd = memfd_create("stub-pool-handle", MFD_CLOEXEC);
-	int32_t phys = p->phys;
+	int32_t phys = stub_remote() ? remote_daemon_dev(p->phys) : p->phys;
 	if (fd < 0 || pwrite(fd, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys)) {
 		if (fd >= 0)
 			close(fd);
@@ -306,11 +309,12 @@ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle
 {
 	int32_t phys = -1;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (pool_out == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
-	    pread((int)(intptr_t)handle, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys) ||
-	    phys < 0 || phys >= STUB_MAX_DEV)
+	    pread((int)(intptr_t)handle, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (stub_remote() && phys >= 0)
+		phys = remote_phys_of((uint64_t)phys);  /* -1: a card this process does not see */
+	if (phys < 0 || phys >= STUB_MAX_DEV)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&mu);
 	for (int i = STUB_MAX_DEV; i < MAXP; i++)
@@ -327,8 +331,6 @@ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle
 CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
 {
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (shareData_out == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
 	uint64_t xid = 0;
@@ -356,8 +358,6 @@ CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPo
 	uint64_t words[2], size;
 	int phys;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (ptr_out == NULL || shareData == NULL || p == NULL || !p->imported)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(words, shareData->reserved, sizeof(words));

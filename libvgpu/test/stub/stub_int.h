@@ -71,6 +71,7 @@ uint64_t stub_xmem_new(int phys, uint64_t size);
 int stub_xmem_get(uint64_t id, int *phys, uint64_t *size);
 void stub_xmem_put(uint64_t id);
 int stub_xmem_owner_drop(uint64_t id);
+void stub_xmem_unshare(uint64_t id);
 int stub_ipc_owner_free(uint64_t dptr);
 /* cuda_mem.c: a linear allocation's size and device; VMM export and import. */
 int stub_linear_info(uint64_t dptr, uint64_t *size, int *phys);
