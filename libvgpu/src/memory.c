@@ -258,7 +258,8 @@ uint64_t vgpu_shown_total(int idx, uint64_t card_total)
  * free is the share minus what the container holds. Without
  * oversubscription it is also bounded by what the card has left (a
  * neighbour's memory is not to be had); with it, not: every byte of the share
- * can be had through cuMemAlloc_v2 (README, "Oversubscription").
+ * can be had through cuMemAlloc_v2 (README, "What a container sees under
+ * oversubscription").
  */
 static void clamp_info(int idx, uint64_t *free_bytes, uint64_t *total_bytes)
 {
