@@ -126,7 +126,7 @@ prio_yield|prio_yield|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU
 prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
 prio_invalid|prio_invalid||region
 ipc_exporter|ipc_exporter|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
-export_until_exit|export_until_exit|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region shared
+export_until_exit|export_until_exit|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region shared tsan
 ipc_unsupported|ipc_unsupported|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_IPC=unsupported|region
 vmm_fd_export|vmm_fd_export|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
 pool_shared|pool_shared|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
