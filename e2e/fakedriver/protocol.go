@@ -123,6 +123,8 @@ func (s *session) dispatch(verb string, args []string) (string, error) {
 		return s.unimport(args)
 	case "UNEXPORT":
 		return s.unexport(args)
+	case "UNSHARE":
+		return s.unshare(args)
 	}
 	return "", requestError(reasonUnknown)
 }

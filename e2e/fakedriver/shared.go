@@ -14,6 +14,14 @@ import (
 // lives while anyone holds it: when the exporter frees it, or exits, with
 // importers left, it stays on the device, charged to no process, until the
 // last importer lets go (closes, releases and unmaps, or exits).
+//
+// A stream-ordered allocation of a pool shared between processes
+// (cuMemPoolExportPointer, cuMemPoolImportPointer) is exported the same way,
+// but its exporter's free does not free it: it goes back into the
+// exporter's pool, whose reserve stays the exporter's memory until the pool
+// releases it. The reference requires importers to free an imported
+// pointer before the exporter frees it (cuMemPoolImportPointer), so that
+// free ends the sharing (UNSHARE), not the memory.
 
 var (
 	errNoExport   = errors.New("no such export")
@@ -26,8 +34,11 @@ type export struct {
 	id    uint64
 	dev   int
 	bytes uint64
-	owner *process    // nil once the exporter freed it or ended
+	owner *process    // nil once the exporter freed it, unshared it or ended
 	refs  map[int]int // importers' references, by host pid
+	// kept: unshared while imported; its bytes stayed the exporter's (its
+	// pool's), so the last importer's drop frees nothing on the device.
+	kept bool
 }
 
 // exportLocked marks bytes the caller holds on d as one exported
@@ -131,6 +142,31 @@ func (s *session) unexport(args []string) (string, error) {
 	return "OK", nil
 }
 
+// unshare answers UNSHARE <id>: the exporter stops sharing an allocation
+// it keeps (a pool allocation freed back into its pool). Its bytes stay the
+// caller's, no longer exported (FREE may take them); importers that have not
+// let go, against the reference's order, keep their references to nothing
+// more on the device.
+func (s *session) unshare(args []string) (string, error) {
+	id, err := s.exportID(args)
+	if err != nil {
+		return "", err
+	}
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
+	e, ok := s.st.exports[id]
+	if !ok || e.owner != s.proc {
+		return "", requestError(errNotExports.Error())
+	}
+	e.owner = nil
+	if len(e.refs) == 0 {
+		delete(s.st.exports, e.id)
+	} else {
+		e.kept = true
+	}
+	return "OK", nil
+}
+
 // disownLocked takes the export's bytes off its owner: freed if no
 // importer holds them, else kept on the device for the importers.
 func (s *state) disownLocked(e *export) {
@@ -150,7 +186,9 @@ func (s *state) disownLocked(e *export) {
 // settleExportLocked frees an export its owner gave up once no importer holds it.
 func (s *state) settleExportLocked(e *export) {
 	if e.owner == nil && len(e.refs) == 0 {
-		s.devs[e.dev].used -= e.bytes
+		if !e.kept {
+			s.devs[e.dev].used -= e.bytes
+		}
 		delete(s.exports, e.id)
 	}
 }

@@ -91,3 +91,46 @@ func TestSharedMemoryRequests(t *testing.T) {
 	c.expect(t, "MEM 0", fmt.Sprintf("OK %d 40", dev0Mem))
 	c.expect(t, "FREE 0 40", "OK")
 }
+
+// TestSharedPoolPointerStaysInItsPool: a pool allocation exported
+// (cuMemPoolExportPointer), imported, freed by the importer and then by its
+// exporter, back into its pool (UNSHARE): its bytes stay the exporter's
+// until the pool releases them (FREE). Against the reference's order, an
+// exporter that unshares while an importer still holds it keeps nothing
+// more for the importer.
+func TestSharedPoolPointerStaysInItsPool(t *testing.T) {
+	dr := startDriver(t)
+	c := dial(t, dr.Path())
+	g := strconv.FormatUint(gib, 10)
+	c.expect(t, "ALLOC 0 "+g, "OK")
+	id := strconv.FormatUint(c.number(t, "EXPORT 0 "+g), 10)
+	ch := startChild(t, "import", dr.Path(), envExport+"="+id)
+	c.expect(t, "MEM 0", fmt.Sprintf("OK %d %d", dev0Mem, gib))
+	if _, err := fmt.Fprintln(ch.stdin, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := ch.out.ReadString('\n'); err != nil || line != "done\n" {
+		t.Fatalf("importer: %q, %v", line, err)
+	}
+	c.expect(t, "UNSHARE "+id, "OK")
+	c.expect(t, "MEM 0", fmt.Sprintf("OK %d %d", dev0Mem, gib)) // in the exporter's pool
+	c.expect(t, "UNSHARE "+id, "ERR not exported by the caller")
+	c.expect(t, "IMPORT "+id, "ERR no such export")
+	c.expect(t, "FREE 0 "+g, "OK") // the pool releases it
+	c.expect(t, "MEM 0", fmt.Sprintf("OK %d 0", dev0Mem))
+
+	c.expect(t, "ALLOC 0 "+g, "OK")
+	id = strconv.FormatUint(c.number(t, "EXPORT 0 "+g), 10)
+	ch = startChild(t, "import", dr.Path(), envExport+"="+id)
+	c.expect(t, "UNSHARE "+id, "OK") // the importer still holds it
+	c.expect(t, "FREE 0 "+g, "OK")
+	c.expect(t, "MEM 0", fmt.Sprintf("OK %d 0", dev0Mem))
+	if _, err := fmt.Fprintln(ch.stdin, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := ch.out.ReadString('\n'); err != nil || line != "done\n" {
+		t.Fatalf("importer: %q, %v", line, err)
+	}
+	c.expect(t, "MEM 0", fmt.Sprintf("OK %d 0", dev0Mem)) // its drop frees nothing more
+	c.expect(t, "UNSHARE 999", "ERR not exported by the caller")
+}

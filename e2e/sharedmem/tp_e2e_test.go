@@ -146,3 +146,24 @@ func TestTensorParallelOneContainer(t *testing.T) {
 	runAll(t, spec)
 	checkCards(t, dr)
 }
+
+// TestSharedPoolTwoContainers: a stream-ordered pool shared between two
+// containers under runc, as a rank hands its pool's buffers to another
+// (cuMemPoolExportToShareableHandle, the descriptor over SCM_RIGHTS;
+// cuMemPoolExportPointer / cuMemPoolImportPointer): the exporter's
+// container, on card 0, is charged its 512 MiB once and fills its share;
+// the importer's, with both cards, maps it, is charged nothing and fills
+// its own share on card 1. The daemon judges: no card above a container's
+// limit, each filled, both empty at the end.
+func TestSharedPoolTwoContainers(t *testing.T) {
+	testroot.Require(t, "runc starts containers")
+	dr := startDriver(t)
+	share := t.TempDir()
+	if err := os.Chmod(share, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	runAll(t,
+		tpContainer(t, dr, "pool-exporter", "0", share, []string{"POOL_RANK=0"}, "pool_rank"),
+		tpContainer(t, dr, "pool-importer", "0,1", share, []string{"POOL_RANK=1", "POOL_DEV=1"}, "pool_rank"))
+	checkCards(t, dr)
+}

@@ -21,6 +21,11 @@
  * itself, so a check that hangs in the driver or in libvgpu is ended and
  * reported as FAIL.
  *
+ * With two or more GPUs, the checks of check_peer.c run on the first two (in
+ * PCI order), each check process given both, a limit on each; with fewer,
+ * each of them is reported "SKIP <name>: not run: needs two GPUs", never as
+ * passed.
+ *
  * CI runs it against libvgpu's stub driver: with GPU_CHECK_ALLOW_STUB=1 a
  * device whose driver name contains "stub" counts as a GPU; without it such
  * a device is no GPU, so a machine with only the stub installed skips.
@@ -57,6 +62,9 @@ struct gc_run {
 	char exe[PATH_MAX];         /* this program, re-executed for each check */
 	char libvgpu[PATH_MAX];
 	struct gc_target target;
+	int gpus;                   /* CUDA devices on the node */
+	struct gc_target peer;      /* the second card, when gpus >= 2 */
+	char peer_expect[3];        /* cuDeviceCanAccessPeer 0->1, 1->0 without libvgpu: "11", "10"... */
 	char **base_env;            /* the caller's environment minus libvgpu's variables */
 	int failed;
 };
@@ -137,13 +145,16 @@ static bool add_var(char **env, size_t *n, const char *fmt, ...)
 	return true;
 }
 
-/* The container environment of one check process; free with free_env. */
-static char **check_env(const struct gc_run *run, unsigned int sm_limit, const char *cache)
+/*
+ * The container environment of one check process; free with free_env. With
+ * `two` the container has both cards, each with its limit.
+ */
+static char **check_env(const struct gc_run *run, unsigned int sm_limit, const char *cache, bool two)
 {
 	size_t n = 0;
 	while (run->base_env[n] != NULL)
 		n++;
-	char **env = calloc(n + 6, sizeof(*env));
+	char **env = calloc(n + 7, sizeof(*env));
 	if (env == NULL)
 		return NULL;
 	memcpy(env, run->base_env, n * sizeof(*env));
@@ -152,7 +163,10 @@ static char **check_env(const struct gc_run *run, unsigned int sm_limit, const c
 	    !add_var(env, &n, "CUDA_DEVICE_MEMORY_LIMIT_%d=%llum", i,
 		     (unsigned long long)(run->target.limit / GC_MIB)) ||
 	    !add_var(env, &n, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", cache) ||
-	    !add_var(env, &n, "CUDA_VISIBLE_DEVICES=%s", run->target.uuid) ||
+	    !add_var(env, &n, "CUDA_VISIBLE_DEVICES=%s%s%s", run->target.uuid, two ? "," : "",
+		     two ? run->peer.uuid : "") ||
+	    (two && !add_var(env, &n, "CUDA_DEVICE_MEMORY_LIMIT_%d=%llum", run->peer.index,
+			     (unsigned long long)(run->peer.limit / GC_MIB))) ||
 	    (sm_limit != 0 && !add_var(env, &n, "CUDA_DEVICE_SM_LIMIT_%d=%u", i, sm_limit))) {
 		free_env(run, env);
 		return NULL;
@@ -249,14 +263,15 @@ static void exec_check(const struct gc_run *run, int wfd, char *const argv[], ch
 }
 
 /*
- * Runs one check process: `mode` is "--run" or "--pidns" (the measurement in
- * a new PID namespace), `sm_limit` 0 for none.
+ * Runs one check process: `mode` is "--run", "--pidns" (the measurement in
+ * a new PID namespace) or "--run2" (a check of both cards), `sm_limit` 0 for none.
  */
 static void run_check(struct gc_run *run, const char *mode, const char *check,
 		      unsigned int sm_limit, struct gc_result *res)
 {
 	const char *tmp = getenv("TMPDIR");
-	char cache[PATH_MAX], limit[32], index[16], line[2048];
+	bool two = strcmp(mode, "--run2") == 0;
+	char cache[PATH_MAX], limit[32], index[16], limit1[32], index1[16], line[2048];
 	int fds[2], status = 0;
 	res->kind = GC_FAIL;
 	/* A fresh, empty region file per process: libvgpu formats it (REGION.md). */
@@ -273,9 +288,11 @@ static void run_check(struct gc_run *run, const char *mode, const char *check,
 	close(cfd);
 	snprintf(limit, sizeof(limit), "%llu", (unsigned long long)run->target.limit);
 	snprintf(index, sizeof(index), "%d", run->target.index);
+	snprintf(limit1, sizeof(limit1), "%llu", (unsigned long long)run->peer.limit);
+	snprintf(index1, sizeof(index1), "%d", run->peer.index);
 	char *argv[] = {run->exe, (char *)mode, (char *)check, limit, run->target.uuid, index,
-			NULL};
-	char **env = check_env(run, sm_limit, cache);
+			two ? limit1 : NULL, run->peer.uuid, index1, run->peer_expect, NULL};
+	char **env = check_env(run, sm_limit, cache, two);
 	pid_t pid = env != NULL ? fork() : -1;
 	if (pid == 0)
 		exec_check(run, fds[1], argv, env);
@@ -363,6 +380,17 @@ static void run_sm_checks(struct gc_run *run)
 }
 
 typedef int (*gc_check_fn)(const struct gc_api *, const struct gc_target *);
+typedef int (*gc_check2_fn)(const struct gc_api *, const struct gc_target *,
+			    const struct gc_target *, const char *);
+
+/* The checks of two cards (check_peer.c), in the order they run. */
+static const struct {
+	const char *name;
+	gc_check2_fn fn;
+} checks2[] = {
+	{"peer_access", gc_check_peer_access},
+	{"ipc_two_gpus", gc_check_ipc_two_gpus},
+};
 
 /* In the order they run; sm_rate is one measurement of sm_share (run_sm_checks). */
 static const struct {
@@ -420,6 +448,76 @@ static int check_main(int argc, char **argv)
 	return gc_verdict(GC_FAIL, "internal: unknown check %s", argv[2]);
 }
 
+static void parse_target(struct gc_target *t, char **argv)
+{
+	t->limit = strtoull(argv[0], NULL, 10);
+	snprintf(t->uuid, sizeof(t->uuid), "%s", argv[1]);
+	t->index = atoi(argv[2]);
+}
+
+/* A check of two cards: `gpu_check --run2 <check> <limit> <uuid> <index> x 2 <expect>`. */
+static int check2_main(int argc, char **argv)
+{
+	struct gc_target t = {0}, peer = {0};
+	struct gc_api api;
+	char err[512];
+	arm_watchdog();
+	fcntl(GC_VERDICT_FD, F_SETFD, FD_CLOEXEC);
+	if (argc != 10)
+		return gc_verdict(GC_FAIL, "internal: bad check arguments");
+	parse_target(&t, argv + 3);
+	parse_target(&peer, argv + 6);
+	if (gc_api_open(&api, true) != 0)
+		return gc_verdict(GC_FAIL, "libcuda.so.1 cannot be opened in the check process");
+	if (!gc_preload_ok(&api, err, sizeof(err)))
+		return gc_verdict(GC_FAIL, "libvgpu is not in front of the driver: %s", err);
+	for (size_t i = 0; i < sizeof(checks2) / sizeof(checks2[0]); i++)
+		if (strcmp(checks2[i].name, argv[2]) == 0)
+			return checks2[i].fn(&api, &t, &peer, argv[9]);
+	return gc_verdict(GC_FAIL, "internal: unknown check %s", argv[2]);
+}
+
+/*
+ * The checks of two cards, for the first machine with two GPUs. With fewer,
+ * each is reported SKIP, naming why: never a PASS for what did not run.
+ */
+static void run_two_gpu_checks(struct gc_run *run)
+{
+	struct gc_result res;
+	for (size_t i = 0; i < sizeof(checks2) / sizeof(checks2[0]); i++) {
+		if (run->gpus < 2) {
+			res.kind = GC_SKIP;
+			snprintf(res.text, sizeof(res.text), "not run: needs two GPUs, this node has %d",
+				 run->gpus);
+		} else {
+			run_check(run, "--run2", checks2[i].name, 0, &res);
+		}
+		report(run, checks2[i].name, &res);
+	}
+}
+
+/* The second card (CUDA ordinal 1 in PCI order) and what the driver says of peer access. */
+static void find_peer(struct gc_run *run, struct gc_api *api, CUdevice dev0)
+{
+	CUdevice dev1;
+	size_t total = 0;
+	int a = 0, b = 0;
+	if (api->cuDeviceGetCount(&run->gpus) != CUDA_SUCCESS || run->gpus < 2)
+		return;
+	if (api->cuDeviceGet(&dev1, 1) != CUDA_SUCCESS || gc_describe_target(api, dev1, &run->peer, &total) != 0) {
+		fprintf(stderr, "gpu_check: %d GPUs, but the second cannot be described\n", run->gpus);
+		run->gpus = 1;
+		return;
+	}
+	snprintf(run->peer_expect, sizeof(run->peer_expect), "??");
+	if (api->cuDeviceCanAccessPeer != NULL && api->cuDeviceCanAccessPeer(&a, dev0, dev1) == CUDA_SUCCESS &&
+	    api->cuDeviceCanAccessPeer(&b, dev1, dev0) == CUDA_SUCCESS)
+		snprintf(run->peer_expect, sizeof(run->peer_expect), "%d%d", a != 0, b != 0);
+	fprintf(stderr, "gpu_check: second card %s (NVML index %d, %zu MiB), limit %llu MiB, peer "
+		"access 0->1 and 1->0: %s\n", run->peer.uuid, run->peer.index, total / GC_MIB,
+		(unsigned long long)(run->peer.limit / GC_MIB), run->peer_expect);
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: gpu_check <path to libvgpu.so>\n"
@@ -445,6 +543,8 @@ static int setup(struct gc_run *run, struct gc_api *api, CUdevice dev, const cha
 	fprintf(stderr, "gpu_check: %s on device 0 \"%s\" %s (NVML index %d, %zu MiB), "
 		"limit %llu MiB\n", run->libvgpu, name, run->target.uuid, run->target.index,
 		total / GC_MIB, (unsigned long long)(run->target.limit / GC_MIB));
+	run->gpus = 1;
+	find_peer(run, api, dev);
 	return 0;
 }
 
@@ -459,8 +559,12 @@ int main(int argc, char **argv)
 		return check_main(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--pidns") == 0)
 		return gc_pidns_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--run2") == 0)
+		return check2_main(argc, argv);
 	if (argc == 2 && strcmp(argv[1], "--ipc-import") == 0)
 		return gc_ipc_import_main();
+	if (argc == 2 && strcmp(argv[1], "--ipc2-import") == 0)
+		return gc_ipc2_import_main();
 	if (argc != 2 || argv[1][0] == '-')
 		return usage();
 	if (realpath(argv[1], run.libvgpu) == NULL) {
@@ -482,6 +586,7 @@ int main(int argc, char **argv)
 		report(&run, checks[i].name, &res);
 	}
 	run_sm_checks(&run);
+	run_two_gpu_checks(&run);
 	free(run.base_env);
 	return run.failed ? 1 : 0;
 }

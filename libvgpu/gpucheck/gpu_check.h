@@ -101,6 +101,13 @@ enum {
 	X(CUDA, cuIpcOpenMemHandle_v2, CUresult,                                               \
 	  (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags))                      \
 	X(CUDA, cuIpcCloseMemHandle, CUresult, (CUdeviceptr dptr))                             \
+	X(CUDA, cuDeviceCanAccessPeer, CUresult, (int *can, CUdevice dev, CUdevice peer))      \
+	X(CUDA, cuCtxEnablePeerAccess, CUresult, (CUcontext peer, unsigned int flags))         \
+	X(CUDA, cuMemcpyPeer, CUresult,                                                        \
+	  (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,             \
+	   size_t bytes))                                                                      \
+	X(CUDA, cuMemcpyHtoD_v2, CUresult, (CUdeviceptr dst, const void *src, size_t bytes))   \
+	X(CUDA, cuMemcpyDtoH_v2, CUresult, (void *dst, CUdeviceptr src, size_t bytes))         \
 	X(NVML, nvmlInit_v2, nvmlReturn_t, (void))                                             \
 	X(NVML, nvmlInit, nvmlReturn_t, (void))                                                \
 	X(NVML, nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *count))                    \
@@ -166,6 +173,17 @@ int gc_check_vmm_lifetime(const struct gc_api *api, const struct gc_target *t);
 /* check_ipc.c */
 int gc_check_ipc_share(const struct gc_api *api, const struct gc_target *t);
 int gc_ipc_import_main(void);
+
+/*
+ * check_peer.c: the checks that need two GPUs. `peer` is the second card,
+ * `expect` what cuDeviceCanAccessPeer answered the parent without libvgpu,
+ * 0->1 then 1->0 ("11", "00", ...).
+ */
+int gc_check_peer_access(const struct gc_api *api, const struct gc_target *t,
+			 const struct gc_target *peer, const char *expect);
+int gc_check_ipc_two_gpus(const struct gc_api *api, const struct gc_target *t,
+			  const struct gc_target *peer, const char *expect);
+int gc_ipc2_import_main(void);
 
 /* check_smi.c */
 int gc_check_nvidia_smi(const struct gc_api *api, const struct gc_target *t);

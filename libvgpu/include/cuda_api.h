@@ -319,6 +319,17 @@ typedef struct {                /* CUDA_GRAPH_INSTANTIATE_PARAMS */
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
 				      int handleType, unsigned long long flags);
+/*
+ * The exported cuGraphInstantiate (CUDA 10.0) and cuGraphInstantiate_v2
+ * (11.0) keep this five-argument form in every driver. CUDA 12's cuda.h
+ * maps the name cuGraphInstantiate to cuGraphInstantiateWithFlags instead
+ * (cudaTypedefs.h: PFN_cuGraphInstantiate is PFN_cuGraphInstantiateWithFlags_v11040),
+ * so cuGetProcAddress("cuGraphInstantiate") at 12000 or later answers that.
+ */
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+			    char *logBuffer, size_t bufferSize);
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+			       char *logBuffer, size_t bufferSize);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
 				     unsigned long long flags);
 CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,

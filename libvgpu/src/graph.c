@@ -12,16 +12,20 @@
  * destruction. The footprint is known at instantiation (a graph with memory
  * nodes may have one executable graph at a time, and its nodes are fixed),
  * and instantiation is where an application expects to be refused: so the
- * sum of the allocation nodes is charged at cuGraphInstantiateWithFlags /
- * WithParams, refused with CUDA_ERROR_OUT_OF_MEMORY when it does not fit,
- * and given back at cuGraphExecDestroy. Conservative: the driver may back
+ * sum of the allocation nodes is charged at every instantiate entry point
+ * (cuGraphInstantiate, _v2, WithFlags, WithParams and its _ptsz), refused
+ * with CUDA_ERROR_OUT_OF_MEMORY when it does not fit, and given back at
+ * cuGraphExecDestroy. Conservative: the driver may back
  * allocations whose lifetimes do not overlap with the same memory, and a
  * graph that is never launched holds nothing; an allocation the graph does
  * not free outlives cuGraphExecDestroy (until cuMemFree or cuMemFreeAsync)
  * and is no longer counted then.
  *
- * Not seen: cuGraphInstantiate and cuGraphInstantiate_v2, whose signature
- * changed between CUDA 11 and 12 under one name (README, "Memory paths").
+ * The name cuGraphInstantiate changed meaning, not the symbol: the exported
+ * cuGraphInstantiate (CUDA 10.0) and cuGraphInstantiate_v2 (11.0) keep their
+ * five arguments in every driver, while CUDA 12's cuda.h maps the name to
+ * cuGraphInstantiateWithFlags, which is what cuGetProcAddress answers for it
+ * at 12000 and later (procaddr.c, "renamed").
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -115,6 +119,39 @@ VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgra
 	res = REAL(cuGraphInstantiateWithFlags)(phGraphExec, hGraph, flags);
 	graph_settle(res, phGraphExec, bytes);
 	return res;
+}
+
+/* The five-argument forms; on a refusal the driver's diagnostics say nothing more. */
+static CUresult logged(bool v2, CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+		       char *logBuffer, size_t bufferSize)
+{
+	uint64_t bytes[VGPU_MAX_DEVICES];
+	CUresult res = graph_charge(hGraph, bytes);
+	if (res != CUDA_SUCCESS) {
+		if (phErrorNode != NULL)
+			*phErrorNode = NULL;
+		if (logBuffer != NULL && bufferSize > 0)
+			logBuffer[0] = '\0';
+		return res;
+	}
+	res = v2 ? REAL(cuGraphInstantiate_v2)(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize)
+		 : REAL(cuGraphInstantiate)(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+	graph_settle(res, phGraphExec, bytes);
+	return res;
+}
+
+VGPU_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+					char *logBuffer, size_t bufferSize)
+{
+	VGPU_ENTER_CUDA(cuGraphInstantiate);
+	return logged(false, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+VGPU_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
+					   CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
+{
+	VGPU_ENTER_CUDA(cuGraphInstantiate_v2);
+	return logged(true, phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 static CUresult with_params(bool ptsz, CUgraphExec *phGraphExec, CUgraph hGraph,

@@ -173,9 +173,14 @@ void vgpu_share_linger(const struct vgpu_entry *e);
 /* graph.c: whether the stream is capturing a graph (its allocations are graph nodes). */
 bool vgpu_stream_capturing(CUstream stream, bool ptsz);
 
+/* memory.c: the total a container with a limit on device idx is shown, given the card's. */
+uint64_t vgpu_shown_total(int idx, uint64_t card_total);
+
 /* pool.c */
 void vgpu_pool_trim_device(int idx);
 void vgpu_pool_sync_device(int idx);
+/* cuMemFree_v2 of a stream-ordered allocation: frees and settles it (pool.c); false if it is none. */
+bool vgpu_pool_free_plain(CUdeviceptr dptr, CUresult *res);
 void vgpu_pool_reset(void);
 
 /* context.c */

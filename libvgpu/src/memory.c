@@ -221,7 +221,7 @@ VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	VGPU_ENTER_CUDA(cuMemFree_v2);
 	bool had = vgpu_forget(VGPU_K_DEVPTR, dptr, &e);
 	CUresult res;
-	if (!had && vgpu_host_free(dptr, &res))
+	if (!had && (vgpu_host_free(dptr, &res) || vgpu_pool_free_plain(dptr, &res)))
 		return res;
 	res = REAL(cuMemFree_v2)(dptr);
 	vgpu_finish_free(had, &e, res);
@@ -238,18 +238,38 @@ VGPU_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 	return res;
 }
 
-/* Clamps a successful driver answer to the container's share of device idx. */
-static void clamp_info(int idx, uint64_t *free_bytes, uint64_t *total_bytes)
+/*
+ * The total a container is shown for device idx (limit set) on a card of
+ * card_total bytes: its share. Capped at the card, except under
+ * CUDA_OVERSUBSCRIBE=true, where the share may pass the card
+ * (deviceMemoryScaling > 1) and what the card lacks is host memory (host.c):
+ * a total below the share would make frameworks that size themselves by it
+ * (vLLM's gpu_memory_utilization, PyTorch's per-process memory fraction)
+ * leave the rest of their share unused, and free could exceed total.
+ */
+uint64_t vgpu_shown_total(int idx, uint64_t card_total)
 {
 	uint64_t limit = vgpu_cfg.mem_limit[idx];
-	if (limit == 0)
+	return vgpu_cfg.oversubscribe || limit < card_total ? limit : card_total;
+}
+
+/*
+ * Clamps a successful driver answer to the container's share of device idx:
+ * free is the share minus what the container holds. Without
+ * oversubscription it is also bounded by what the card has left (a
+ * neighbour's memory is not to be had); with it, not: every byte of the share
+ * can be had through cuMemAlloc_v2 (README, "What a container sees under
+ * oversubscription").
+ */
+static void clamp_info(int idx, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	if (vgpu_cfg.mem_limit[idx] == 0)
 		return;
-	if (limit > *total_bytes)
-		limit = *total_bytes;
+	uint64_t limit = vgpu_shown_total(idx, *total_bytes);
 	vgpu_pool_sync_device(idx);
 	uint64_t used = vgpu_region_used(idx);
 	uint64_t share = used >= limit ? 0 : limit - used;
-	*free_bytes = share < *free_bytes ? share : *free_bytes;
+	*free_bytes = vgpu_cfg.oversubscribe || share < *free_bytes ? share : *free_bytes;
 	*total_bytes = limit;
 }
 
@@ -290,9 +310,8 @@ VGPU_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	VGPU_ENTER_CUDA(cuDeviceTotalMem_v2);
 	CUresult res = REAL(cuDeviceTotalMem_v2)(bytes, dev);
 	int idx = vgpu_dev_index(dev);
-	if (res == CUDA_SUCCESS && bytes != NULL && idx >= 0 && vgpu_cfg.mem_limit[idx] != 0 &&
-	    vgpu_cfg.mem_limit[idx] < *bytes)
-		*bytes = vgpu_cfg.mem_limit[idx];
+	if (res == CUDA_SUCCESS && bytes != NULL && idx >= 0 && vgpu_cfg.mem_limit[idx] != 0)
+		*bytes = vgpu_shown_total(idx, *bytes);
 	return res;
 }
 
@@ -301,8 +320,9 @@ VGPU_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 	VGPU_ENTER_CUDA(cuDeviceTotalMem);
 	CUresult res = REAL(cuDeviceTotalMem)(bytes, dev);
 	int idx = vgpu_dev_index(dev);
-	if (res == CUDA_SUCCESS && bytes != NULL && idx >= 0 && vgpu_cfg.mem_limit[idx] != 0 &&
-	    vgpu_cfg.mem_limit[idx] < *bytes)
-		*bytes = (unsigned int)vgpu_cfg.mem_limit[idx];
+	if (res == CUDA_SUCCESS && bytes != NULL && idx >= 0 && vgpu_cfg.mem_limit[idx] != 0) {
+		uint64_t t = vgpu_shown_total(idx, *bytes);
+		*bytes = (unsigned int)(t > UINT_MAX ? UINT_MAX : t);
+	}
 	return res;
 }

@@ -23,11 +23,10 @@ static uint64_t share_of(nvmlDevice_t device, int *idx_out)
 	return vgpu_cfg.mem_limit[idx];
 }
 
-static void clamp(uint64_t limit, int idx, unsigned long long *total, unsigned long long *free_b,
-		  unsigned long long *used)
+/* The container's share as cuMemGetInfo shows it (memory.c), and its usage. */
+static void clamp(int idx, unsigned long long *total, unsigned long long *free_b, unsigned long long *used)
 {
-	if (limit > *total)
-		limit = *total;
+	uint64_t limit = vgpu_shown_total(idx, *total);
 	uint64_t u = vgpu_region_used(idx);
 	if (u > limit)
 		u = limit;
@@ -41,9 +40,8 @@ VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
 	int idx = -1;
 	VGPU_ENTER_NVML(nvmlDeviceGetMemoryInfo);
 	nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo)(device, memory);
-	uint64_t limit;
-	if (rc == NVML_SUCCESS && memory != NULL && (limit = share_of(device, &idx)) != 0)
-		clamp(limit, idx, &memory->total, &memory->free, &memory->used);
+	if (rc == NVML_SUCCESS && memory != NULL && share_of(device, &idx) != 0)
+		clamp(idx, &memory->total, &memory->free, &memory->used);
 	return rc;
 }
 
@@ -52,11 +50,10 @@ VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
 	int idx = -1;
 	VGPU_ENTER_NVML(nvmlDeviceGetMemoryInfo_v2);
 	nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
-	uint64_t limit;
-	if (rc == NVML_SUCCESS && memory != NULL && (limit = share_of(device, &idx)) != 0) {
+	if (rc == NVML_SUCCESS && memory != NULL && share_of(device, &idx) != 0) {
 		/* The driver's reservation is not part of the container's share. */
 		memory->reserved = 0;
-		clamp(limit, idx, &memory->total, &memory->free, &memory->used);
+		clamp(idx, &memory->total, &memory->free, &memory->used);
 	}
 	return rc;
 }

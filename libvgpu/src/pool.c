@@ -259,14 +259,10 @@ static CUresult async_alloc(enum async_fn fn, CUdeviceptr *dptr, size_t size, CU
 	return res;
 }
 
-static CUresult async_free(bool ptsz, CUdeviceptr dptr, CUstream stream)
+/* The ledger's side of a stream-ordered allocation's free, which the driver answered `res`. */
+static void async_settle(const struct vgpu_entry *ep, CUresult res)
 {
-	struct vgpu_entry e;
-	bool had = vgpu_forget(VGPU_K_ASYNC, dptr, &e);
-	CUresult res = ptsz ? REAL(cuMemFreeAsync_ptsz)(dptr, stream)
-			    : REAL(cuMemFreeAsync)(dptr, stream);
-	if (!had)
-		return res;
+	struct vgpu_entry e = *ep;
 	int idx = -1;
 	bool destroyed;
 	if (res != CUDA_SUCCESS) {
@@ -280,7 +276,38 @@ static CUresult async_free(bool ptsz, CUdeviceptr dptr, CUstream stream)
 		else if (!destroyed)
 			resync((CUmemoryPool)e.owner);  /* a destroyed pool cannot be asked */
 	}
+}
+
+static CUresult async_free(bool ptsz, CUdeviceptr dptr, CUstream stream)
+{
+	struct vgpu_entry e;
+	bool had = vgpu_forget(VGPU_K_ASYNC, dptr, &e);
+	CUresult res = ptsz ? REAL(cuMemFreeAsync_ptsz)(dptr, stream)
+			    : REAL(cuMemFreeAsync)(dptr, stream);
+	if (had)
+		async_settle(&e, res);
 	return res;
+}
+
+/*
+ * cuMemFree_v2 of stream-ordered memory: the CUDA Driver API reference
+ * (cuMemFree) accepts pointers from cuMemAllocAsync and
+ * cuMemAllocFromPoolAsync, freed without implicit synchronization. The
+ * allocation leaves its pool as with cuMemFreeAsync, so it is settled the
+ * same way; left in the ledger it would keep its pool's count of live
+ * allocations up, and a pool destroyed meanwhile charged forever. Returns
+ * false, calling nothing, when dptr is no stream-ordered allocation of this
+ * process. (cuMemFree, the CUDA 2.0 variant with 32-bit pointers, which no
+ * runtime with stream-ordered allocation calls, is left as it is.)
+ */
+bool vgpu_pool_free_plain(CUdeviceptr dptr, CUresult *res)
+{
+	struct vgpu_entry e;
+	if (!vgpu_forget(VGPU_K_ASYNC, dptr, &e))
+		return false;
+	*res = REAL(cuMemFree_v2)(dptr);
+	async_settle(&e, *res);
+	return true;
 }
 
 VGPU_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)

@@ -30,10 +30,28 @@ struct variant {
 	enum vgpu_sym sym;
 	int version;
 	bool ptsz;
+	bool renamed;   /* the base name is not the symbol's own (renamed[] below) */
 	char base[48];
 };
 
-static struct variant vars[SYM_COUNT];
+/*
+ * Names whose newest meaning is another entry point. CUDA 12's cuda.h maps
+ * cuGraphInstantiate to cuGraphInstantiateWithFlags (its cudaTypedefs.h
+ * makes PFN_cuGraphInstantiate PFN_cuGraphInstantiateWithFlags_v11040), so a
+ * runtime built for 12.0 or later asking for "cuGraphInstantiate" receives
+ * the three-argument function, older ones cuGraphInstantiate(_v2). Without
+ * this entry the 12.x answer would be a variant libvgpu does not know.
+ */
+static const struct {
+	const char *base;
+	enum vgpu_sym sym;
+	int version;
+} renamed[] = {
+	{"cuGraphInstantiate", SYM_cuGraphInstantiateWithFlags, 12000},
+};
+#define NRENAMED ((int)(sizeof(renamed) / sizeof(renamed[0])))
+
+static struct variant vars[SYM_COUNT + NRENAMED];
 static int nvars;
 static pthread_once_t vars_once = PTHREAD_ONCE_INIT;
 static unsigned char refused_logged[SYM_COUNT];
@@ -62,6 +80,11 @@ static void build_variants(void)
 		if (u != NULL && u[1] == 'v' && u[2] >= '2' && u[2] <= '9' && u[3] == '\0')
 			*u = '\0';
 	}
+	for (int i = 0; i < NRENAMED; i++) {
+		struct variant *v = &vars[nvars++];
+		*v = (struct variant){.sym = renamed[i].sym, .version = renamed[i].version, .renamed = true};
+		snprintf(v->base, sizeof(v->base), "%s", renamed[i].base);
+	}
 }
 
 /*
@@ -78,7 +101,7 @@ static const struct variant *choose(const char *symbol, int version, cuuint64_t 
 	for (int i = 0; i < nvars; i++) {
 		const struct variant *v = &vars[i];
 		const char *full = vgpu_sym_name(v->sym);
-		if (strcmp(full, v->base) != 0 && strcmp(full, symbol) == 0) {
+		if (!v->renamed && strcmp(full, v->base) != 0 && strcmp(full, symbol) == 0) {
 			*ours = true;
 			return v;
 		}

@@ -78,6 +78,8 @@
 	X(cuGraphLaunch_ptsz, CUDA, HOOK, 10000)                               \
 	X(cuIpcGetMemHandle, CUDA, HOOK, 4010)                                 \
 	X(cuMemExportToShareableHandle, CUDA, HOOK, 10020)                     \
+	X(cuGraphInstantiate, CUDA, HOOK, 10000)                               \
+	X(cuGraphInstantiate_v2, CUDA, HOOK, 11000)                            \
 	X(cuGraphInstantiateWithFlags, CUDA, HOOK, 11040)                      \
 	X(cuGraphInstantiateWithParams, CUDA, HOOK, 12000)                     \
 	X(cuGraphInstantiateWithParams_ptsz, CUDA, HOOK, 12000)                \

@@ -52,6 +52,7 @@ clamped_queries|clamped_queries|CUDA_DEVICE_MEMORY_LIMIT_0=2000m|region
 families|families|CUDA_DEVICE_MEMORY_LIMIT=8g|region
 vmm_lifetime|vmm_lifetime|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
 pools|pools|CUDA_DEVICE_MEMORY_LIMIT=1g|region
+pool_plain_free|pool_plain_free|CUDA_DEVICE_MEMORY_LIMIT=1g|region
 huge_sizes|huge_sizes||region
 pitch_padding|pitch_padding|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_PITCH_ALIGN=4096|region
 pool_granules|pool_granules|CUDA_DEVICE_MEMORY_LIMIT=1001m VGPU_STUB_OBSERVER_LIMIT=1049624576|region observer
@@ -70,6 +71,9 @@ oversub_array|oversub_refused|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=t
 oversub_array3d|oversub_refused|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1 OVERSUB_FAMILY=array3d|region shared
 oversub_mipmap|oversub_refused|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1 OVERSUB_FAMILY=mipmap|region shared
 oversub_context|oversub_refused|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1 OVERSUB_FAMILY=context|region shared
+oversub_meminfo|oversub_meminfo|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1|region shared
+oversub_meminfo_past|oversub_meminfo|CUDA_DEVICE_MEMORY_LIMIT=1536m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1 OVERSUB_SHARE_MIB=1536|region shared
+oversub_meminfo_off|oversub_meminfo|CUDA_DEVICE_MEMORY_LIMIT=1536m VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1 OVERSUB_SHARE_MIB=1536 OVERSUB_EXPECT=off|region shared
 oversub_pitch|oversub_pitch|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1|region shared tsan
 oversub_ctx_destroy|oversub_ctx_destroy|CUDA_DEVICE_MEMORY_LIMIT=768m CUDA_OVERSUBSCRIBE=true VGPU_STUB_MEM=1073741824 VGPU_STUB_DEVICES=1|region shared tsan
 stress|stress|CUDA_DEVICE_MEMORY_LIMIT=256m VGPU_STUB_CTX_MEM=0|region tsan
@@ -128,11 +132,14 @@ prio_yield|prio_yield|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU
 prio_yield_peer|prio_yield_peer|VGPU_STUB_TIMESLICE=1 VGPU_STUB_MAX_QUEUE_NS=64000000 VGPU_STUB_CTX_MEM=0|region shared tsan
 prio_invalid|prio_invalid||region
 ipc_exporter|ipc_exporter|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
+export_until_exit|export_until_exit|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0|region shared tsan
 ipc_unsupported|ipc_unsupported|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_IPC=unsupported|region
 vmm_fd_export|vmm_fd_export|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
 pool_shared|pool_shared|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer shared tsan
 graph_mem_nodes|graph_mem_nodes|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
 graph_capture|graph_capture|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
+graph_instantiate|graph_instantiate_entries|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824|region observer
+graph_instantiate_internal|graph_instantiate_entries|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824 VGPU_STUB_GPA_INTERNAL=1|region observer
 tp_pair|tp_pair|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824 TP_LIMIT_MIB=1024|region observer shared tsan
 tp_pair_eager|tp_pair|CUDA_DEVICE_MEMORY_LIMIT=1g VGPU_STUB_CTX_MEM=0 VGPU_STUB_OBSERVER_LIMIT=1073741824 TP_LIMIT_MIB=1024 TP_EAGER=1|region observer shared tsan
 peer_nvlink|peer_passthrough|CUDA_DEVICE_MEMORY_LIMIT=512m VGPU_STUB_CTX_MEM=0 VGPU_STUB_NVLINK=1 PEER_EXPECT=nvlink|region
@@ -178,13 +185,25 @@ shell_gpu_check() {
 	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
 	[ "$out" = "no NVIDIA GPU: skipped" ] || { echo "without a GPU: $out"; return 1; }
 	# One stub state for all its processes, as one GPU is: ipc_share's importer opens the exporter's memory.
+	# Two cards with NVLink (peer access both ways): the two-GPU checks run and pass.
 	state=$(mktemp)
 	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 VGPU_STUB_STATE="$state" \
-		"$B/gpu_check" "$ROOT/libvgpu.so" 2>&1) || { rm -f "$state"; echo "$out"; return 1; }
+		VGPU_STUB_NVLINK=1 "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1) || { rm -f "$state"; echo "$out"; return 1; }
 	rm -f "$state"
 	echo "$out"
-	for c in memory_limit nvml_memory vmm_lifetime procaddr ipc_share sm_share sm_share_pidns; do
+	for c in memory_limit nvml_memory vmm_lifetime procaddr ipc_share sm_share sm_share_pidns \
+		peer_access ipc_two_gpus; do
 		echo "$out" | grep -q "^PASS $c:" || { echo "check $c did not pass"; return 1; }
+	done
+	# One card: the two-GPU checks say they did not run, and why (the exit
+	# status is the other checks', already judged above).
+	state=$(mktemp)
+	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 VGPU_STUB_STATE="$state" \
+		VGPU_STUB_DEVICES=1 "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
+	rm -f "$state"
+	for c in peer_access ipc_two_gpus; do
+		echo "$out" | grep -q "^SKIP $c: not run: needs two GPUs, this node has 1$" ||
+			{ echo "one card: $c not reported as not run"; echo "$out"; return 1; }
 	done
 }
 

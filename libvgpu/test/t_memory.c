@@ -289,6 +289,52 @@ static int pools(void)
 	return 0;
 }
 
+/*
+ * cuMemFree_v2 of stream-ordered memory, which the CUDA Driver API reference
+ * allows (cuMemFree: no implicit synchronization for memory from
+ * cuMemAllocAsync or cuMemAllocFromPoolAsync): the allocation leaves its pool
+ * as with cuMemFreeAsync, and nothing of it may stay counted. Here a pool is
+ * destroyed with one allocation freed that way and one outstanding: once
+ * the outstanding one is freed, the pool is gone and so must its charge be.
+ */
+static int pool_plain_free(void)
+{
+	t_ctx(0);   /* limit 1g, context 64 MiB */
+	uint64_t base = t_mine(0);
+	CUdeviceptr a, b;
+	void *fn = NULL;
+	CHECK_EQ(CU(cuMemAllocAsync)(&a, 600 * MiB, NULL), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0) - base, 600 * MiB);      /* the default pool keeps its reserve */
+	CHECK_EQ(CU(cuMemAllocAsync)(&b, 600 * MiB, NULL), CUDA_SUCCESS);
+	/* As a CUDA 12 runtime's cudaFree reaches it. */
+	CHECK_EQ(CU(cuGetProcAddress)("cuMemFree", &fn, 12000, 0), CUDA_SUCCESS);
+	CHECK(fn != NULL && ((__typeof__(&cuMemFree_v2))fn)(b) == CUDA_SUCCESS, "cuMemFree through cuGetProcAddress");
+	CHECK_EQ(CU(cuMemAlloc_v2)(&a, 900 * MiB), CUDA_SUCCESS);  /* pressure trims the pool */
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), base);
+
+	CUmemoryPool pool;
+	char props[88] = {0};
+	CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+	memcpy(props, &(int){CU_MEM_ALLOCATION_TYPE_PINNED}, sizeof(int));
+	memcpy(props + 8, &loc, sizeof(loc));
+	CHECK_EQ(STUB(cuMemPoolCreate)(&pool, props), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAllocFromPoolAsync)(&a, 100 * MiB, pool, NULL), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAllocFromPoolAsync)(&b, 100 * MiB, pool, NULL), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemPoolDestroy)(pool), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0) - base, 100 * MiB);      /* b, until it is freed */
+	CHECK_EQ(CU(cuMemFreeAsync)(b, NULL), CUDA_SUCCESS);
+	CHECK(t_mine(0) == base, "%llu bytes still counted after the destroyed pool's last allocation was freed",
+	      (unsigned long long)(t_mine(0) - base));
+	CHECK_EQ(__atomic_load_n(&STUB(vgpuStubShared)()->dev[0].used, __ATOMIC_RELAXED), base);
+	/* Freed once is freed: a second free is the driver's error, and changes nothing. */
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(t_mine(0), base);
+	return t_failed;
+}
+
 /* Concurrent allocators never pass the limit; allocate/free are exact inverses. */
 static void *stress_thread(void *arg)
 {
@@ -394,6 +440,7 @@ const struct t_case t_memory_cases[] = {
 	{"families", families},
 	{"vmm_lifetime", vmm_lifetime},
 	{"pools", pools},
+	{"pool_plain_free", pool_plain_free},
 	{"stress", stress},
 	{"cvd_index", cvd_index},
 	{"cvd_uuid", cvd_uuid},

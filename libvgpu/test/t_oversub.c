@@ -15,6 +15,8 @@
 #include "test.h"
 
 #include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ASK (300 * MiB)
@@ -218,7 +220,69 @@ static int oversub_ctx_destroy(void)
 	return 0;
 }
 
+/* cuMemGetInfo_v2, cuDeviceTotalMem_v2 and NVML's memory info, against what they should show. */
+static void shown(uint64_t want_total, uint64_t want_free, uint64_t want_used, const char *when)
+{
+	size_t f = 0, t = 0, tot = 0;
+	nvmlDevice_t d;
+	nvmlMemory_t m = {0};
+	CHECK_EQ(CU(cuMemGetInfo_v2)(&f, &t), CUDA_SUCCESS);
+	CHECK(t == want_total && f == want_free, "%s: cuMemGetInfo free %llu MiB of %llu, want %llu of %llu",
+	      when, (unsigned long long)(f / MiB), (unsigned long long)(t / MiB),
+	      (unsigned long long)(want_free / MiB), (unsigned long long)(want_total / MiB));
+	CHECK_EQ(CU(cuDeviceTotalMem_v2)(&tot, 0), CUDA_SUCCESS);
+	CHECK(tot == want_total, "%s: cuDeviceTotalMem %llu MiB, want %llu", when,
+	      (unsigned long long)(tot / MiB), (unsigned long long)(want_total / MiB));
+	CHECK_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+	CHECK_EQ(NV(nvmlDeviceGetHandleByIndex_v2)(0, &d), NVML_SUCCESS);
+	CHECK_EQ(NV(nvmlDeviceGetMemoryInfo)(d, &m), NVML_SUCCESS);
+	CHECK(m.total == want_total && m.used == want_used && m.free == want_total - want_used,
+	      "%s: NVML total %llu MiB used %llu free %llu, want %llu used %llu", when,
+	      (unsigned long long)(m.total / MiB), (unsigned long long)(m.used / MiB),
+	      (unsigned long long)(m.free / MiB), (unsigned long long)(want_total / MiB),
+	      (unsigned long long)(want_used / MiB));
+}
+
+/*
+ * What a container sees of its memory under CUDA_OVERSUBSCRIBE=true: its
+ * share as the total, even past the card (OVERSUB_SHARE_MIB, the limit
+ * run.sh sets), and as free the share minus what it holds, not bounded by
+ * what the card has left: cuMemAlloc_v2, what PyTorch's caching allocator
+ * and vLLM allocate with, is served from host memory past the card, and
+ * vLLM refuses to start when the free memory it reads is below
+ * gpu_memory_utilization x total. Without oversubscription
+ * (OVERSUB_EXPECT=off) the total is capped at the card and free at what the
+ * card has left (the neighbour's memory is not there to be had).
+ */
+static int oversub_meminfo(void)
+{
+	const char *expect = getenv("OVERSUB_EXPECT"), *mib = getenv("OVERSUB_SHARE_MIB");
+	bool on = expect == NULL || strcmp(expect, "off") != 0;
+	uint64_t share = (mib != NULL ? strtoull(mib, NULL, 10) : 768) * MiB, card = 1024 * MiB;
+	struct scene s;
+	if (scene_start(&s) != 0)
+		return 1;
+	uint64_t total = on || share < card ? share : card;
+	uint64_t card_left = card - 764 * MiB - s.card;     /* the neighbour's 700 MiB and context, ours */
+	uint64_t fits = total - s.mine;
+	shown(total, on ? fits : (fits < card_left ? fits : card_left), s.mine, "at start");
+	if (on) {
+		CUdeviceptr p;
+		CHECK_EQ(CU(cuMemAlloc_v2)(&p, ASK), CUDA_SUCCESS);
+		CHECK_EQ(s.st->host_bytes, ASK);             /* past the card */
+		shown(total, fits - ASK, s.mine + ASK, "300 MiB from host memory");
+		CUdeviceptr q;
+		CHECK_EQ(CU(cuMemAlloc_v2)(&q, fits - ASK), CUDA_SUCCESS);  /* all that free promised */
+		shown(total, 0, total, "the share used up");
+		CHECK_EQ(CU(cuMemAlloc_v2)(&q, 2 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+		CHECK_EQ(CU(cuMemFree_v2)(p), CUDA_SUCCESS);
+	}
+	scene_end(&s);
+	return t_failed;
+}
+
 const struct t_case t_oversub_cases[] = {
+	{"oversub_meminfo", oversub_meminfo},
 	{"oversub_refused", oversub_refused},
 	{"oversub_pitch", oversub_pitch},
 	{"oversub_ctx_destroy", oversub_ctx_destroy},

@@ -210,6 +210,71 @@ static int ipc_unsupported(void)
 	return t_failed;
 }
 
+/*
+ * Exporter of export_until_exit: 256 MiB exported by IPC handle and 256 MiB
+ * by a VMM descriptor, neither ever imported, both freed; 128 MiB never
+ * exported, freed. Then it waits to be told to exit.
+ */
+static int child_export_exit(void)
+{
+	static const CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+		.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0},
+	};
+	CUdeviceptr a, plain;
+	CUipcMemHandle h;
+	CUmemGenericAllocationHandle v;
+	int fd = -1;
+	t_ctx(0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&a, 256 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuIpcGetMemHandle)(&h, a), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemCreate)(&v, 256 * MiB, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemExportToShareableHandle)(&fd, v, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&plain, 128 * MiB), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 640 * MiB);
+	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemRelease)(v), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemFree_v2)(plain), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 512 * MiB);     /* the unexported 128 MiB went with its free */
+	close(fd);
+	CHECK_EQ(send_msg(CHAN, 'x', -1), 0);
+	CHECK_EQ(recv_msg(CHAN, NULL), 'q');
+	return t_failed;
+}
+
+/*
+ * The exporter-charge rule, exactly (README, "Memory paths"): from a
+ * successful cuIpcGetMemHandle or cuMemExportToShareableHandle on, the
+ * allocation is charged to the exporting process until that process exits,
+ * whether or not anyone imported it and whenever it is freed; at its exit
+ * the region drops it with the rest of the process's usage.
+ */
+static int export_until_exit(void)
+{
+	CUdeviceptr b;
+	int pid;
+	t_watchdog(60);
+	t_ctx(0);
+	struct vgpu_region *r = t_region();
+	CHECK(r != NULL, "the region is mapped");
+	if (r == NULL)
+		return t_failed;
+	int s = spawn_importer("child_export_exit", &pid);
+	CHECK(s >= 0, "exporter started");
+	CHECK_EQ(recv_msg(s, NULL), 'x');
+	CHECK_EQ(r->hdr.mem_used[0], 512 * MiB);   /* freed, exported: still the exporter's */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(send_msg(s, 'q', -1), 0);
+	CHECK_EQ(t_wait(pid), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 900 * MiB), CUDA_SUCCESS);  /* the exporter is gone: so is its charge */
+	CHECK_EQ(r->hdr.mem_used[0], 900 * MiB);
+	CHECK_EQ(CU(cuMemFree_v2)(b), CUDA_SUCCESS);
+	close(s);
+	return t_failed;
+}
+
 /* ---- VMM shareable handles, descriptors over SCM_RIGHTS ---- */
 
 static const CUmemAllocationProp fd_prop = {
@@ -383,6 +448,110 @@ static int graph_capture(void)
 	CHECK_EQ(t_mine(0), 0);
 	CHECK_EQ(device_used(0), 0);
 	CHECK_EQ(STUB(cuGraphDestroy)(g), CUDA_SUCCESS);
+	return t_failed;
+}
+
+/*
+ * Every way a runtime reaches graph instantiation. By symbol: the two old
+ * names (CUDA 10.0 and 11.0, five arguments in every driver), WithFlags,
+ * WithParams and its per-thread variant. Through cuGetProcAddress(_v2), with
+ * the versions CUDA 11.x and 12.x runtimes ask at: "cuGraphInstantiate" is
+ * cuGraphInstantiate_v2 for 11.x and, since CUDA 12's cuda.h maps the name to
+ * cuGraphInstantiateWithFlags, that function for 12.x.
+ */
+enum inst_form { INST_LOGGED, INST_FLAGS, INST_PARAMS };
+
+struct inst_way {
+	const char *name;
+	int gpa;                /* 0: dlsym; 1: cuGetProcAddress; 2: cuGetProcAddress_v2 */
+	int version;
+	cuuint64_t flags;
+	enum inst_form form;
+};
+
+static const struct inst_way inst_ways[] = {
+	{"cuGraphInstantiate", 0, 0, 0, INST_LOGGED},
+	{"cuGraphInstantiate_v2", 0, 0, 0, INST_LOGGED},
+	{"cuGraphInstantiateWithFlags", 0, 0, 0, INST_FLAGS},
+	{"cuGraphInstantiateWithParams", 0, 0, 0, INST_PARAMS},
+	{"cuGraphInstantiateWithParams_ptsz", 0, 0, 0, INST_PARAMS},
+	{"cuGraphInstantiate", 1, 10000, 0, INST_LOGGED},
+	{"cuGraphInstantiate", 1, 11000, 0, INST_LOGGED},
+	{"cuGraphInstantiate", 1, 11080, 0, INST_LOGGED},
+	{"cuGraphInstantiate", 1, 12000, 0, INST_FLAGS},
+	{"cuGraphInstantiate", 2, 12000, 0, INST_FLAGS},
+	{"cuGraphInstantiate", 2, 12080, 0, INST_FLAGS},
+	{"cuGraphInstantiate", 2, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, INST_FLAGS},
+	{"cuGraphInstantiateWithFlags", 1, 11040, 0, INST_FLAGS},
+	{"cuGraphInstantiateWithFlags", 2, 12040, 0, INST_FLAGS},
+	{"cuGraphInstantiateWithParams", 2, 12000, 0, INST_PARAMS},
+	{"cuGraphInstantiateWithParams", 2, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, INST_PARAMS},
+};
+
+static void *inst_fn(const struct inst_way *w)
+{
+	void *fn = NULL;
+	if (w->gpa == 0)
+		return t_sym("libcuda.so.1", w->name);
+	CUresult res = w->gpa == 1 ? CU(cuGetProcAddress)(w->name, &fn, w->version, w->flags)
+				   : CU(cuGetProcAddress_v2)(w->name, &fn, w->version, w->flags, NULL);
+	return res == CUDA_SUCCESS ? fn : NULL;
+}
+
+static CUresult inst_call(const struct inst_way *w, void *fn, CUgraphExec *e, CUgraph g)
+{
+	char log[64];
+	CUgraphNode err;
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+	switch (w->form) {
+	case INST_LOGGED:
+		return ((__typeof__(&cuGraphInstantiate_v2))fn)(e, g, &err, log, sizeof(log));
+	case INST_FLAGS:
+		return ((__typeof__(&cuGraphInstantiateWithFlags))fn)(e, g, 0);
+	default:
+		return ((__typeof__(&cuGraphInstantiateWithParams))fn)(e, g, &ip);
+	}
+}
+
+static CUgraph graph_of_bytes(uint64_t bytes)
+{
+	CUgraph g = NULL;
+	CUgraphNode an, fn;
+	CUDA_MEM_ALLOC_NODE_PARAMS p = alloc_params(bytes);
+	CHECK_EQ(STUB(cuGraphCreate)(&g, 0), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphAddMemAllocNode)(&an, g, NULL, 0, &p), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphAddMemFreeNode)(&fn, g, &an, 1, p.dptr), CUDA_SUCCESS);
+	return g;
+}
+
+/* Each way charges a graph that fits, refuses one that does not, and gives the charge back. */
+static int graph_instantiate_entries(void)
+{
+	t_ctx(0);
+	CUgraph fits = graph_of_bytes(600 * MiB), over = graph_of_bytes(1200 * MiB);
+	for (size_t i = 0; i < sizeof(inst_ways) / sizeof(inst_ways[0]); i++) {
+		const struct inst_way *w = &inst_ways[i];
+		void *fn = inst_fn(w);
+		CUgraphExec e = NULL;
+		CHECK(fn != NULL, "%s (lookup %d at %d) resolves", w->name, w->gpa, w->version);
+		if (fn == NULL)
+			continue;
+		CUresult res = inst_call(w, fn, &e, fits);
+		CHECK(res == CUDA_SUCCESS, "%s (lookup %d at %d): %d", w->name, w->gpa, w->version, res);
+		CHECK(t_mine(0) == 600 * MiB, "%s (lookup %d at %d, flags %llu) charged %llu bytes, not 600 MiB",
+		      w->name, w->gpa, w->version, (unsigned long long)w->flags, (unsigned long long)t_mine(0));
+		if (res == CUDA_SUCCESS)
+			CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
+		CHECK_EQ(t_mine(0), 0);
+		res = inst_call(w, fn, &e, over);
+		CHECK(res == CUDA_ERROR_OUT_OF_MEMORY, "%s (lookup %d at %d) instantiated 1200 MiB under a 1 GiB limit",
+		      w->name, w->gpa, w->version);
+		if (res == CUDA_SUCCESS)
+			CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
+	}
+	no_violation();
+	CHECK_EQ(STUB(cuGraphDestroy)(fits), CUDA_SUCCESS);
+	CHECK_EQ(STUB(cuGraphDestroy)(over), CUDA_SUCCESS);
 	return t_failed;
 }
 
@@ -719,18 +888,115 @@ static int peer_passthrough(void)
 	return t_failed;
 }
 
+/*
+ * A pool shared between two containers, as a rank hands its stream-ordered
+ * buffers to another: POOL_RANK=0 exports (its CUDA device 0), POOL_RANK=1
+ * imports and works on its device POOL_DEV (1: the other card), meeting on
+ * TP_SOCK. The exporter's pool holds POOL_BUF, exported as a descriptor
+ * (SCM_RIGHTS) and one pointer's data; it fills the rest of its share. The
+ * importer maps the pointer, is charged nothing on any card, fills its own
+ * share on its card, and frees the import first, as the reference requires
+ * (cuMemPoolImportPointer); the exporter then frees its allocation back
+ * into its pool (still counted: the pool keeps it) and destroys the pool.
+ * Each prints "tp_ok" when every step went as the rule says.
+ */
+#define POOL_BUF (512 * MiB)
+
+static void pool_export_rank(int sock, uint64_t limit)
+{
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	CUdeviceptr a, fill, over;
+	int fd = -1;
+	t_ctx(0);
+	CUmemPoolProps pp = pool_props(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	CHECK_EQ(CU(cuMemPoolCreate)(&pool, &pp), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemAllocFromPoolAsync)(&a, POOL_BUF, pool, NULL), CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemPoolExportToShareableHandle)(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		 CUDA_SUCCESS);
+	CHECK_EQ(CU(cuMemPoolExportPointer)(&data, a), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(sock, 'f', fd), 0);
+	close(fd);
+	CHECK(write(sock, &data, sizeof(data)) == (ssize_t)sizeof(data), "pointer data sent");
+	CHECK_EQ(recv_msg(sock, NULL), 'o');          /* imported */
+	CHECK_EQ(t_mine(0), POOL_BUF);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&fill, limit - POOL_BUF), CUDA_SUCCESS);  /* the rest of the share */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&over, 2 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuMemFree_v2)(fill), CUDA_SUCCESS);
+	CHECK_EQ(send_msg(sock, 'c', -1), 0);
+	CHECK_EQ(recv_msg(sock, NULL), 'd');          /* the importer freed its import */
+	CHECK_EQ(CU(cuMemFreeAsync)(a, NULL), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), POOL_BUF);                /* back in the pool, still the pool's */
+	CHECK_EQ(device_used(0), POOL_BUF);           /* and on the card, as the driver keeps it */
+	CHECK_EQ(CU(cuMemPoolDestroy)(pool), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(device_used(0), 0);
+}
+
+static void pool_import_rank(int sock, int dev, uint64_t limit)
+{
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	CUdeviceptr p, fill, over;
+	int fd = -1;
+	CUcontext ctx = t_ctx(dev);
+	CHECK_EQ(recv_msg(sock, &fd), 'f');
+	CHECK(read(sock, &data, sizeof(data)) == (ssize_t)sizeof(data), "pointer data received");
+	CHECK_EQ(CU(cuMemPoolImportFromShareableHandle)(&pool, (void *)(intptr_t)fd,
+							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+	close(fd);
+	CHECK_EQ(CU(cuMemPoolImportPointer)(&p, pool, &data), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(0), 0);
+	CHECK_EQ(t_mine(dev), 0);
+	CHECK_EQ(send_msg(sock, 'o', -1), 0);
+	CHECK_EQ(CU(cuMemAlloc_v2)(&fill, limit), CUDA_SUCCESS);    /* all of its share, on its card */
+	CHECK_EQ(CU(cuMemAlloc_v2)(&over, 2 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(CU(cuMemcpyPeer)(fill, ctx, p, ctx, 64 * MiB), CUDA_SUCCESS);     /* it reads the buffer */
+	CHECK_EQ(recv_msg(sock, NULL), 'c');
+	CHECK_EQ(CU(cuMemFreeAsync)(p, NULL), CUDA_SUCCESS);       /* importers free first */
+	CHECK_EQ(CU(cuMemFree_v2)(fill), CUDA_SUCCESS);
+	CHECK_EQ(t_mine(dev), 0);
+	CHECK_EQ(send_msg(sock, 'd', -1), 0);
+}
+
+static int pool_rank(void)
+{
+	int rank = env_int("POOL_RANK", 0);
+	const char *path = getenv("TP_SOCK");
+	uint64_t limit = (uint64_t)env_int("TP_LIMIT_MIB", 1024) * MiB;
+	t_watchdog(60);
+	CHECK(path != NULL, "TP_SOCK names the meeting socket");
+	if (path == NULL)
+		return 1;
+	int sock = tp_connect(rank, path);
+	CHECK(sock >= 0, "rank %d met its peer on %s", rank, path);
+	if (sock < 0)
+		return t_failed;
+	if (rank == 0)
+		pool_export_rank(sock, limit);
+	else
+		pool_import_rank(sock, env_int("POOL_DEV", 1), limit);
+	close(sock);
+	printf("tp_ok pool rank=%d\n", rank);
+	return t_failed;
+}
+
 const struct t_case t_share_cases[] = {
 	{"ipc_exporter", ipc_exporter},
 	{"child_ipc_import", child_ipc_import},
 	{"ipc_unsupported", ipc_unsupported},
+	{"export_until_exit", export_until_exit},
+	{"child_export_exit", child_export_exit},
 	{"vmm_fd_export", vmm_fd_export},
 	{"child_vmm_import", child_vmm_import},
 	{"graph_mem_nodes", graph_mem_nodes},
 	{"graph_capture", graph_capture},
+	{"graph_instantiate_entries", graph_instantiate_entries},
 	{"pool_shared", pool_shared},
 	{"child_pool_import", child_pool_import},
 	{"tp_rank", tp_rank},
 	{"tp_pair", tp_pair},
+	{"pool_rank", pool_rank},
 	{"peer_passthrough", peer_passthrough},
 	{NULL, NULL},
 };

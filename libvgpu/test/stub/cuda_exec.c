@@ -227,6 +227,7 @@ static const struct entry table[] = {
 	E(cuMemUnmap, 10020), E(cuMemAddressReserve, 10020), E(cuMemAddressFree, 10020),
 	E(cuMemSetAccess, 10020), E(cuMemGetAllocationGranularity, 10020),
 	E(cuMemExportToShareableHandle, 10020), E(cuMemImportFromShareableHandle, 10020),
+	E(cuGraphInstantiate, 10000), E(cuGraphInstantiate_v2, 11000),
 	E(cuGraphInstantiateWithFlags, 11040), E(cuGraphInstantiateWithParams, 12000),
 	E(cuGraphInstantiateWithParams_ptsz, 12000), E(cuGraphExecDestroy, 10000),
 	E(cuGraphGetNodes, 10000), E(cuGraphNodeGetType, 10000), E(cuGraphMemAllocNodeGetParams, 11040),
@@ -243,6 +244,19 @@ static const struct entry table[] = {
  * runtimes built for that version get from cuGetProcAddress("cuMemAlloc").
  */
 static const struct entry future[] = {{"cuMemAlloc_v3", (void *)cuMemAlloc_v2, 13090}};
+
+/*
+ * A name whose newest meaning is another entry point: CUDA 12's cuda.h maps
+ * cuGraphInstantiate to cuGraphInstantiateWithFlags (cudaTypedefs.h:
+ * PFN_cuGraphInstantiate is PFN_cuGraphInstantiateWithFlags_v11040), so a
+ * runtime built for 12.0 or later asking for "cuGraphInstantiate" gets the
+ * three-argument function; older runtimes get cuGraphInstantiate(_v2).
+ */
+#ifndef STUB_MINIMAL
+static const struct { const char *symbol; const char *target; int min_version; } renamed[] = {
+	{"cuGraphInstantiate", "cuGraphInstantiateWithFlags", 12000},
+};
+#endif
 
 static int env_flag(const char *name)
 {
@@ -281,7 +295,12 @@ static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t 
 	if (symbol == NULL || pfn == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
 	*pfn = NULL;
-	if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+#ifndef STUB_MINIMAL
+	for (size_t i = 0; best == NULL && i < sizeof(renamed) / sizeof(renamed[0]); i++)
+		if (strcmp(renamed[i].symbol, symbol) == 0 && renamed[i].min_version <= version)
+			best = lookup(renamed[i].target);
+#endif
+	if (best == NULL && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
 		snprintf(name, sizeof(name), "%s_ptsz", symbol);
 		best = lookup(name);
 		if (best != NULL && best->min_version > version)

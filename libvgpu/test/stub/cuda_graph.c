@@ -239,6 +239,33 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
 	return instantiate(phGraphExec, hGraph);
 }
 
+/*
+ * The two old entry points, exported by every driver since CUDA 10.0 and
+ * 11.0 with this signature (the error node and log buffer are the driver's
+ * diagnostics: none here, so the buffer is left an empty string).
+ */
+static CUresult instantiate_logged(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+				   char *logBuffer, size_t bufferSize)
+{
+	if (phErrorNode != NULL)
+		*phErrorNode = NULL;
+	if (logBuffer != NULL && bufferSize > 0)
+		logBuffer[0] = '\0';
+	return instantiate(phGraphExec, hGraph);
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+			    char *logBuffer, size_t bufferSize)
+{
+	return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+			       char *logBuffer, size_t bufferSize)
+{
+	return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
 CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
 				      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {

@@ -93,6 +93,15 @@ FWD(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr *p, size_t n, CUmemoryPool m, CUs
 FWD(cuMemFreeAsync, (CUdeviceptr p, CUstream s), (p, s))
 FWD(cuMemFreeAsync_ptsz, (CUdeviceptr p, CUstream s), (p, s))
 FWD(cuMemPoolDestroy, (CUmemoryPool m), (m))
+FWD(cuGraphInstantiate, (CUgraphExec *x, CUgraph g, CUgraphNode *n, char *l, size_t b),
+    (x, g, n, l, b))
+FWD(cuGraphInstantiate_v2, (CUgraphExec *x, CUgraph g, CUgraphNode *n, char *l, size_t b),
+    (x, g, n, l, b))
+FWD(cuGraphInstantiateWithFlags, (CUgraphExec *x, CUgraph g, unsigned long long f), (x, g, f))
+FWD(cuGraphInstantiateWithParams, (CUgraphExec *x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p),
+    (x, g, p))
+FWD(cuGraphInstantiateWithParams_ptsz, (CUgraphExec *x, CUgraph g,
+					CUDA_GRAPH_INSTANTIATE_PARAMS *p), (x, g, p))
 #endif
 
 #define I(name) {#name, (void *)internal_##name}
@@ -115,7 +124,9 @@ static const struct {
 	I(cuGetProcAddress_v2), I(cuMemCreate), I(cuMemRelease), I(cuMemRetainAllocationHandle),
 	I(cuMemMap), I(cuMemUnmap), I(cuMemAllocAsync), I(cuMemAllocAsync_ptsz),
 	I(cuMemAllocFromPoolAsync), I(cuMemAllocFromPoolAsync_ptsz), I(cuMemFreeAsync),
-	I(cuMemFreeAsync_ptsz), I(cuMemPoolDestroy),
+	I(cuMemFreeAsync_ptsz), I(cuMemPoolDestroy), I(cuGraphInstantiate), I(cuGraphInstantiate_v2),
+	I(cuGraphInstantiateWithFlags), I(cuGraphInstantiateWithParams),
+	I(cuGraphInstantiateWithParams_ptsz),
 #endif
 };
 

@@ -111,8 +111,9 @@ static CUresult release(uint64_t key, int kind)
 	pthread_mutex_lock(&mu);
 	int rc = take_locked(key, kind, &a);
 	pthread_mutex_unlock(&mu);
-	if (rc != 0)    /* cuMemFree also frees what a graph allocated and did not free */
-		return kind == K_LINEAR && stub_graph_free(key) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	/* cuMemFree also frees stream-ordered memory and what a graph allocated and did not free. */
+	if (rc != 0)
+		return kind == K_LINEAR ? stub_pool_free_plain(key) : CUDA_ERROR_INVALID_VALUE;
 	/* Exported with cuIpcGetMemHandle and still open elsewhere: the device keeps it. */
 	if (kind == K_LINEAR && stub_ipc_owner_free(key)) {
 		stub_dev_disown(a.phys, a.size);

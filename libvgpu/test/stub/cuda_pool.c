@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "remote_int.h"
 #include "stub_int.h"
 
 #ifndef STUB_MINIMAL
@@ -218,9 +219,17 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t s, CUmemoryPool p, 
 	return cuMemAllocFromPoolAsync(d, s, p, st);
 }
 
-static CUresult pool_free(CUdeviceptr dptr)
+/*
+ * Returns an allocation to its pool at once. cuMemFreeAsync's free is
+ * ordered on its stream, which the stub runs to completion at once; so is
+ * cuMemFree's of stream-ordered memory, which the CUDA Driver API reference
+ * (cuMemFree) allows: "This API will not perform any implicit
+ * synchronization when the pointer was allocated with cuMemAllocAsync or
+ * cuMemAllocFromPoolAsync. Callers must ensure that all accesses to these
+ * pointer have completed before invoking cuMemFree."
+ */
+CUresult stub_pool_free_plain(CUdeviceptr dptr)
 {
-	__atomic_fetch_add(&vgpuStubStats()->free_calls, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < 8192; i++)
 		if (recs[i].pool != NULL && recs[i].ptr == dptr) {
@@ -239,7 +248,7 @@ static CUresult pool_free(CUdeviceptr dptr)
 			if (imported)
 				stub_xmem_put(xid);
 			else if (xid != 0)
-				stub_xmem_owner_drop(xid);
+				stub_xmem_unshare(xid);     /* back in the pool: still ours */
 			return CUDA_SUCCESS;
 		}
 	pthread_mutex_unlock(&mu);
@@ -251,7 +260,8 @@ static CUresult free_async(CUdeviceptr d, CUstream st)
 {
 	if (stub_capturing(st))
 		return stub_capture_free(st, d);
-	return pool_free(d);
+	__atomic_fetch_add(&vgpuStubStats()->free_calls, 1, __ATOMIC_RELAXED);
+	return stub_pool_free_plain(d);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr d, CUstream st) { return free_async(d, st); }
@@ -267,7 +277,11 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream st) { return free_async(d, 
  * allocation is exported as 64 bytes of data, and imported as a pointer to
  * the exporter's memory, which the importer frees (cuMemFreeAsync) before
  * the exporter may. The memory is the exporter's pool's reserve: importing
- * adds nothing on the device. Not in remote mode (the daemon does not model it).
+ * adds nothing on the device. In remote mode the descriptor names the
+ * daemon's card (a container's indices are its own) and the allocation is
+ * an export of the daemon's (e2e/fakedriver/PROTOCOL.md, "Shared memory"):
+ * EXPORT, IMPORT, UNIMPORT at the importer's free, UNSHARE at the
+ * exporter's, since its memory goes back into its pool.
  */
 #define POOLPTR_MAGIC UINT64_C(0x5354554250505452)
 
@@ -276,13 +290,11 @@ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, i
 {
 	struct stub_pool *p = (struct stub_pool *)pool;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (handle_out == NULL || p == NULL || flags != 0 || p->imported ||
 	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || (p->handle_types & handleType) == 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	int fd = memfd_create("stub-pool-handle", MFD_CLOEXEC);
-	int32_t phys = p->phys;
+	int32_t phys = stub_remote() ? remote_daemon_dev(p->phys) : p->phys;
 	if (fd < 0 || pwrite(fd, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys)) {
 		if (fd >= 0)
 			close(fd);
@@ -297,11 +309,12 @@ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle
 {
 	int32_t phys = -1;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (pool_out == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
-	    pread((int)(intptr_t)handle, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys) ||
-	    phys < 0 || phys >= STUB_MAX_DEV)
+	    pread((int)(intptr_t)handle, &phys, sizeof(phys), 0) != (ssize_t)sizeof(phys))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (stub_remote() && phys >= 0)
+		phys = remote_phys_of((uint64_t)phys);  /* -1: a card this process does not see */
+	if (phys < 0 || phys >= STUB_MAX_DEV)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&mu);
 	for (int i = STUB_MAX_DEV; i < MAXP; i++)
@@ -318,8 +331,6 @@ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle
 CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
 {
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (shareData_out == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
 	uint64_t xid = 0;
@@ -347,8 +358,6 @@ CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPo
 	uint64_t words[2], size;
 	int phys;
 	STUB_NEED_INIT();
-	if (stub_remote())
-		return CUDA_ERROR_NOT_SUPPORTED;
 	if (ptr_out == NULL || shareData == NULL || p == NULL || !p->imported)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(words, shareData->reserved, sizeof(words));
@@ -378,4 +387,8 @@ void stub_pools_sync(void)
 }
 #else
 void stub_pools_sync(void) {}
+CUresult stub_pool_free_plain(CUdeviceptr dptr)
+{
+	return stub_graph_free(dptr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
 #endif

@@ -154,6 +154,25 @@ int stub_xmem_owner_drop(uint64_t id)
 	return held;
 }
 
+/*
+ * The exporter of a pool allocation frees it back into its pool
+ * (cuda_pool.c): the sharing ends, the memory stays the exporter's, in the
+ * pool's reserve, so nothing is released here or at the last importer's
+ * free (the daemon's UNSHARE).
+ */
+void stub_xmem_unshare(uint64_t id)
+{
+	if (stub_remote()) {
+		remote_numbers(NULL, 0, "UNSHARE %llu", (unsigned long long)id);
+		return;
+	}
+	xlock();
+	struct stub_xmem *x = xfind(id);
+	if (x != NULL && --x->refs == 0)
+		x->id = 0;
+	xunlock();
+}
+
 /* ---- CUDA IPC ---- */
 
 static int ipc_unsupported(void)

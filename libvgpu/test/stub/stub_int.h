@@ -29,6 +29,11 @@ void stub_free_owned(struct stub_ctx *ctx);
 /* cuda_host.c: frees the pinned host memory ctx allocated (its destruction or reset). */
 void stub_host_free_owned(struct stub_ctx *ctx);
 void stub_pools_sync(void);
+/*
+ * cuMemFree(_v2) of an address that is no linear allocation: a stream-ordered
+ * one goes back to its pool, a graph's unfreed one is released (cuda_pool.c).
+ */
+CUresult stub_pool_free_plain(CUdeviceptr dptr);
 /* cuda_procs.c: processes by host pid. */
 struct stub_proc *stub_proc_rec(int phys, int32_t pid, int create);
 void stub_proc_mem(int phys, int64_t delta);
@@ -66,6 +71,7 @@ uint64_t stub_xmem_new(int phys, uint64_t size);
 int stub_xmem_get(uint64_t id, int *phys, uint64_t *size);
 void stub_xmem_put(uint64_t id);
 int stub_xmem_owner_drop(uint64_t id);
+void stub_xmem_unshare(uint64_t id);
 int stub_ipc_owner_free(uint64_t dptr);
 /* cuda_mem.c: a linear allocation's size and device; VMM export and import. */
 int stub_linear_info(uint64_t dptr, uint64_t *size, int *phys);
