@@ -21,7 +21,9 @@
 # balanced by each mode's measured run time (longest first, onto the lane
 # with less work). A lane's output is printed whole when all have ended.
 # Most cases wait (on a simulated device, on a child, on a timer): one mode
-# alone leaves a core idle most of the time.
+# alone leaves a core idle most of the time. The timed cases (timed below:
+# rates and times measured on the machine) are left out of the lanes and
+# run after them, one at a time, as without lanes.
 #
 # Test hooks (LIBVGPU_TEST_DIE_IN_LOCK, LIBVGPU_TEST_STOP_IN_LOCK) exist only
 # in the test builds (-DVGPU_TEST_HOOKS: build/libvgpu-hooks.so and the ASan
@@ -224,6 +226,29 @@ run_shell() { # mode label function args...
 	rm -f "$log"
 }
 
+# timed MODE LABEL: the case's verdict is a rate or a time measured on the
+# machine (SM shares and utilisation, priority's launch rates, the
+# 256-process start's bound, gpu_check's sm_share), so it wants the
+# machine to itself. Under TSan the SM cases assert no timing
+# (VGPU_TEST_TIMING=0); the priority and start-up cases always do.
+timed() {
+	case $2 in
+	prio_yield | prio_yield_peer | init_256 | gpu_check_stub) return 0 ;;
+	sm_*) [ "$1" != tsan ] ;;
+	*) return 1 ;;
+	esac
+}
+
+# in_phase MODE LABEL: whether the case runs in this phase (PHASE=timed:
+# the timed ones only; untimed: the others; unset: all).
+in_phase() {
+	case ${PHASE:-} in
+	timed) timed "$1" "$2" ;;
+	untimed) ! timed "$1" "$2" ;;
+	*) return 0 ;;
+	esac
+}
+
 run_mode() {
 	mode=$1
 	sprocs=8; ssecs=3; timing=1; slow=1
@@ -243,13 +268,15 @@ run_mode() {
 		sprocs=${STRESS_PROCS:-32}; ssecs=${STRESS_SECS:-60}
 		[ "$mode" = valgrind ] && sprocs=${STRESS_PROCS_VALGRIND:-8}
 	else
-		[ "$mode" = normal ] && run_shell "$mode" exports shell_exports
-		[ "$mode" = normal ] && run_shell "$mode" no_test_hooks shell_no_test_hooks
-		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && run_shell "$mode" gpu_check_stub shell_gpu_check
-		[ "$mode" != valgrind ] && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
+		[ "$mode" = normal ] && in_phase normal exports && run_shell "$mode" exports shell_exports
+		[ "$mode" = normal ] && in_phase normal no_test_hooks && run_shell "$mode" no_test_hooks shell_no_test_hooks
+		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && in_phase normal gpu_check_stub &&
+			run_shell "$mode" gpu_check_stub shell_gpu_check
+		[ "$mode" != valgrind ] && in_phase "$mode" preload_unrelated && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
 	fi
 	echo "$CASES" | while IFS='|' read -r label cmd envs flags; do
 		[ -n "$label" ] || continue
+		in_phase "$mode" "$label" || continue
 		# ONLY=<regex> runs the matching cases only (development).
 		[ -z "${ONLY:-}" ] || echo "$label" | grep -Eq "$ONLY" || continue
 		case " $flags " in *" novg "*) [ "$mode" = valgrind ] && continue ;; esac
@@ -334,6 +361,7 @@ else
 		eval "lane_$best=\"\$lane_$best $m\"; work_$best=\$((work_$best + $(weight "$m")))"
 	done
 	pids=""; files=""; start=$(date +%s)
+	PHASE=untimed
 	i=0
 	while [ "$i" -lt "$lanes" ]; do
 		eval "modes=\$lane_$i"
@@ -353,6 +381,15 @@ else
 		i=$((i + 1))
 	done
 	echo "lanes: $(( $(date +%s) - start ))s"
+	# The timed cases of every mode, one at a time, the machine theirs.
+	start=$(date +%s)
+	RESULTS="$B/.results-timed"
+	PHASE=timed
+	for mode in "$@"; do
+		run_mode "$mode"
+	done
+	files="$files $RESULTS"
+	echo "timed cases: $(( $(date +%s) - start ))s"
 fi
 # The case loop runs in a pipeline subshell, and lanes in the background:
 # count the results from the files.
