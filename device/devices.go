@@ -74,20 +74,26 @@ const (
 	PolicyFragment = "fragment"
 )
 
-// ApplyReservation returns a copy of pod carrying the reservation's
-// annotations, leaving pod untouched (it may be an informer's object).
+// ApplyReservation returns pod carrying the reservation's annotations,
+// leaving pod untouched (it may be an informer's object). The result is a
+// shallow copy: it has its own annotations map and shares everything else
+// (spec, status, labels) with pod, so it must be read, never written. The
+// plugin builds one per allocation and keeps some until the informer shows
+// the bind; a deep copy cost 3 KB a pod (mostly the containers' resource
+// lists), a quarter of the heap the plugin added at 10,000 pods (issue 36).
 func ApplyReservation(pod *v1.Pod, r *Reservation) *v1.Pod {
-	out := pod.DeepCopy()
+	out := *pod
 	if r == nil || len(r.Annotations) == 0 {
-		return out
+		return &out
 	}
-	if out.Annotations == nil {
-		out.Annotations = make(map[string]string, len(r.Annotations))
+	out.Annotations = make(map[string]string, len(pod.Annotations)+len(r.Annotations))
+	for k, v := range pod.Annotations {
+		out.Annotations[k] = v
 	}
 	for k, v := range r.Annotations {
 		out.Annotations[k] = v
 	}
-	return out
+	return &out
 }
 
 // Advertiser is implemented by Devices whose resources the node does not

@@ -108,8 +108,11 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 	if sig := p.st.signature(task.Pod, task.NodeName, merged.Annotations, signed); sig != "" {
 		merged.Annotations[allocsig.Annotation] = sig
 	}
-	alloc.annotated = device.ApplyReservation(task.Pod, merged)
-	alloc.queue, alloc.held = p.queueOf(task), s.held(sn, req.backends, alloc.annotated)
+	alloc.annotations = merged.Annotations
+	alloc.queue = p.queueOf(task)
+	if s.queues.Tracked(alloc.queue) || s.quotas.counts(task.Namespace) {
+		alloc.held = s.held(sn, req.backends, alloc.annotated())
+	}
 	s.queues.Add(alloc.queue, alloc.held, 1)
 	s.allocs[task.UID] = alloc
 	if pipelined {
@@ -215,10 +218,7 @@ func (p *plugin) onDeallocate(ev *framework.Event) {
 
 // rollback releases what an allocation took, in reverse order.
 func (p *plugin) rollback(alloc *sessionAlloc) {
-	pod := alloc.annotated
-	if pod == nil {
-		pod = alloc.original
-	}
+	pod := alloc.annotated()
 	for i := len(alloc.parts) - 1; i >= 0; i-- {
 		part := alloc.parts[i]
 		if err := part.devices.write().Release(pod, part.reservation); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -262,7 +263,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload ben
 		b.StartTimer()
 		stopPeak := samplePeakHeap()
 		start, cpuStart := time.Now(), cpuSeconds()
-		dispatched := runAllocate(sc, tiers, configs, allocate)
+		dispatched := runAllocateInspect(sc, tiers, configs, allocate, heapProfileAt(b, impl, i))
 		elapsed += time.Since(start).Seconds()
 		cpu += cpuSeconds() - cpuStart
 		peak = max(peak, stopPeak())
@@ -317,6 +318,35 @@ func resetBuiltinVGPUMetrics() {
 		builtinvgpu.VGPUDevicesAllocatedCores, builtinvgpu.VGPUDevicesMemoryTotal,
 		builtinvgpu.VGPUPodMemoryAllocated, builtinvgpu.VGPUPodCoreAllocated} {
 		g.Reset()
+	}
+}
+
+// heapProfileAt returns, when BENCH_HEAPPROFILE names a file prefix, the
+// inspection that writes a heap profile of the session after the allocate
+// action and before it closes (<prefix>-<impl>.heap, of the first
+// iteration), where everything the session and the plugin built is still
+// held: the live heap's peak. It collects garbage first, so that the
+// profile's inuse figures are the live objects; the run's times then
+// include that collection, so a profiled run's speed is not reported.
+// Without BENCH_HEAPPROFILE it returns nil.
+func heapProfileAt(b *testing.B, impl string, iter int) func(*framework.Session) {
+	prefix := os.Getenv("BENCH_HEAPPROFILE")
+	if prefix == "" || iter > 0 {
+		return nil
+	}
+	return func(*framework.Session) {
+		goruntime.GC()
+		f, err := os.Create(prefix + "-" + impl + ".heap")
+		if err != nil {
+			b.Fatalf("BENCH_HEAPPROFILE: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatalf("BENCH_HEAPPROFILE: write %s: %v", f.Name(), err)
+		}
+		var m goruntime.MemStats
+		goruntime.ReadMemStats(&m)
+		b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "live-heap-MB")
 	}
 }
 
