@@ -48,7 +48,9 @@ type Devices interface {
 // Reservation is what Allocate decided for one pod on one node.
 type Reservation struct {
 	// Annotations record the allocation on the pod. They travel on the
-	// v1.Binding and are read back by AddResource.
+	// v1.Binding and are read back by AddResource. The map is the
+	// caller's once returned (the plugin adds its own keys to it), so
+	// Allocate returns a fresh one and Release reads only its own keys.
 	Annotations map[string]string
 	// NodeLocks are node lock annotations the node's agent expects for this
 	// allocation whatever deviceshare.NodeLockEnable says (HAMi's NVIDIA
