@@ -75,7 +75,11 @@ func vgpuBenchNode(i int) *v1.Node {
 // gang, predicates in tier 1): Volcano runs predicates in tier order and
 // stops at the first that fails, so a node whose cards cannot take the pod
 // is not also checked by the predicates plugin.
-func vgpuBenchConf(policy string) string {
+func vgpuBenchConf(policy string) string { return deviceBenchConf("deviceshare.VGPUEnable", policy) }
+
+// deviceBenchConf is vgpuBenchConf with the device type the enable
+// argument names.
+func deviceBenchConf(enable, policy string) string {
 	return `
 actions: "allocate"
 tiers:
@@ -83,7 +87,7 @@ tiers:
   - name: gang
   - name: deviceshare
     arguments:
-      deviceshare.VGPUEnable: true
+      ` + enable + `: true
       deviceshare.SchedulePolicy: ` + policy + `
       deviceshare.ScheduleWeight: 10
 - plugins:
@@ -211,11 +215,32 @@ func noDeviceBenchPods(n int) ([]*v1.Pod, []string) {
 }
 
 func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload benchWorkload) {
+	benchAllocateDevice(b, vgpuBenchDevice(), impl, nodes, npods, workload)
+}
+
+// benchDevice is a device type the allocate benchmark runs: its scheduler
+// configuration under a policy, its i-th node and its floor.
+type benchDevice struct {
+	conf  func(policy string) string
+	node  func(i int) *v1.Node
+	floor floorResource
+}
+
+// vgpuBenchDevice is vGPU: nodes of 8 x 80 GiB cards.
+func vgpuBenchDevice() benchDevice {
+	return benchDevice{conf: vgpuBenchConf, node: vgpuBenchNode, floor: vgpuFloor()}
+}
+
+// benchAllocateDevice runs one allocate session per iteration of the
+// device's nodes and the workload's pods under impl, and reports pods/s,
+// the per-pod times, the callbacks' time and calls, the pods allocated and
+// the peak heap (see BenchmarkAllocateVGPU).
+func benchAllocateDevice(b *testing.B, dev benchDevice, impl string, nodes, npods int, workload benchWorkload) {
 	policy := "binpack"
 	if impl == "ours-fragment" {
 		policy = "fragment" // deviceshare.SchedulePolicy: fragment (docs/quality.md)
 	}
-	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(vgpuBenchConf(policy))
+	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(dev.conf(policy))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -246,7 +271,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload ben
 		case "noop":
 			framework.RegisterPluginBuilder(PluginName, func(framework.Arguments) framework.Plugin { return timed(noopPlugin{}) })
 		case "floor":
-			framework.RegisterPluginBuilder(PluginName, func(a framework.Arguments) framework.Plugin { return timed(newFloorPlugin(a)) })
+			framework.RegisterPluginBuilder(PluginName, func(a framework.Arguments) framework.Plugin { return timed(floorBuilder(dev.floor)(a)) })
 		default:
 			st = newTestState(Options{})
 			build := st.Builder()
@@ -254,7 +279,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload ben
 		}
 		nodeList := make([]*v1.Node, nodes)
 		for n := range nodeList {
-			nodeList[n] = vgpuBenchNode(n)
+			nodeList[n] = dev.node(n)
 		}
 		pods, groups := workload(npods)
 		resetBuiltinVGPUMetrics()
