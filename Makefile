@@ -39,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors
 
 all: build test
 
@@ -141,6 +141,19 @@ bench-compare: $(BENCHSTAT)
 # BENCH_PROFILE_WORKLOAD=jobs uses the Volcano Jobs workload.
 bench-profile:
 	GO=$(GO) ./hack/bench-profile.sh
+
+# What ours holds beyond the floor at its peak: heap profiles of one
+# 10,000-pod session at 1000 nodes each, live objects after allocate and
+# everything allocated, ours minus floor (bench/results/vgpu-heap.txt);
+# with BASE, ours built at BASE too (before and after, one invocation).
+bench-heap:
+	GO=$(GO) BASE=$(BASE) ./hack/bench-heap.sh
+
+# Every device type against its own floor (vGPU, GPU share, HAMi Ascend,
+# MindCluster; BenchmarkAllocateBackends), round by round in one run, with
+# benchstat's ratios (bench/results/bench-floors.txt).
+bench-floors: $(BENCHSTAT)
+	GO=$(GO) BENCHSTAT=$(BENCHSTAT) ./hack/bench-floors.sh
 
 # The placement-quality claims, checked on every `make test` (docs/quality.md,
 # "Checked on every run") from the trace committed in bench/testdata/openb:

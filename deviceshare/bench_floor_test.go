@@ -15,7 +15,7 @@ import (
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
 
-// floorReason is the floor plugin's fit error, in kube-scheduler's words.
+// floorReason is the vGPU floor's fit error, in kube-scheduler's words.
 const floorReason = "node(s) didn't have enough free vGPU memory"
 
 // floorPlugin is the cheapest device check Volcano v1.10 allows, the
@@ -28,7 +28,9 @@ const floorReason = "node(s) didn't have enough free vGPU memory"
 // it makes Volcano do what it does for every node a device check rejects
 // (a FitError per node, a node that does not count towards the feasible
 // nodes Volcano looks for), so ours / floor is ours' cost beyond what any
-// device plugin pays under Volcano.
+// device plugin pays under Volcano. What it reads of nodes and pods is
+// its resource's (floorResource): vGPU memory here, GPU share memory,
+// Ascend vNPU memory and MindCluster AI cores in bench_backends_test.go.
 //
 // A builder makes one per session. The cards are decoded once per node at
 // session open, the pods' requests once per task; after that the predicate
@@ -36,21 +38,43 @@ const floorReason = "node(s) didn't have enough free vGPU memory"
 // which Volcano calls from the action's goroutine between predicate
 // passes, write.
 type floorPlugin struct {
+	res   floorResource
 	nodes map[string]*floorNode
 	reqs  map[vcapi.TaskID][]floorContainer
 	taken map[vcapi.TaskID]floorAlloc
+}
+
+// floorResource is what a floor reads for one device resource: a node's
+// cards with what the pods on it hold taken (nil for a node without such
+// cards), a pod's request per container (nil: none), and its fit error.
+type floorResource struct {
+	node    func(*vcapi.NodeInfo) *floorNode
+	request func(*v1.Pod) []floorContainer
+	reason  string
+}
+
+// vgpuFloor is the vGPU floor: card memory from the node's registration.
+func vgpuFloor() floorResource {
+	return floorResource{node: newFloorNode, request: floorRequest, reason: floorReason}
 }
 
 // floorNode is a node's cards: free and total memory (MiB) per card, in
 // registration order.
 type floorNode struct {
 	free, total []int64
+	// oneSlice admits one slice (a request for part of a card) per session
+	// on the node, as MindCluster's device plugin creates one vNPU at a
+	// time per node; slices counts the session's slices.
+	oneSlice bool
+	slices   int
 }
 
 // floorContainer is one container's request: n cards with mem MiB each
 // (0: a whole card, as for a pod without volcano.sh/vgpu-memory).
 type floorContainer struct {
 	n, mem int64
+	// slice marks a request for part of a card (see floorNode.oneSlice).
+	slice bool
 }
 
 // floorTake is the memory a pod took from one card.
@@ -63,16 +87,22 @@ type floorTake struct {
 type floorAlloc struct {
 	node  string
 	takes []floorTake
+	slice bool
 }
 
-func newFloorPlugin(framework.Arguments) framework.Plugin { return &floorPlugin{} }
+func newFloorPlugin(framework.Arguments) framework.Plugin { return &floorPlugin{res: vgpuFloor()} }
+
+// floorBuilder builds the floor of the resource.
+func floorBuilder(res floorResource) framework.PluginBuilder {
+	return func(framework.Arguments) framework.Plugin { return &floorPlugin{res: res} }
+}
 
 func (*floorPlugin) Name() string { return PluginName }
 
 func (f *floorPlugin) OnSessionOpen(ssn *framework.Session) {
 	f.nodes = make(map[string]*floorNode, len(ssn.Nodes))
 	for name, ni := range ssn.Nodes {
-		if n := newFloorNode(ni); n != nil {
+		if n := f.res.node(ni); n != nil {
 			f.nodes[name] = n
 		}
 	}
@@ -80,7 +110,7 @@ func (f *floorPlugin) OnSessionOpen(ssn *framework.Session) {
 	f.taken = map[vcapi.TaskID]floorAlloc{}
 	for _, job := range ssn.Jobs {
 		for id, task := range job.Tasks {
-			if r := floorRequest(task.Pod); r != nil {
+			if r := f.res.request(task.Pod); r != nil {
 				f.reqs[id] = r
 			}
 		}
@@ -148,6 +178,9 @@ func floorRequest(pod *v1.Pod) []floorContainer {
 // It appends the takes to out and reports whether every container found
 // its cards; the node is not changed.
 func (n *floorNode) plan(reqs []floorContainer, out []floorTake) ([]floorTake, bool) {
+	if n.oneSlice && n.slices > 0 && sliced(reqs) {
+		return out, false
+	}
 	for _, r := range reqs {
 		start, got := len(out), int64(0)
 		for c := 0; c < len(n.free) && got < r.n; c++ {
@@ -173,6 +206,16 @@ func (n *floorNode) plan(reqs []floorContainer, out []floorTake) ([]floorTake, b
 	return out, true
 }
 
+// sliced reports whether a container asks for part of a card.
+func sliced(reqs []floorContainer) bool {
+	for _, r := range reqs {
+		if r.slice {
+			return true
+		}
+	}
+	return false
+}
+
 // predicate rejects a node whose cards cannot take the pod.
 func (f *floorPlugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) error {
 	reqs := f.reqs[task.UID]
@@ -185,7 +228,7 @@ func (f *floorPlugin) predicate(task *vcapi.TaskInfo, node *vcapi.NodeInfo) erro
 			return nil
 		}
 	}
-	return vcapi.NewFitError(task, node, floorReason)
+	return vcapi.NewFitError(task, node, f.res.reason)
 }
 
 // allocate takes the pod's memory on the node Volcano allocated it to.
@@ -204,7 +247,11 @@ func (f *floorPlugin) allocate(e *framework.Event) {
 	for _, t := range takes {
 		n.free[t.card] -= t.mem
 	}
-	f.taken[e.Task.UID] = floorAlloc{node: e.Task.NodeName, takes: takes}
+	a := floorAlloc{node: e.Task.NodeName, takes: takes, slice: sliced(reqs)}
+	if a.slice {
+		n.slices++
+	}
+	f.taken[e.Task.UID] = a
 }
 
 // deallocate gives back what allocate took.
@@ -215,6 +262,9 @@ func (f *floorPlugin) deallocate(e *framework.Event) {
 	}
 	delete(f.taken, e.Task.UID)
 	n := f.nodes[a.node]
+	if a.slice {
+		n.slices--
+	}
 	for _, t := range a.takes {
 		n.free[t.card] += t.mem
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,7 +75,11 @@ func vgpuBenchNode(i int) *v1.Node {
 // gang, predicates in tier 1): Volcano runs predicates in tier order and
 // stops at the first that fails, so a node whose cards cannot take the pod
 // is not also checked by the predicates plugin.
-func vgpuBenchConf(policy string) string {
+func vgpuBenchConf(policy string) string { return deviceBenchConf("deviceshare.VGPUEnable", policy) }
+
+// deviceBenchConf is vgpuBenchConf with the device type the enable
+// argument names.
+func deviceBenchConf(enable, policy string) string {
 	return `
 actions: "allocate"
 tiers:
@@ -82,7 +87,7 @@ tiers:
   - name: gang
   - name: deviceshare
     arguments:
-      deviceshare.VGPUEnable: true
+      ` + enable + `: true
       deviceshare.SchedulePolicy: ` + policy + `
       deviceshare.ScheduleWeight: 10
 - plugins:
@@ -210,11 +215,32 @@ func noDeviceBenchPods(n int) ([]*v1.Pod, []string) {
 }
 
 func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload benchWorkload) {
+	benchAllocateDevice(b, vgpuBenchDevice(), impl, nodes, npods, workload)
+}
+
+// benchDevice is a device type the allocate benchmark runs: its scheduler
+// configuration under a policy, its i-th node and its floor.
+type benchDevice struct {
+	conf  func(policy string) string
+	node  func(i int) *v1.Node
+	floor floorResource
+}
+
+// vgpuBenchDevice is vGPU: nodes of 8 x 80 GiB cards.
+func vgpuBenchDevice() benchDevice {
+	return benchDevice{conf: vgpuBenchConf, node: vgpuBenchNode, floor: vgpuFloor()}
+}
+
+// benchAllocateDevice runs one allocate session per iteration of the
+// device's nodes and the workload's pods under impl, and reports pods/s,
+// the per-pod times, the callbacks' time and calls, the pods allocated and
+// the peak heap (see BenchmarkAllocateVGPU).
+func benchAllocateDevice(b *testing.B, dev benchDevice, impl string, nodes, npods int, workload benchWorkload) {
 	policy := "binpack"
 	if impl == "ours-fragment" {
 		policy = "fragment" // deviceshare.SchedulePolicy: fragment (docs/quality.md)
 	}
-	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(vgpuBenchConf(policy))
+	_, tiers, configs, _, err := scheduler.UnmarshalSchedulerConf(dev.conf(policy))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -245,7 +271,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload ben
 		case "noop":
 			framework.RegisterPluginBuilder(PluginName, func(framework.Arguments) framework.Plugin { return timed(noopPlugin{}) })
 		case "floor":
-			framework.RegisterPluginBuilder(PluginName, func(a framework.Arguments) framework.Plugin { return timed(newFloorPlugin(a)) })
+			framework.RegisterPluginBuilder(PluginName, func(a framework.Arguments) framework.Plugin { return timed(floorBuilder(dev.floor)(a)) })
 		default:
 			st = newTestState(Options{})
 			build := st.Builder()
@@ -253,7 +279,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload ben
 		}
 		nodeList := make([]*v1.Node, nodes)
 		for n := range nodeList {
-			nodeList[n] = vgpuBenchNode(n)
+			nodeList[n] = dev.node(n)
 		}
 		pods, groups := workload(npods)
 		resetBuiltinVGPUMetrics()
@@ -262,7 +288,7 @@ func benchAllocateVGPU(b *testing.B, impl string, nodes, npods int, workload ben
 		b.StartTimer()
 		stopPeak := samplePeakHeap()
 		start, cpuStart := time.Now(), cpuSeconds()
-		dispatched := runAllocate(sc, tiers, configs, allocate)
+		dispatched := runAllocateInspect(sc, tiers, configs, allocate, heapProfileAt(b, impl, i))
 		elapsed += time.Since(start).Seconds()
 		cpu += cpuSeconds() - cpuStart
 		peak = max(peak, stopPeak())
@@ -317,6 +343,35 @@ func resetBuiltinVGPUMetrics() {
 		builtinvgpu.VGPUDevicesAllocatedCores, builtinvgpu.VGPUDevicesMemoryTotal,
 		builtinvgpu.VGPUPodMemoryAllocated, builtinvgpu.VGPUPodCoreAllocated} {
 		g.Reset()
+	}
+}
+
+// heapProfileAt returns, when BENCH_HEAPPROFILE names a file prefix, the
+// inspection that writes a heap profile of the session after the allocate
+// action and before it closes (<prefix>-<impl>.heap, of the first
+// iteration), where everything the session and the plugin built is still
+// held: the live heap's peak. It collects garbage first, so that the
+// profile's inuse figures are the live objects; the run's times then
+// include that collection, so a profiled run's speed is not reported.
+// Without BENCH_HEAPPROFILE it returns nil.
+func heapProfileAt(b *testing.B, impl string, iter int) func(*framework.Session) {
+	prefix := os.Getenv("BENCH_HEAPPROFILE")
+	if prefix == "" || iter > 0 {
+		return nil
+	}
+	return func(*framework.Session) {
+		goruntime.GC()
+		f, err := os.Create(prefix + "-" + impl + ".heap")
+		if err != nil {
+			b.Fatalf("BENCH_HEAPPROFILE: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatalf("BENCH_HEAPPROFILE: write %s: %v", f.Name(), err)
+		}
+		var m goruntime.MemStats
+		goruntime.ReadMemStats(&m)
+		b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "live-heap-MB")
 	}
 }
 

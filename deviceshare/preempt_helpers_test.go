@@ -160,7 +160,7 @@ func pipelinedAnnotations(pc *preemptCluster, ssn *framework.Session, pod *v1.Po
 		for _, task := range job.Tasks {
 			if task.Pod.UID == pod.UID && task.Status.String() == "Pipelined" {
 				if a := pc.last.sess.allocs[task.UID]; a != nil && a.pipelined {
-					return a.annotated.Annotations
+					return a.annotated().Annotations
 				}
 				return map[string]string{}
 			}

@@ -288,10 +288,16 @@ func (p *plugin) chargeQuota(task *vcapi.TaskInfo, req *taskRequest, alloc *sess
 	addHeld(q.used, task.Namespace, alloc.held, 1)
 }
 
+// counts reports whether chargeQuota counts what pods of the namespace
+// hold (a quota limits a device resource there); false for a nil state.
+func (q *quotaState) counts(ns string) bool {
+	return q != nil && q.unknown == "" && q.limits[ns] != nil
+}
+
 // unchargeQuota gives back what chargeQuota counted for a discarded
 // allocation (a gang that did not become ready, a discarded statement).
 func (p *plugin) unchargeQuota(task *vcapi.TaskInfo, alloc *sessionAlloc) {
-	if q := p.sess.quotas; q != nil && q.unknown == "" && q.limits[task.Namespace] != nil {
+	if q := p.sess.quotas; q.counts(task.Namespace) {
 		addHeld(q.used, task.Namespace, alloc.held, -1)
 	}
 }

@@ -173,16 +173,28 @@ type taskRequest struct {
 }
 
 type sessionAlloc struct {
-	node      string
-	original  *v1.Pod
-	annotated *v1.Pod
-	parts     []allocPart
+	node     string
+	original *v1.Pod
+	// annotations are the allocation's (shared with its bind decision);
+	// nil until every backend allocated. The annotated pod is built when
+	// needed (annotated), not kept: a session holds thousands of these.
+	annotations map[string]string
+	parts       []allocPart
 	// pipelined allocations wait for terminating pods: they hold their
 	// cards in the session's view but are neither bound nor assumed.
 	pipelined bool
 	// queue and held are the queue's device accounting of the allocation.
 	queue vcapi.QueueID
 	held  map[string]float64
+}
+
+// annotated is the pod with the allocation's annotations, as the
+// backends account it; the original pod before they are known.
+func (a *sessionAlloc) annotated() *v1.Pod {
+	if a.annotations == nil {
+		return a.original
+	}
+	return device.ApplyReservation(a.original, &device.Reservation{Annotations: a.annotations})
 }
 
 type allocPart struct {
