@@ -70,7 +70,7 @@
 // # Whole cards
 //
 // A container with every card of its entry to itself (nvidia.Inventory.Whole:
-// all the card's physical memory and SMs, no over-commit) gets its cards and
+// all the card's physical memory, no SM limit, no over-commit) gets its cards and
 // nothing of libvgpu: there is nothing to enforce, and NCCL and vLLM then
 // run without an interposer (libvgpu/README.md, "Whole cards").
 //

@@ -147,15 +147,18 @@ func (inv *Inventory) OverCommitted() bool {
 }
 
 // Whole reports whether memMiB and cores of the card are all of it: all its
-// physical memory and all its SMs (at least 100 % and all the cores the node
-// shares it by), on a node that does not over-commit memory. A preconfigured
-// memory below the physical one, a core scaling above 1 or a memory scaling
-// above 1 make no share whole: the holder was given less than the card, or
-// promised more than it has, and libvgpu must hold it to that.
+// physical memory, on a node that does not over-commit memory, with no SM
+// limit asked (cores 0, which libvgpu does not limit, or 100 % or more).
+// With all of a card's memory taken no other vGPU share fits on it (every
+// share has memory), so the holder has the card to itself. A preconfigured
+// memory below the physical one or a memory scaling above 1 make no share
+// whole: the holder was given less than the card, or promised more than it
+// has, and libvgpu must hold it to that; cores between 1 and 99 are a
+// limit the holder asked for.
 func (inv *Inventory) Whole(uuid string, memMiB int64, cores int32) bool {
 	c, ok := inv.Card(uuid)
 	return ok && !inv.OverCommitted() && c.MemoryMiB >= c.GPU.MemoryMiB &&
-		memMiB >= c.GPU.MemoryMiB && cores >= fullCores && cores >= c.Cores
+		memMiB >= c.GPU.MemoryMiB && (cores == 0 || cores >= fullCores)
 }
 
 // sanitizeType keeps the annotation separators out of a card type.
