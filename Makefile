@@ -39,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare
 
 all: build test
 
@@ -219,6 +219,18 @@ THROUGHPUT_FLAGS ?=
 
 bench-e2e:
 	$(GO) run -tags e2e ./e2e/cmd/throughput $(THROUGHPUT_FLAGS)
+
+# The slow-agent curve (docs/benchmarks.md): the floor once, then ours with
+# every Allocate delayed by 0, 100 ms, 500 ms and 2 s (a slower node
+# agent), on SLOW_AGENT_NODES nodes with ten pods per node as bench-e2e.
+# Writes bench/results/e2e-burst-slow-agent.csv and .txt.
+SLOW_AGENT_NODES ?= 50
+SLOW_AGENT_DELAYS ?= 0,100ms,500ms,2s
+
+bench-e2e-slow-agent:
+	$(GO) run -tags e2e ./e2e/cmd/throughput --schedulers=floor,ours --agent-delays=$(SLOW_AGENT_DELAYS) \
+		--nodes=$(SLOW_AGENT_NODES) --jobs=$$(( $(SLOW_AGENT_NODES) / 2 )) --pods-per-job=20 --idle=10s \
+		--name=e2e-burst-slow-agent $(THROUGHPUT_FLAGS)
 
 # The e2e harness builds etcd, kube-apiserver, vc-controller-manager and kwok
 # once per machine into $XDG_CACHE_HOME (or ~/.cache)/vshare-e2e/<go.sum hash>
