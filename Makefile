@@ -221,14 +221,16 @@ bench-e2e:
 	$(GO) run -tags e2e ./e2e/cmd/throughput $(THROUGHPUT_FLAGS)
 
 # The slow-agent curve (docs/benchmarks.md): the floor once, then ours with
-# every Allocate delayed by 0, 100 ms, 500 ms and 2 s (a slower node
-# agent), on SLOW_AGENT_NODES nodes with ten pods per node as bench-e2e.
-# Writes bench/results/e2e-burst-slow-agent.csv and .txt.
+# our agent and ours on nodes of a stand-in for upstream's agent
+# (ours-upstream), with every Allocate (or serve) delayed by 0, 100 ms,
+# 500 ms and 2 s, on SLOW_AGENT_NODES nodes with ten pods per node as
+# bench-e2e. Writes bench/results/e2e-burst-slow-agent.csv and .txt.
 SLOW_AGENT_NODES ?= 50
 SLOW_AGENT_DELAYS ?= 0,100ms,500ms,2s
+SLOW_AGENT_SCHEDULERS ?= floor,ours,ours-upstream
 
 bench-e2e-slow-agent:
-	$(GO) run -tags e2e ./e2e/cmd/throughput --schedulers=floor,ours --agent-delays=$(SLOW_AGENT_DELAYS) \
+	$(GO) run -tags e2e ./e2e/cmd/throughput --schedulers=$(SLOW_AGENT_SCHEDULERS) --agent-delays=$(SLOW_AGENT_DELAYS) \
 		--nodes=$(SLOW_AGENT_NODES) --jobs=$$(( $(SLOW_AGENT_NODES) / 2 )) --pods-per-job=20 --idle=10s \
 		--name=e2e-burst-slow-agent $(THROUGHPUT_FLAGS)
 

@@ -20,6 +20,11 @@
 //     the pod's last container is served.
 //   - stock: Volcano v1.10.0's own scheduler with its built-in vGPU code and
 //     the same agents (unsigned allocations), admitted as for ours.
+//   - ours-upstream: our scheduler, vGPU pods, on nodes registered as
+//     volcano-vgpu-device-plugin registers them, served by a stand-in for
+//     upstream's agent (framework.UpstreamAgents: each node's oldest
+//     pending pod, one at a time, looked for every 100 ms); admitted is
+//     the stand-in's bind-phase success.
 package throughput
 
 import (
@@ -100,10 +105,12 @@ const (
 	SchedulerFloor = "floor"
 	SchedulerOurs  = "ours"
 	SchedulerStock = "stock"
+	// SchedulerOursUpstream is ours on upstream agents' nodes (stand-ins).
+	SchedulerOursUpstream = "ours-upstream"
 )
 
 // Schedulers are the accepted Options.Scheduler values, in report order.
-var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerStock}
+var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerStock, SchedulerOursUpstream}
 
 const namespace = "burst"
 
@@ -113,7 +120,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Log = io.Discard
 	}
 	switch o.Scheduler {
-	case SchedulerFloor, SchedulerOurs, SchedulerStock:
+	case SchedulerFloor, SchedulerOurs, SchedulerStock, SchedulerOursUpstream:
 	default:
 		return nil, fmt.Errorf("scheduler %q: want one of %s", o.Scheduler, strings.Join(Schedulers, ", "))
 	}
@@ -148,8 +155,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	start := time.Now()
-	// Volcano's stock scheduler does not sign its allocations.
-	if err = addNodes(ctx, c, o.Nodes, framework.AgentSpec{Unsigned: stock}, o.AgentDelay); err != nil {
+	if o.Scheduler == SchedulerOursUpstream {
+		ua, uerr := c.StartUpstreamAgents(ctx, o.AgentDelay)
+		if uerr != nil {
+			return nil, uerr
+		}
+		defer ua.Stop()
+		err = addUpstreamNodes(ctx, ua, o.Nodes)
+	} else {
+		// Volcano's stock scheduler does not sign its allocations.
+		err = addNodes(ctx, c, o.Nodes, framework.AgentSpec{Unsigned: stock}, o.AgentDelay)
+	}
+	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(o.Log, "throughput: %d nodes up in %s\n", o.Nodes, time.Since(start).Round(time.Second))
@@ -292,6 +309,28 @@ func addNodes(ctx context.Context, c *framework.Cluster, n int, spec framework.A
 				return
 			}
 			node.Kubelet.SetAllocateDelay(delay)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// addUpstreamNodes adds n nodes of eight 40 GiB cards (as the mock DGX
+// A100's) served by the upstream stand-in, eight at a time.
+func addUpstreamNodes(ctx context.Context, ua *framework.UpstreamAgents, n int) error {
+	sem := make(chan struct{}, 8)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := ua.AddUpstreamNode(ctx, fmt.Sprintf("gpu-%03d", i), 8, 40960); err != nil {
+				errs <- err
+			}
 		}()
 	}
 	wg.Wait()
