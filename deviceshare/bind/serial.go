@@ -234,6 +234,9 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 			return nil, fmt.Errorf("node %s: waiting for an earlier bind to the same node: %w", node, ctx.Err())
 		}
 	}
+	// A pod bound through several turns (its classes) is in each of them:
+	// wait for it, and count the wait, once.
+	served := make(map[*agentBoundPod]bool)
 	for _, t := range held {
 		// t.waitFor is read and written only by the holder of t.sem
 		// (inherit runs at session open, before the session's binds).
@@ -241,6 +244,9 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 		for i, p := range t.waitFor {
 			if p.uid == self {
 				left = append(left, p)
+				continue
+			}
+			if served[p] {
 				continue
 			}
 			klog.V(3).InfoS("Waiting for the node agent to serve the pod bound before", "node", node, "previous", p.pod)
@@ -251,6 +257,7 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 				return nil, err
 			}
 			a.waited("served")
+			served[p] = true
 		}
 		t.waitFor = left
 	}

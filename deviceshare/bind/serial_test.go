@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -619,5 +620,28 @@ func TestAgentTurnClasses(t *testing.T) {
 	setPhase(t, client, "one", "success")
 	if err := bind(phasePod("next2", ""), in("1", "4")); err != nil {
 		t.Errorf("classes 1 and 4 after the class 1 pod was served (class 4's was never bound): %v", err)
+	}
+}
+
+// A pod bound in several classes is waited for, and the wait counted, once.
+func TestAgentTurnClassesWaitOnce(t *testing.T) {
+	first := phasePod("first", "success")
+	client := fake.NewSimpleClientset(first)
+	turns := newAgentTurns()
+	var results []string
+	turns.waited = func(r string) { results = append(results, r) }
+	all := []OrderedKey{testKeys[0].WithClasses([]string{"1", "2", "3"})}
+	ctx := context.Background()
+	held, err := turns.acquire(ctx, client, "n1", first.UID, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.release(boundAs(first))
+	if held, err = turns.acquire(ctx, client, "n1", "", all); err != nil {
+		t.Fatal(err)
+	}
+	held.release(nil)
+	if diff := cmp.Diff([]string{"served"}, results); diff != "" {
+		t.Errorf("waits counted (-want +got):\n%s", diff)
 	}
 }
