@@ -39,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors
 
 all: build test
 
@@ -232,6 +232,20 @@ THROUGHPUT_FLAGS ?=
 
 bench-e2e:
 	$(GO) run -tags e2e ./e2e/cmd/throughput $(THROUGHPUT_FLAGS)
+
+# The slow-agent curve (docs/benchmarks.md): the floor once, then ours with
+# our agent and ours on nodes of a stand-in for upstream's agent
+# (ours-upstream), with every Allocate (or serve) delayed by 0, 100 ms,
+# 500 ms and 2 s, on SLOW_AGENT_NODES nodes with ten pods per node as
+# bench-e2e. Writes bench/results/e2e-burst-slow-agent.csv and .txt.
+SLOW_AGENT_NODES ?= 50
+SLOW_AGENT_DELAYS ?= 0,100ms,500ms,2s
+SLOW_AGENT_SCHEDULERS ?= floor,ours,ours-upstream
+
+bench-e2e-slow-agent:
+	$(GO) run -tags e2e ./e2e/cmd/throughput --schedulers=$(SLOW_AGENT_SCHEDULERS) --agent-delays=$(SLOW_AGENT_DELAYS) \
+		--nodes=$(SLOW_AGENT_NODES) --jobs=$$(( $(SLOW_AGENT_NODES) / 2 )) --pods-per-job=20 --idle=10s \
+		--name=e2e-burst-slow-agent $(THROUGHPUT_FLAGS)
 
 # The e2e harness builds etcd, kube-apiserver, vc-controller-manager and kwok
 # once per machine into $XDG_CACHE_HOME (or ~/.cache)/vshare-e2e/<go.sum hash>

@@ -18,6 +18,26 @@ type OrderedAgent interface {
 	AgentPending(pod *v1.Pod) bool
 }
 
+// AgentClasser is implemented by the node devices of an OrderedAgent
+// backend whose agent, on some nodes, tells pending pods apart by what
+// the kubelet asks of it. The kubelet's Allocate (and
+// GetPreferredAllocation) names no pod, only how many devices one
+// container gets; an agent that serves only a pending pod whose next
+// allocation entry has as many devices (this project's vGPU agent,
+// vgpu-device-plugin/allocate, match.go) cannot hand one pod's entry to a
+// pod that has no entry of that size. Classes name the requests a pod's
+// allocation can answer: two pods whose classes are disjoint cannot be
+// confused, and the binder lets them be pending on the node together,
+// keeping one pending pod per node and class. An agent that serves the
+// oldest pending pod whatever it is asked (upstream's) must give every
+// pod every class the node can be asked for, so that all its pods wait
+// for each other.
+type AgentClasser interface {
+	// AgentClasses returns the classes of the pod's allocation on this
+	// node, as recorded in the pod's annotations; never empty.
+	AgentClasses(pod *v1.Pod) []string
+}
+
 // Signed is implemented by backends whose node agent checks that an
 // allocation was written by this scheduler (internal/allocsig). It names
 // the annotations of a Reservation that stay as written after bind; the

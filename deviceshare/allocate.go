@@ -151,7 +151,7 @@ func (p *plugin) onAllocate(ev *framework.Event) {
 		inv[j] = bind.InventoryStamp{Backend: s.backends[req.backends[j]].Name(), Gen: part.devices.gen}
 	}
 	p.st.binder.Decisions.Record(task.Pod.UID, bind.Decision{Node: task.NodeName, Annotations: merged, Locks: locks,
-		Ordered: bind.OrderedKeys(s.backends, req.backends), Inventories: inv, Assumed: true})
+		Ordered: s.orderedKeys(sn, req.backends, alloc.annotated()), Inventories: inv, Assumed: true})
 	// After the decision is recorded: a refusal must outlive it.
 	p.chargeQuota(task, req, alloc)
 	klog.V(4).InfoS("Allocated devices", "plugin", PluginName, "pod", klog.KObj(task.Pod), "node", task.NodeName,
@@ -259,4 +259,40 @@ func appendLocks(keys []string, enabled bool, b device.Backend, r *device.Reserv
 		}
 	}
 	return keys
+}
+
+// orderedKeys are the bind's agent turns for the pod allocated on sn by
+// backends[idx...]: the ordered device types, each in the pod's agent
+// classes when the node's devices have them (device.AgentClasser).
+func (s *sessionState) orderedKeys(sn *sessionNode, idx []int, annotated *v1.Pod) []bind.OrderedKey {
+	keys := bind.OrderedKeys(s.backends, idx)
+	for j, k := range keys {
+		if c := classesOf(sn, s.backends, k.Backend(), annotated); c != nil {
+			keys[j] = k.WithClasses(c)
+		}
+	}
+	return keys
+}
+
+// agentClasses is a bind.ClassesFunc over the session's nodes.
+func (s *sessionState) agentClasses(node, backend string, pod *v1.Pod) []string {
+	sn := s.nodes[node]
+	if sn == nil {
+		return nil
+	}
+	return classesOf(sn, s.backends, backend, pod)
+}
+
+// classesOf reads the pod's agent classes from the node's devices of the
+// named backend, nil when they have none.
+func classesOf(sn *sessionNode, backends []device.Backend, backend string, pod *v1.Pod) []string {
+	for i, b := range backends {
+		if b.Name() != backend || sn.devices[i] == nil || sn.devices[i].base == nil {
+			continue
+		}
+		if c, ok := sn.devices[i].read().(device.AgentClasser); ok {
+			return c.AgentClasses(pod)
+		}
+	}
+	return nil
 }

@@ -68,7 +68,7 @@ func (p *plugin) OnSessionOpen(ssn *framework.Session) {
 	p.explainInvalidRequests(ssn)
 	p.st.adv.Observe(ssn.KubeClient(), ssn.Nodes, p.sess.advertisedTotals)
 	p.st.binder.FollowPods(ssn.InformerFactory())
-	p.st.binder.Inherit(ssn.Nodes, backends)
+	p.st.binder.Inherit(ssn.Nodes, backends, p.sess.agentClasses)
 	p.register(ssn)
 	p.st.metrics.ObserveSync(res, p.st.clock.Since(start))
 	klog.V(3).InfoS("Device ledger synced", "plugin", PluginName, "nodes", res.Nodes, "decoded", res.Decoded,

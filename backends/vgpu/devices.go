@@ -131,6 +131,9 @@ type shared struct {
 	// initAgent is set when the node's agent serves init containers
 	// (inventory.Inventory.InitAgent).
 	initAgent bool
+	// sizedAgent is set when the node's agent matches an Allocate to a pod
+	// by the entry's size (inventory.Inventory.SizedAgent).
+	sizedAgent bool
 }
 
 // ledger is a node's per-pod accounting. Embedded in Devices, it supplies
@@ -161,7 +164,8 @@ var (
 
 func newDevices(b *Backend, node string, inv *inventory.Inventory) *Devices {
 	s := &shared{b: b, node: node, info: make([]cardInfo, len(inv.Cards)), links: inv.Links, warnings: inv.Warnings,
-		hami: inv.Source == vgpuproto.AnnotationHAMiRegister, initAgent: inv.InitAgent}
+		hami: inv.Source == vgpuproto.AnnotationHAMiRegister, initAgent: inv.InitAgent,
+		sizedAgent: inv.SizedAgent}
 	n := len(inv.Cards)
 	var memUnits, slots int64
 	report := make([]cardledger.Card, n)

@@ -130,9 +130,10 @@ func (b *Binder) FollowPods(factory informers.SharedInformerFactory) {
 
 // Inherit gives the agent turns of the backends whose agents serve pods in
 // order the pods the session shows still pending with them (see
-// agentTurns.inherit). Call it at session open.
-func (b *Binder) Inherit(nodes map[string]*vcapi.NodeInfo, backends []device.Backend) {
-	b.turns.inherit(nodes, allOrderedKeys(backends))
+// agentTurns.inherit), in the turns of their agent classes (classes, nil
+// for none: one turn per node). Call it at session open.
+func (b *Binder) Inherit(nodes map[string]*vcapi.NodeInfo, backends []device.Backend, classes ClassesFunc) {
+	b.turns.inherit(nodes, allOrderedKeys(backends), classes)
 }
 
 // inventoryChanged returns an error when one of the node's inventories the

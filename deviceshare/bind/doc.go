@@ -8,8 +8,10 @@
 // allocation failed, or was made on a node inventory a later session has
 // seen replaced (InventoryView, the plugin node state's generations). For device
 // types whose node agent serves the oldest pending pod (device.OrderedAgent)
-// it binds one pod per node at a time (serial.go, agentTurns): a bind waits
-// until the pods its turn waits for are served — the pod bound last, a pod
+// it binds one pod per node at a time, or, where the node's agent tells
+// pods apart by what the kubelet asks (device.AgentClasser: this project's
+// vGPU agent, by card count), one per node and agent class (serial.go,
+// agentTurns): a bind waits until the pods its turns wait for are served — the pod bound last, a pod
 // whose bind request ended without an answer, and, once per process, the
 // pods a previous scheduler process left pending (Inherit).
 //

@@ -27,11 +27,46 @@ import (
 const agentWait = 10 * time.Second
 
 // OrderedKey names one device type, whose node agent serves pods in order
-// (device.OrderedAgent), for the binder.
+// (device.OrderedAgent), for the binder, and, for one pod, the classes of
+// requests through which that agent could serve it (device.AgentClasser).
 type OrderedKey struct {
 	backend string
 	pending func(*v1.Pod) bool
+	// classes are the pod's agent classes; nil: the pod may be confused
+	// with any pod pending on the node (one turn per node).
+	classes []string
 }
+
+// Backend names k's device type.
+func (k OrderedKey) Backend() string { return k.backend }
+
+// Classes are the pod's agent classes k holds (nil: the node's one turn).
+func (k OrderedKey) Classes() []string { return k.classes }
+
+// WithClasses returns k for a pod whose allocation falls in the agent
+// classes (device.AgentClasser); the bind waits only for pods pending in
+// one of them.
+func (k OrderedKey) WithClasses(classes []string) OrderedKey {
+	k.classes = slices.Clone(classes)
+	return k
+}
+
+// turnNames are the turns of k on node: one per class, or the node's one.
+func (k OrderedKey) turnNames(node string) []string {
+	base := node + "\x00" + k.backend
+	if len(k.classes) == 0 {
+		return []string{base}
+	}
+	out := make([]string, len(k.classes))
+	for i, c := range k.classes {
+		out[i] = base + "\x00" + c
+	}
+	return out
+}
+
+// ClassesFunc returns a pending pod's agent classes for the device type
+// backend on node (device.AgentClasser), or nil when it has none.
+type ClassesFunc func(node, backend string, pod *v1.Pod) []string
 
 // allOrderedKeys returns the ordered device types among backends.
 func allOrderedKeys(backends []device.Backend) []OrderedKey {
@@ -53,11 +88,14 @@ func OrderedKeys(backends []device.Backend, idx []int) []OrderedKey {
 	return out
 }
 
-// agentTurns serialises binds per node and ordered device type: a bind
-// takes the turn of each (node, device type) it allocates, waits until the
-// pod bound last through that turn is no longer pending with the node agent,
-// binds, and records itself as the pod to wait for. Binds to other nodes
-// and of other device types proceed in parallel.
+// agentTurns serialises binds per node, ordered device type and agent
+// class: a bind takes the turn of each (node, device type, class) it
+// allocates in, waits until the pod bound last through that turn is no
+// longer pending with the node agent, binds, and records itself as the pod
+// to wait for. Binds to other nodes, of other device types and, for an
+// agent that tells them apart (device.AgentClasser), in other classes
+// proceed in parallel: their pods are pending with the agent together,
+// which never serves one of them another's allocation.
 type agentTurns struct {
 	mu    sync.Mutex
 	turns map[string]*agentTurn
@@ -120,7 +158,7 @@ func (a *agentTurns) turn(name string) *agentTurn {
 // kubelet admits them out of order. Call it at session open, before the
 // session's binds; a type is inherited once per process, since later binds
 // of it go through its turns.
-func (a *agentTurns) inherit(nodes map[string]*vcapi.NodeInfo, keys []OrderedKey) {
+func (a *agentTurns) inherit(nodes map[string]*vcapi.NodeInfo, keys []OrderedKey, classes ClassesFunc) {
 	a.mu.Lock()
 	var fresh []OrderedKey
 	for _, k := range keys {
@@ -146,9 +184,14 @@ func (a *agentTurns) inherit(nodes map[string]*vcapi.NodeInfo, keys []OrderedKey
 				}
 				p := &agentBoundPod{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
 					bindID: pod.Annotations[AnnotationBindID], pending: k.pending}
+				if classes != nil {
+					k = k.WithClasses(classes(name, k.backend, pod))
+				}
 				a.mu.Lock()
-				t := a.turn(name + "\x00" + k.backend)
-				t.waitFor = append(t.waitFor, p)
+				for _, tn := range k.turnNames(name) {
+					t := a.turn(tn)
+					t.waitFor = append(t.waitFor, p)
+				}
 				a.mu.Unlock()
 				found++
 				klog.V(2).InfoS("Pod bound before this scheduler process still waits for its node agent; the next bind to its node waits for it",
@@ -172,11 +215,12 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	names := make([]string, 0, len(keys))
+	var names []string
 	for _, k := range keys {
-		names = append(names, node+"\x00"+k.backend)
+		names = append(names, k.turnNames(node)...)
 	}
 	sort.Strings(names)
+	names = slices.Compact(names)
 	var held heldTurns
 	for _, name := range names {
 		a.mu.Lock()
@@ -190,6 +234,9 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 			return nil, fmt.Errorf("node %s: waiting for an earlier bind to the same node: %w", node, ctx.Err())
 		}
 	}
+	// A pod bound through several turns (its classes) is in each of them:
+	// wait for it, and count the wait, once.
+	served := make(map[*agentBoundPod]bool)
 	for _, t := range held {
 		// t.waitFor is read and written only by the holder of t.sem
 		// (inherit runs at session open, before the session's binds).
@@ -197,6 +244,9 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 		for i, p := range t.waitFor {
 			if p.uid == self {
 				left = append(left, p)
+				continue
+			}
+			if served[p] {
 				continue
 			}
 			klog.V(3).InfoS("Waiting for the node agent to serve the pod bound before", "node", node, "previous", p.pod)
@@ -207,6 +257,7 @@ func (a *agentTurns) acquire(ctx context.Context, client kubernetes.Interface, n
 				return nil, err
 			}
 			a.waited("served")
+			served[p] = true
 		}
 		t.waitFor = left
 	}

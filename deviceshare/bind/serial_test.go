@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -420,8 +421,8 @@ func TestAgentTurnInheritsPendingPods(t *testing.T) {
 	turns := newAgentTurns()
 	turns.wait = 5 * time.Second
 	otherType := OrderedKey{backend: "gadget", pending: func(*v1.Pod) bool { return true }}
-	turns.inherit(nodes, testKeys)
-	turns.inherit(nodes, testKeys) // a later session: nothing twice
+	turns.inherit(nodes, testKeys, nil)
+	turns.inherit(nodes, testKeys, nil) // a later session: nothing twice
 	ctx := context.Background()
 
 	// Another node, another device type: no wait.
@@ -552,4 +553,95 @@ func TestBinderUncertainBind(t *testing.T) {
 			t.Fatalf("bind of b = %v, want a refusal naming ns/a, bound by its retry and still allocating", err)
 		}
 	})
+}
+
+// For an agent that tells pods apart by what the kubelet asks
+// (device.AgentClasser), a bind waits only for pods pending in one of its
+// classes: a pod in class 2 is bound while one in class 1 is pending, a
+// pod in classes 1 and 2 (or in every class, as on an upstream agent's
+// node) waits for both, and so does an inherited pod's class.
+func TestAgentTurnClasses(t *testing.T) {
+	one, two := phasePod("one", "allocating"), phasePod("two", "allocating")
+	old := phasePod("old", "allocating") // bound by the previous process, class 3
+	delete(old.Annotations, AnnotationBindID)
+	client := fake.NewSimpleClientset(one, two, old)
+	nodes := map[string]*vcapi.NodeInfo{"n1": {Name: "n1", Tasks: map[vcapi.TaskID]*vcapi.TaskInfo{}}}
+	task := vcapi.NewTaskInfo(old)
+	nodes["n1"].Tasks[task.UID] = task
+	turns := newAgentTurns()
+	// Nobody serves the pods: a bind that waits is refused at the end of
+	// the wait, one that does not returns at once.
+	turns.wait = 200 * time.Millisecond
+	turns.inherit(nodes, testKeys, func(node, backend string, pod *v1.Pod) []string {
+		if node != "n1" || backend != "widget" || pod.Name != "old" {
+			t.Errorf("classes asked for %s %s %s", node, backend, pod.Name)
+		}
+		return []string{"3"}
+	})
+	in := func(classes ...string) []OrderedKey { return []OrderedKey{testKeys[0].WithClasses(classes)} }
+	ctx := context.Background()
+	bind := func(p *v1.Pod, keys []OrderedKey) error {
+		held, err := turns.acquire(ctx, client, "n1", p.UID, keys)
+		if err == nil {
+			held.release(boundAs(p))
+		}
+		return err
+	}
+	if err := bind(one, in("1")); err != nil {
+		t.Fatalf("first pod of class 1: %v", err)
+	}
+	if err := bind(two, in("2")); err != nil {
+		t.Fatalf("a pod of class 2 while one of class 1 is pending: %v", err)
+	}
+	for _, c := range []struct {
+		keys []OrderedKey
+		want []string
+	}{
+		{in("1"), []string{"ns/one"}},
+		{in("2"), []string{"ns/two"}},
+		{in("3"), []string{"ns/old"}},
+		{in("2", "1"), []string{"ns/one"}}, // the turns are taken in name order
+		{in("1", "2", "3", "4"), []string{"ns/one"}},
+	} {
+		err := bind(phasePod("next", ""), c.keys)
+		if err == nil {
+			t.Errorf("classes %v: bound while %v pending in them", c.keys[0].classes, c.want)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("classes %v: %v; want a wait for %s", c.keys[0].classes, err, w)
+			}
+		}
+	}
+	if err := bind(phasePod("next", ""), in("4")); err != nil {
+		t.Errorf("a pod of class 4, none pending there: %v", err)
+	}
+	setPhase(t, client, "one", "success")
+	if err := bind(phasePod("next2", ""), in("1", "4")); err != nil {
+		t.Errorf("classes 1 and 4 after the class 1 pod was served (class 4's was never bound): %v", err)
+	}
+}
+
+// A pod bound in several classes is waited for, and the wait counted, once.
+func TestAgentTurnClassesWaitOnce(t *testing.T) {
+	first := phasePod("first", "success")
+	client := fake.NewSimpleClientset(first)
+	turns := newAgentTurns()
+	var results []string
+	turns.waited = func(r string) { results = append(results, r) }
+	all := []OrderedKey{testKeys[0].WithClasses([]string{"1", "2", "3"})}
+	ctx := context.Background()
+	held, err := turns.acquire(ctx, client, "n1", first.UID, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.release(boundAs(first))
+	if held, err = turns.acquire(ctx, client, "n1", "", all); err != nil {
+		t.Fatal(err)
+	}
+	held.release(nil)
+	if diff := cmp.Diff([]string{"served"}, results); diff != "" {
+		t.Errorf("waits counted (-want +got):\n%s", diff)
+	}
 }

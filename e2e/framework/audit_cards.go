@@ -117,6 +117,10 @@ type Auditor struct {
 	seenPods, seenBound, seenAdmitted, seenAdmissionFailed map[types.UID]bool
 	maxLive                                                int
 	locks                                                  LockCounts
+	// overlaps counts binds seen while another pod of the node was
+	// pending with its agent, overlapsSameCount those where the two share
+	// a card count (pods the agent cannot tell apart).
+	overlaps, overlapsSameCount int
 }
 
 // NewAuditor starts the informers. The namespace is the campaign's (pods
@@ -213,8 +217,44 @@ func (a *Auditor) podChanged(obj any) {
 	if pod.Spec.NodeName != "" && !a.seenBound[pod.UID] {
 		a.seenBound[pod.UID] = true
 		a.checkBoundHealthyLocked(pod)
+		a.countOverlapLocked(pod)
 	}
 	a.mu.Unlock()
+}
+
+// countOverlapLocked counts the bind of pod if another live pod of its
+// node is pending with the agent (bind-phase allocating) as the pod
+// informer shows them (agent classes, docs/architecture.md "Which binds may
+// overlap on a node").
+func (a *Auditor) countOverlapLocked(pod *v1.Pod) {
+	counts := func(p *v1.Pod) map[int]bool {
+		out := map[int]bool{}
+		for _, ctr := range decodeIDs(p.Annotations[vgpuproto.AnnotationIDs]) {
+			if len(ctr) > 0 {
+				out[len(ctr)] = true
+			}
+		}
+		return out
+	}
+	mine := counts(pod)
+	other, same := false, false
+	for _, obj := range a.pods.List() {
+		p := obj.(*v1.Pod)
+		if p.UID == pod.UID || p.Spec.NodeName != pod.Spec.NodeName || !live(p) || p.DeletionTimestamp != nil ||
+			p.Annotations[vgpuproto.AnnotationBindPhase] != vgpuproto.BindPhaseAllocating {
+			continue
+		}
+		other = true
+		for n := range counts(p) {
+			same = same || mine[n]
+		}
+	}
+	if other {
+		a.overlaps++
+	}
+	if same {
+		a.overlapsSameCount++
+	}
 }
 
 // unhealthyGrace is how long a card may have been reported unhealthy when a

@@ -141,6 +141,10 @@ type CampaignReport struct {
 	Notes  map[string]int
 	// Samples counts the auditor's checks of every card.
 	Samples int
+	// Overlaps counts binds seen while another pod of the node was
+	// pending with its agent; OverlapsSameCount those where both pods
+	// have an entry of the same card count.
+	Overlaps, OverlapsSameCount int
 	// KeptAcrossRestarts counts pods found with the same node and
 	// allocation after a scheduler restart (summed over restarts).
 	KeptAcrossRestarts int
@@ -162,6 +166,7 @@ func (r *CampaignReport) Summary() string {
 		r.Seed, r.NodeLock, r.Duration.Round(time.Second), r.Settle.Round(time.Second), r.JobsSubmitted, r.JobsDeleted, r.JobsFailed,
 		r.PodsCreated, r.PodsBound, r.PodsAdmitted, r.PodsFailedAdmission, r.MaxLivePods, strings.Join(faults, " "),
 		r.Samples, r.KeptAcrossRestarts)
+	s += fmt.Sprintf("; binds beside a pod pending with the agent %d (of the same card count %d)", r.Overlaps, r.OverlapsSameCount)
 	if r.NodeLock {
 		s += fmt.Sprintf("; locks %d taken, %d released, %d expired (%d taken over), %d refusals, %d probes",
 			r.Locks.Taken, r.Locks.Released, r.Locks.Expired, r.Locks.TakenOver, r.LockRefusals, r.LockProbes)
@@ -347,6 +352,7 @@ func (a *Auditor) fill(rep *CampaignReport) {
 	rep.PodsCreated, rep.PodsBound = len(a.seenPods), len(a.seenBound)
 	rep.PodsAdmitted, rep.PodsFailedAdmission = len(a.seenAdmitted), len(a.seenAdmissionFailed)
 	rep.MaxLivePods, rep.Samples = a.maxLive, a.samples
+	rep.Overlaps, rep.OverlapsSameCount = a.overlaps, a.overlapsSameCount
 	a.mu.Unlock()
 	rep.Locks = a.LockStats()
 	rep.Violations = a.Violations()

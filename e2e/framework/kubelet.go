@@ -130,6 +130,18 @@ type FakeKubelet struct {
 	// faults are the fault campaign's hooks (faults_kubelet.go); the zero
 	// value changes nothing.
 	faults kubeletFaults
+	// delay is added before every Allocate call (SetAllocateDelay).
+	delay time.Duration
+}
+
+// SetAllocateDelay makes every Allocate call start d later, after
+// GetPreferredAllocation: a node agent whose round trip is d slower, as
+// the kubelet sees it (its admission waits) and as the scheduler sees it
+// (the pod is served d later). The benchmark's slow-agent curve uses it.
+func (k *FakeKubelet) SetAllocateDelay(d time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.delay = d
 }
 
 // StartFakeKubelet serves kubelet.sock in socketDir and watches the pods
@@ -489,7 +501,7 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 			free = append(free, d.ID)
 		}
 	}
-	preferred := k.preferred
+	preferred, delay := k.preferred, k.delay
 	k.mu.Unlock()
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	need := n - len(got.reused)
@@ -520,6 +532,15 @@ func (k *FakeKubelet) allocate(ctx context.Context, conn *grpc.ClientConn, uid t
 			got.prefErr = err.Error()
 		}
 		got.ids = append(slices.Clone(got.reused), preferDevices(free, got.pref, need)...)
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return got, nil, ctx.Err()
+		}
 	}
 	k.faults.beforeAllocate(uid)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -20,6 +20,11 @@
 //     the pod's last container is served.
 //   - stock: Volcano v1.10.0's own scheduler with its built-in vGPU code and
 //     the same agents (unsigned allocations), admitted as for ours.
+//   - ours-upstream: our scheduler, vGPU pods, on nodes registered as
+//     volcano-vgpu-device-plugin registers them, served by a stand-in for
+//     upstream's agent (framework.UpstreamAgents: each node's oldest
+//     pending pod, one at a time, looked for every 100 ms); admitted is
+//     the stand-in's bind-phase success.
 package throughput
 
 import (
@@ -54,6 +59,10 @@ type Options struct {
 	Idle time.Duration
 	// Timeout bounds the wait for the burst.
 	Timeout time.Duration
+	// AgentDelay is added before every Allocate the fake kubelets call
+	// (FakeKubelet.SetAllocateDelay): a node agent whose round trip is
+	// that much slower. The floor's pods call none.
+	AgentDelay time.Duration
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -63,6 +72,8 @@ type Result struct {
 	Scheduler string
 	Nodes     int
 	Pods      int
+	// AgentDelay is Options.AgentDelay.
+	AgentDelay time.Duration
 	// Bound, Running and Admitted are the times from the first submission
 	// until the last pod was bound, Running, and admitted by its agent.
 	Bound, Running, Admitted time.Duration
@@ -94,10 +105,12 @@ const (
 	SchedulerFloor = "floor"
 	SchedulerOurs  = "ours"
 	SchedulerStock = "stock"
+	// SchedulerOursUpstream is ours on upstream agents' nodes (stand-ins).
+	SchedulerOursUpstream = "ours-upstream"
 )
 
 // Schedulers are the accepted Options.Scheduler values, in report order.
-var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerStock}
+var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerStock, SchedulerOursUpstream}
 
 const namespace = "burst"
 
@@ -107,7 +120,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Log = io.Discard
 	}
 	switch o.Scheduler {
-	case SchedulerFloor, SchedulerOurs, SchedulerStock:
+	case SchedulerFloor, SchedulerOurs, SchedulerStock, SchedulerOursUpstream:
 	default:
 		return nil, fmt.Errorf("scheduler %q: want one of %s", o.Scheduler, strings.Join(Schedulers, ", "))
 	}
@@ -134,7 +147,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			fmt.Fprintf(o.Log, "throughput: logs kept in %s\n", c.WorkDir)
 		}
 	}()
-	res := &Result{Scheduler: o.Scheduler, Nodes: o.Nodes, Pods: o.Jobs * o.PodsPerJob, Timeout: o.Timeout}
+	res := &Result{Scheduler: o.Scheduler, Nodes: o.Nodes, Pods: o.Jobs * o.PodsPerJob, Timeout: o.Timeout, AgentDelay: o.AgentDelay}
 	if stock {
 		c.StopScheduler()
 		if err = c.StartSchedulerWith(ctx, framework.SchedulerSpec{Binary: framework.BinStockScheduler}); err != nil {
@@ -142,8 +155,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	start := time.Now()
-	// Volcano's stock scheduler does not sign its allocations.
-	if err = addNodes(ctx, c, o.Nodes, framework.AgentSpec{Unsigned: stock}); err != nil {
+	if o.Scheduler == SchedulerOursUpstream {
+		ua, uerr := c.StartUpstreamAgents(ctx, o.AgentDelay)
+		if uerr != nil {
+			return nil, uerr
+		}
+		defer ua.Stop()
+		err = addUpstreamNodes(ctx, ua, o.Nodes)
+	} else {
+		// Volcano's stock scheduler does not sign its allocations.
+		err = addNodes(ctx, c, o.Nodes, framework.AgentSpec{Unsigned: stock}, o.AgentDelay)
+	}
+	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(o.Log, "throughput: %d nodes up in %s\n", o.Nodes, time.Since(start).Round(time.Second))
@@ -268,8 +291,9 @@ func deviceshareMetrics(ctx context.Context, c *framework.Cluster) (map[string]f
 	return out, nil
 }
 
-// addNodes adds the GPU nodes eight at a time.
-func addNodes(ctx context.Context, c *framework.Cluster, n int, spec framework.AgentSpec) error {
+// addNodes adds the GPU nodes eight at a time, their kubelets calling
+// Allocate delay late.
+func addNodes(ctx context.Context, c *framework.Cluster, n int, spec framework.AgentSpec, delay time.Duration) error {
 	sem := make(chan struct{}, 8)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -279,7 +303,32 @@ func addNodes(ctx context.Context, c *framework.Cluster, n int, spec framework.A
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := c.AddGPUNodeWith(ctx, fmt.Sprintf("gpu-%03d", i), "dgxa100", spec); err != nil {
+			node, err := c.AddGPUNodeWith(ctx, fmt.Sprintf("gpu-%03d", i), "dgxa100", spec)
+			if err != nil {
+				errs <- err
+				return
+			}
+			node.Kubelet.SetAllocateDelay(delay)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// addUpstreamNodes adds n nodes of eight 40 GiB cards (as the mock DGX
+// A100's) served by the upstream stand-in, eight at a time.
+func addUpstreamNodes(ctx context.Context, ua *framework.UpstreamAgents, n int) error {
+	sem := make(chan struct{}, 8)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := ua.AddUpstreamNode(ctx, fmt.Sprintf("gpu-%03d", i), 8, 40960); err != nil {
 				errs <- err
 			}
 		}()
@@ -530,8 +579,14 @@ func (tr *tracker) percentiles(t0 time.Time) (p50, p99 time.Duration) {
 
 // Report writes a comparison table of results.
 func Report(w io.Writer, rs []*Result) {
-	fmt.Fprintf(w, "| scheduler | nodes | pods | all bound | all Running | all admitted | p50 / p99 admitted | scheduler requests per bound pod | agent requests per bound pod | node PATCHes per bound pod (scheduler, agents) | idle node PATCHes/min |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| scheduler | agent delay | nodes | pods | all bound | all Running | all admitted | all admitted / floor's all Running | p50 / p99 admitted | scheduler requests per bound pod | agent requests per bound pod | node PATCHes per bound pod (scheduler, agents) | idle node PATCHes/min |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	var floor *Result
+	for _, r := range rs {
+		if r.Scheduler == SchedulerFloor && r.RunningPods == r.Pods {
+			floor = r
+		}
+	}
 	for _, r := range rs {
 		var sched, agent, schedNode, agentNode int
 		for k, n := range r.Requests {
@@ -563,9 +618,17 @@ func Report(w io.Writer, rs []*Result) {
 			}
 			return strconv.FormatFloat(float64(n)/p, 'f', 2, 64)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s / %s | %s | %s | %s, %s | %.0f |\n",
-			r.Scheduler, r.Nodes, pods, r.reached(r.Bound, r.BoundPods), r.reached(r.Running, r.RunningPods),
-			r.reached(r.Admitted, r.AdmittedPods), r.reached(r.P50, r.AdmittedPods), r.reached(r.P99, r.AdmittedPods),
+		ratio := "-"
+		if floor != nil && r != floor && r.AdmittedPods == r.Pods {
+			ratio = fmt.Sprintf("%.2fx", r.Admitted.Seconds()/floor.Running.Seconds())
+		}
+		delay := "-"
+		if r.Scheduler != SchedulerFloor {
+			delay = r.AgentDelay.String()
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s, %s | %.0f |\n",
+			r.Scheduler, delay, r.Nodes, pods, r.reached(r.Bound, r.BoundPods), r.reached(r.Running, r.RunningPods),
+			r.reached(r.Admitted, r.AdmittedPods), ratio, r.reached(r.P50, r.AdmittedPods), r.reached(r.P99, r.AdmittedPods),
 			perPod(sched), perPod(agent), perPod(schedNode), perPod(agentNode), idle)
 	}
 }
@@ -579,7 +642,7 @@ func (r *Result) reached(d time.Duration, n int) string {
 }
 
 // CSVHeader is the header of WriteCSV's rows.
-const CSVHeader = "scheduler,nodes,pods,all_bound_s,all_running_s,all_admitted_s,p50_admitted_s,p99_admitted_s"
+const CSVHeader = "scheduler,nodes,pods,all_bound_s,all_running_s,all_admitted_s,p50_admitted_s,p99_admitted_s,agent_delay_s"
 
 // WriteCSV writes CSVHeader and one row per result; a time not reached (not
 // every pod got there before the timeout) is an empty cell, and so are the
@@ -595,9 +658,9 @@ func WriteCSV(w io.Writer, rs []*Result) error {
 			}
 			return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
 		}
-		if _, err := fmt.Fprintf(w, "%s,%d,%d,%s,%s,%s,%s,%s\n", r.Scheduler, r.Nodes, r.Pods,
+		if _, err := fmt.Fprintf(w, "%s,%d,%d,%s,%s,%s,%s,%s,%s\n", r.Scheduler, r.Nodes, r.Pods,
 			cell(r.Bound, r.BoundPods), cell(r.Running, r.RunningPods), cell(r.Admitted, r.AdmittedPods),
-			cell(r.P50, r.AdmittedPods), cell(r.P99, r.AdmittedPods)); err != nil {
+			cell(r.P50, r.AdmittedPods), cell(r.P99, r.AdmittedPods), strconv.FormatFloat(r.AgentDelay.Seconds(), 'f', 3, 64)); err != nil {
 			return err
 		}
 	}
@@ -621,6 +684,9 @@ func Details(w io.Writer, r *Result) {
 		return a.Resource < b.Resource
 	})
 	fmt.Fprintf(w, "\n%s: %d nodes, %d pods", r.Scheduler, r.Nodes, r.Pods)
+	if r.Scheduler != SchedulerFloor {
+		fmt.Fprintf(w, ", agent delay %s per Allocate", r.AgentDelay)
+	}
 	if r.Incomplete {
 		fmt.Fprintf(w, ", NOT FINISHED within the %s timeout", r.Timeout)
 	}

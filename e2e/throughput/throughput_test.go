@@ -12,7 +12,7 @@ func TestWriteCSVLeavesTimesNotReachedEmpty(t *testing.T) {
 	rs := []*Result{
 		{Scheduler: SchedulerFloor, Nodes: 2, Pods: 4, BoundPods: 4, RunningPods: 4, AdmittedPods: 4,
 			Bound: 1500 * time.Millisecond, Running: 2 * time.Second, Admitted: 2 * time.Second, P50: time.Second, P99: 2 * time.Second},
-		{Scheduler: SchedulerStock, Nodes: 2, Pods: 4, Incomplete: true, BoundPods: 4, RunningPods: 1, AdmittedPods: 1,
+		{Scheduler: SchedulerStock, Nodes: 2, Pods: 4, AgentDelay: 500 * time.Millisecond, Incomplete: true, BoundPods: 4, RunningPods: 1, AdmittedPods: 1,
 			Bound: 3 * time.Second, Running: 4 * time.Second, Admitted: 4 * time.Second, P50: 4 * time.Second, P99: 4 * time.Second},
 	}
 	var b bytes.Buffer
@@ -20,8 +20,8 @@ func TestWriteCSVLeavesTimesNotReachedEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := CSVHeader + "\n" +
-		"floor,2,4,1.500,2.000,2.000,1.000,2.000\n" +
-		"stock,2,4,3.000,,,,\n"
+		"floor,2,4,1.500,2.000,2.000,1.000,2.000,0.000\n" +
+		"stock,2,4,3.000,,,,,0.500\n"
 	if b.String() != want {
 		t.Errorf("CSV:\n%s\nwant:\n%s", b.String(), want)
 	}

@@ -26,6 +26,12 @@ type Inventory struct {
 	// pod.Spec.Containers[i] (pkg/plugin/vgpu/util GetNextDeviceRequest)
 	// and would index past them.
 	InitAgent bool
+	// SizedAgent says the node's agent is this project's (its registration
+	// has the numa field), which serves a kubelet Allocate only to a
+	// pending pod whose next entry has as many cards as asked
+	// (vgpu-device-plugin/allocate, match.go). volcano-vgpu-device-plugin
+	// and HAMi's plugin serve the oldest pending pod, whatever its size.
+	SizedAgent bool
 	// Links is the n x n pair score matrix (row-major), nil when the node
 	// publishes none or it cannot be read.
 	Links []int32
@@ -56,6 +62,7 @@ func Decode(node *v1.Node) (*Inventory, error) {
 		inv.Source = vgpuproto.AnnotationRegister
 		inv.Cards, err = vgpuproto.DecodeRegister(v)
 		inv.InitAgent = vgpuproto.RegisteredWithNUMA(v)
+		inv.SizedAgent = inv.InitAgent
 	} else if v, ok := a[vgpuproto.AnnotationHAMiRegister]; ok {
 		inv.Source = vgpuproto.AnnotationHAMiRegister
 		inv.Cards, err = vgpuproto.DecodeHAMiRegister(v)

@@ -36,9 +36,20 @@ func main() {
 	flag.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "longest wait for the burst (floor and ours)")
 	stockTimeout := flag.Duration("stock-timeout", 4*time.Minute,
 		"longest wait for the stock scheduler's burst (it stalls on throttled handshake PATCHes); how far it got is reported")
-	which := flag.String("schedulers", "floor,ours,stock", "comma-separated, in run order: floor, ours, stock")
-	out := flag.String("out", "bench/results", "directory for e2e-burst.csv and e2e-burst.txt; empty writes no files")
+	which := flag.String("schedulers", "floor,ours,stock", "comma-separated, in run order: floor, ours, stock, ours-upstream")
+	out := flag.String("out", "bench/results", "directory for <name>.csv and <name>.txt; empty writes no files")
+	name := flag.String("name", "e2e-burst", "base name of the files written to --out")
+	delays := flag.String("agent-delays", "0", "comma-separated delays added before every Allocate (a slower node agent); "+
+		"ours and stock run once per delay, the floor (no Allocate) once")
 	flag.Parse()
+	var agentDelays []time.Duration
+	for _, d := range strings.Split(*delays, ",") {
+		v, err := time.ParseDuration(strings.TrimSpace(d))
+		if err != nil || v < 0 {
+			fail(2, "--agent-delays=%q: %q is not a duration of 0 or more", *delays, d)
+		}
+		agentDelays = append(agentDelays, v)
+	}
 	var runs []string
 	for _, s := range strings.Split(*which, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -67,17 +78,23 @@ func main() {
 	began := time.Now()
 	var results []*throughput.Result
 	for _, s := range runs {
-		run := o
-		run.Scheduler = s
-		if s == throughput.SchedulerStock {
-			run.Timeout = *stockTimeout
+		ds := agentDelays
+		if s == throughput.SchedulerFloor {
+			ds = ds[:1] // no Allocate: the delay changes nothing
 		}
-		r, err := throughput.Run(ctx, run)
-		if err != nil {
-			fail(1, "throughput (%s): %v", s, err)
+		for _, d := range ds {
+			run := o
+			run.Scheduler, run.AgentDelay = s, d
+			if s == throughput.SchedulerStock {
+				run.Timeout = *stockTimeout
+			}
+			r, err := throughput.Run(ctx, run)
+			if err != nil {
+				fail(1, "throughput (%s, agent delay %s): %v", s, d, err)
+			}
+			results = append(results, r)
+			throughput.Details(io.MultiWriter(os.Stdout, &txt), r)
 		}
-		results = append(results, r)
-		throughput.Details(io.MultiWriter(os.Stdout, &txt), r)
 	}
 	fmt.Println()
 	fmt.Fprintln(&txt)
@@ -93,7 +110,7 @@ func main() {
 	if err := throughput.WriteCSV(&csv, results); err != nil {
 		fail(1, "write CSV: %v", err)
 	}
-	for name, data := range map[string][]byte{"e2e-burst.csv": csv.Bytes(), "e2e-burst.txt": txt.Bytes()} {
+	for name, data := range map[string][]byte{*name + ".csv": csv.Bytes(), *name + ".txt": txt.Bytes()} {
 		path := filepath.Join(*out, name)
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			fail(1, "--out=%q: %v", *out, err)
