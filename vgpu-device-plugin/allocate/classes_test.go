@@ -18,8 +18,8 @@ func TestAllocateTellsPodsOfOtherCardCountsApart(t *testing.T) {
 	e := newEnv(t)
 	e.rec.apply = true
 	u := e.uuids
-	one := newPod("one").container("main", 1, nil).allocated(entry(u[0], 40960, 0), 100).build()
-	two := newPod("two").container("main", 2, nil).allocated(entry(u[1], 40960, 0)+entry(u[2], 40960, 0), 200).build()
+	one := newPod("one").container("main", 1, nil).allocated(entry(u[0], 20000, 0), 100).build()
+	two := newPod("two").container("main", 2, nil).allocated(entry(u[1], 20000, 0)+entry(u[2], 20000, 0), 200).build()
 	e.add(t, one, two)
 	ctx := context.Background()
 	for _, step := range []struct {
@@ -55,8 +55,8 @@ func TestAllocateCannotTellPodsOfTheSameCardCountApart(t *testing.T) {
 	e := newEnv(t)
 	e.rec.apply = true
 	u := e.uuids
-	older := newPod("older").container("main", 1, nil).allocated(entry(u[0], 40960, 0), 100).build()
-	younger := newPod("younger").container("main", 1, nil).allocated(entry(u[1], 40960, 0), 200).build()
+	older := newPod("older").container("main", 1, nil).allocated(entry(u[0], 20000, 0), 100).build()
+	younger := newPod("younger").container("main", 1, nil).allocated(entry(u[1], 20000, 0), 200).build()
 	e.add(t, older, younger)
 	// The kubelet admits the younger pod first; whatever it is, the agent
 	// serves the oldest entry of that size.
