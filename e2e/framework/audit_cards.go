@@ -370,7 +370,7 @@ func (a *Auditor) Sample() {
 				byAnnotation[k] = append(byAnnotation[k], share{pod: name, memMiB: d.memMiB, core: d.core})
 			}
 		}
-		a.sampleAnswers(pod, ids, byAnswer)
+		a.sampleAnswers(pod, ids, caps, byAnswer)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -382,7 +382,7 @@ func (a *Auditor) Sample() {
 
 // sampleAnswers adds the pod's Allocate answers to byAnswer and checks them
 // against its annotation and for refusals.
-func (a *Auditor) sampleAnswers(pod *v1.Pod, ids [][]device, byAnswer map[cardKey][]share) {
+func (a *Auditor) sampleAnswers(pod *v1.Pod, ids [][]device, caps map[cardKey]cardCap, byAnswer map[cardKey][]share) {
 	node := a.c.Node(pod.Spec.NodeName)
 	if node == nil || node.Kubelet == nil {
 		return
@@ -401,13 +401,13 @@ func (a *Auditor) sampleAnswers(pod *v1.Pod, ids [][]device, byAnswer map[cardKe
 		if ca.Envs == nil {
 			continue
 		}
-		got := answerDevices(ca.Envs)
+		got, whole := answerDevices(ca.Envs, func(uuid string) int { return caps[cardKey{pod.Spec.NodeName, uuid}].memMiB })
 		for _, d := range got {
 			k := cardKey{pod.Spec.NodeName, d.uuid}
 			byAnswer[k] = append(byAnswer[k], share{pod: name, memMiB: d.memMiB, core: d.core})
 		}
 		idx := containerIndex(pod, ca.Container)
-		if idx < 0 || idx >= len(ids) || !sameDevices(ids[idx], got) {
+		if idx < 0 || idx >= len(ids) || !sameDevices(ids[idx], got, whole) {
 			var want []device
 			if idx >= 0 && idx < len(ids) {
 				want = ids[idx]
@@ -418,27 +418,42 @@ func (a *Auditor) sampleAnswers(pod *v1.Pod, ids [][]device, byAnswer map[cardKe
 	}
 }
 
-// answerDevices reads the cards and limits of an Allocate answer.
-func answerDevices(envs map[string]string) []device {
+// answerDevices reads the cards and limits of an Allocate answer. An answer
+// without libvgpu's limits gives the container its cards whole (the agent's
+// rule: nvidia.Inventory.Whole): each counts as all of the card's
+// registered memory (capMiB) and all its cores, and whole is true.
+func answerDevices(envs map[string]string, capMiB func(uuid string) int) (out []device, whole bool) {
 	visible := envs["NVIDIA_VISIBLE_DEVICES"]
 	if visible == "" {
-		return nil
+		return nil, false
 	}
+	_, limited := envs["CUDA_DEVICE_MEMORY_LIMIT_0"]
 	cores, _ := strconv.Atoi(envs["CUDA_DEVICE_SM_LIMIT"])
-	var out []device
 	for i, uuid := range strings.Split(visible, ",") {
+		if !limited {
+			out = append(out, device{uuid: uuid, memMiB: capMiB(uuid), core: CoresPerCard})
+			continue
+		}
 		mem, _ := strconv.Atoi(strings.TrimSuffix(envs["CUDA_DEVICE_MEMORY_LIMIT_"+strconv.Itoa(i)], "m"))
 		out = append(out, device{uuid: uuid, memMiB: mem, core: cores})
 	}
-	return out
+	return out, !limited
 }
 
-func sameDevices(a, b []device) bool {
-	if len(a) != len(b) {
+// sameDevices reports whether an answer (got) gives what the annotation
+// (want) says. A whole answer matches only entries that are whole: all of
+// the card's memory, and no SM limit (cores 0) or all of them.
+func sameDevices(want, got []device, whole bool) bool {
+	if len(want) != len(got) {
 		return false
 	}
-	for i := range a {
-		if a[i] != b[i] {
+	for i := range want {
+		switch {
+		case want[i].uuid != got[i].uuid:
+			return false
+		case whole && (want[i].memMiB < got[i].memMiB || want[i].core != 0 && want[i].core < CoresPerCard):
+			return false
+		case !whole && want[i] != got[i]:
 			return false
 		}
 	}
