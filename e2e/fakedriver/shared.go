@@ -128,6 +128,12 @@ func (s *session) unimport(args []string) (string, error) {
 
 // unexport answers UNEXPORT <id>: the exporter frees the allocation.
 func (s *session) unexport(args []string) (string, error) {
+	return s.ownExport(args, s.st.disownLocked)
+}
+
+// ownExport runs f, under the state's lock, on the export args name if the
+// caller exported it.
+func (s *session) ownExport(args []string, f func(*export)) (string, error) {
 	id, err := s.exportID(args)
 	if err != nil {
 		return "", err
@@ -138,7 +144,7 @@ func (s *session) unexport(args []string) (string, error) {
 	if !ok || e.owner != s.proc {
 		return "", requestError(errNotExports.Error())
 	}
-	s.st.disownLocked(e)
+	f(e)
 	return "OK", nil
 }
 
@@ -148,23 +154,14 @@ func (s *session) unexport(args []string) (string, error) {
 // let go, against the reference's order, keep their references to nothing
 // more on the device.
 func (s *session) unshare(args []string) (string, error) {
-	id, err := s.exportID(args)
-	if err != nil {
-		return "", err
-	}
-	s.st.mu.Lock()
-	defer s.st.mu.Unlock()
-	e, ok := s.st.exports[id]
-	if !ok || e.owner != s.proc {
-		return "", requestError(errNotExports.Error())
-	}
-	e.owner = nil
-	if len(e.refs) == 0 {
-		delete(s.st.exports, e.id)
-	} else {
-		e.kept = true
-	}
-	return "OK", nil
+	return s.ownExport(args, func(e *export) {
+		e.owner = nil
+		if len(e.refs) == 0 {
+			delete(s.st.exports, e.id)
+		} else {
+			e.kept = true
+		}
+	})
 }
 
 // disownLocked takes the export's bytes off its owner: freed if no

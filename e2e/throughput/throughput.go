@@ -294,31 +294,27 @@ func deviceshareMetrics(ctx context.Context, c *framework.Cluster) (map[string]f
 // addNodes adds the GPU nodes eight at a time, their kubelets calling
 // Allocate delay late.
 func addNodes(ctx context.Context, c *framework.Cluster, n int, spec framework.AgentSpec, delay time.Duration) error {
-	sem := make(chan struct{}, 8)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			node, err := c.AddGPUNodeWith(ctx, fmt.Sprintf("gpu-%03d", i), "dgxa100", spec)
-			if err != nil {
-				errs <- err
-				return
-			}
-			node.Kubelet.SetAllocateDelay(delay)
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return eightAtATime(n, func(i int) error {
+		node, err := c.AddGPUNodeWith(ctx, fmt.Sprintf("gpu-%03d", i), "dgxa100", spec)
+		if err != nil {
+			return err
+		}
+		node.Kubelet.SetAllocateDelay(delay)
+		return nil
+	})
 }
 
 // addUpstreamNodes adds n nodes of eight 40 GiB cards (as the mock DGX
 // A100's) served by the upstream stand-in, eight at a time.
 func addUpstreamNodes(ctx context.Context, ua *framework.UpstreamAgents, n int) error {
+	return eightAtATime(n, func(i int) error {
+		return ua.AddUpstreamNode(ctx, fmt.Sprintf("gpu-%03d", i), 8, 40960)
+	})
+}
+
+// eightAtATime runs add(0..n-1) with eight in flight and returns the first
+// error.
+func eightAtATime(n int, add func(i int) error) error {
 	sem := make(chan struct{}, 8)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -328,7 +324,7 @@ func addUpstreamNodes(ctx context.Context, ua *framework.UpstreamAgents, n int) 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := ua.AddUpstreamNode(ctx, fmt.Sprintf("gpu-%03d", i), 8, 40960); err != nil {
+			if err := add(i); err != nil {
 				errs <- err
 			}
 		}()
