@@ -169,6 +169,23 @@ void t_watchdog(unsigned seconds)
 	alarm(seconds);
 }
 
+/* The device's used memory as the driver knows it: the daemon's in remote mode. */
+uint64_t t_device_used(int phys)
+{
+	uint64_t total, used;
+	if (STUB(stub_remote)())
+		return STUB(stub_remote_mem)(phys, &total, &used) == 0 ? used : UINT64_MAX;
+	return __atomic_load_n(&STUB(vgpuStubShared)()->dev[phys].used, __ATOMIC_RELAXED);
+}
+
+void t_no_violation(void)
+{
+	struct stub_observer *obs = STUB(vgpuStubObserver)();
+	CHECK(obs != NULL, "the case runs with the stub's observer");
+	CHECK(obs == NULL || obs->violations == 0, "the device held %llu bytes, over the 1 GiB limit",
+	      obs ? (unsigned long long)obs->hwm[0] : 0ull);
+}
+
 const char *t_dir(void)
 {
 	const char *d = getenv("VGPU_TEST_DIR");
@@ -229,7 +246,7 @@ int main(int argc, char **argv)
 	static char self[PATH_MAX];
 	const struct t_case *groups[] = {t_memory_cases, t_api_cases, t_region_cases, t_sm_cases,
 					 t_stress_cases, t_corrupt_cases, t_limit_cases, t_device_cases,
-					 t_view_cases, t_prio_cases, t_oversub_cases, t_share_cases};
+					 t_view_cases, t_prio_cases, t_oversub_cases, t_share_cases, t_graph_cases};
 	if (realpath(argv[0], self) == NULL)
 		snprintf(self, sizeof(self), "%s", argv[0]);
 	t_self = self;

@@ -1,7 +1,7 @@
 /*
  * t_share.c - memory that crosses processes and cards (issue 34): CUDA IPC,
- * VMM shareable handles passed over a Unix socket with SCM_RIGHTS, graph
- * memory nodes, stream-ordered allocations captured into a graph, peers.
+ * VMM shareable handles passed over a Unix socket with SCM_RIGHTS, pools
+ * shared between processes, peers (graph memory: t_graph.c).
  *
  * The rule under test: a byte is counted once, on the process (container)
  * that allocated it, for as long as the driver keeps it; an importer is
@@ -28,14 +28,6 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
 					int shHandleType);
-CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-				size_t n, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
-CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-			       size_t n, CUdeviceptr dptr);
-CUresult cuGraphDestroy(CUgraph hGraph);
-CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
 CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
 CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
@@ -105,23 +97,6 @@ static int spawn_importer(const char *cmd, int *pid)
 	return sv[0];
 }
 
-/* The device's used memory as the driver knows it: the daemon's in remote mode. */
-static uint64_t device_used(int phys)
-{
-	uint64_t total, used;
-	if (STUB(stub_remote)())
-		return STUB(stub_remote_mem)(phys, &total, &used) == 0 ? used : UINT64_MAX;
-	return __atomic_load_n(&STUB(vgpuStubShared)()->dev[phys].used, __ATOMIC_RELAXED);
-}
-
-static void no_violation(void)
-{
-	struct stub_observer *obs = STUB(vgpuStubObserver)();
-	CHECK(obs != NULL, "the case runs with the stub's observer");
-	CHECK(obs == NULL || obs->violations == 0, "the device held %llu bytes, over the 1 GiB limit",
-	      obs ? (unsigned long long)obs->hwm[0] : 0ull);
-}
-
 /* ---- CUDA IPC ---- */
 
 /* Importer of ipc_exporter: opens the handle it is sent, holds it until told to close. */
@@ -173,14 +148,14 @@ static int ipc_exporter(void)
 	CHECK(s >= 0 && write(s, &h, sizeof(h)) == (ssize_t)sizeof(h), "handle sent");
 	CHECK_EQ(recv_msg(s, NULL), 'o');
 	CHECK_EQ(CU(cuMemFree_v2)(a), CUDA_SUCCESS);
-	CHECK_EQ(device_used(0), 512 * MiB);            /* the importer keeps it alive */
+	CHECK_EQ(t_device_used(0), 512 * MiB);            /* the importer keeps it alive */
 	CHECK_EQ(t_mine(0), 512 * MiB);                 /* so it stays counted, on the exporter */
 	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
-	no_violation();
+	t_no_violation();
 	CHECK_EQ(send_msg(s, 'c', -1), 0);
 	CHECK_EQ(recv_msg(s, NULL), 'd');
 	CHECK_EQ(t_wait(pid), 0);
-	CHECK_EQ(device_used(0), 0);                    /* the last close freed it */
+	CHECK_EQ(t_device_used(0), 0);                    /* the last close freed it */
 	/*
 	 * The exporter cannot learn when the last importer closed (no driver
 	 * call says so): the charge stays until the exporter exits (README,
@@ -334,14 +309,14 @@ static int vmm_fd_export(void)
 	CHECK_EQ(recv_msg(s, NULL), 'o');
 	CHECK_EQ(CU(cuMemUnmap)(va, 512 * MiB), CUDA_SUCCESS);
 	CHECK_EQ(CU(cuMemRelease)(h), CUDA_SUCCESS);
-	CHECK_EQ(device_used(0), 512 * MiB);            /* the importer's mapping keeps it */
+	CHECK_EQ(t_device_used(0), 512 * MiB);            /* the importer's mapping keeps it */
 	CHECK_EQ(t_mine(0), 512 * MiB);
 	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
-	no_violation();
+	t_no_violation();
 	CHECK_EQ(send_msg(s, 'c', -1), 0);
 	CHECK_EQ(recv_msg(s, NULL), 'd');
 	CHECK_EQ(t_wait(pid), 0);
-	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(t_device_used(0), 0);
 	close(s);
 	/* A handle created without the descriptor type cannot be exported (the driver says no). */
 	CUmemAllocationProp plain = fd_prop;
@@ -350,208 +325,6 @@ static int vmm_fd_export(void)
 	CHECK(CU(cuMemExportToShareableHandle)(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS,
 	      "exported a handle created without a shareable type");
 	CHECK_EQ(CU(cuMemRelease)(h), CUDA_SUCCESS);
-	return t_failed;
-}
-
-/* ---- graph memory nodes ---- */
-
-static CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(uint64_t bytes)
-{
-	CUDA_MEM_ALLOC_NODE_PARAMS p;
-	memset(&p, 0, sizeof(p));
-	p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-	p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	p.poolProps.location.id = 0;
-	p.bytesize = bytes;
-	return p;
-}
-
-/*
- * cuGraphAddMemAllocNode: no hook saw graph memory before. It is charged
- * once, when the graph is instantiated (its footprint is fixed then; the
- * driver backs it at launch), and given back with the executable graph.
- */
-static int graph_mem_nodes(void)
-{
-	CUgraph g, g2;
-	CUgraphNode an, fn;
-	CUgraphExec e, e2;
-	CUdeviceptr b;
-	t_ctx(0);
-	CHECK_EQ(STUB(cuGraphCreate)(&g, 0), CUDA_SUCCESS);
-	CUDA_MEM_ALLOC_NODE_PARAMS p = alloc_params(600 * MiB);
-	CHECK_EQ(STUB(cuGraphAddMemAllocNode)(&an, g, NULL, 0, &p), CUDA_SUCCESS);
-	CHECK(p.dptr != 0, "the allocation node has its address");
-	CHECK_EQ(STUB(cuGraphAddMemFreeNode)(&fn, g, &an, 1, p.dptr), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 0);                         /* a graph is no memory yet */
-	CHECK_EQ(CU(cuGraphInstantiateWithFlags)(&e, g, 0), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 600 * MiB);
-	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 500 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
-	CHECK_EQ(CU(cuGraphLaunch)(e, NULL), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuGraphLaunch)(e, NULL), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 600 * MiB);                 /* relaunching reuses the graph's memory */
-	/* A second graph that does not fit with the first is refused at instantiation. */
-	CHECK_EQ(STUB(cuGraphCreate)(&g2, 0), CUDA_SUCCESS);
-	CUDA_MEM_ALLOC_NODE_PARAMS p2 = alloc_params(500 * MiB);
-	CHECK_EQ(STUB(cuGraphAddMemAllocNode)(&an, g2, NULL, 0, &p2), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuGraphAddMemFreeNode)(&fn, g2, &an, 1, p2.dptr), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuGraphInstantiateWithFlags)(&e2, g2, 0), CUDA_ERROR_OUT_OF_MEMORY);
-	CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
-	CHECK_EQ(CU(cuGraphInstantiateWithParams)(&e2, g2, &ip), CUDA_ERROR_OUT_OF_MEMORY);
-	CHECK_EQ(t_mine(0), 600 * MiB);
-	no_violation();
-	CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 0);
-	CHECK_EQ(device_used(0), 0);
-	CHECK_EQ(CU(cuGraphInstantiateWithParams)(&e2, g2, &ip), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 500 * MiB);
-	CHECK_EQ(CU(cuGraphLaunch)(e2, NULL), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuGraphExecDestroy)(e2), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 0);
-	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 900 * MiB), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuGraphDestroy)(g), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuGraphDestroy)(g2), CUDA_SUCCESS);
-	no_violation();
-	return t_failed;
-}
-
-/*
- * cudaMallocAsync captured into a CUDA graph (PyTorch's CUDA graphs with the
- * async allocator): during capture cuMemAllocAsync allocates nothing, it
- * adds an allocation node; the memory is the graph's, charged like graph_mem_nodes.
- */
-static int graph_capture(void)
-{
-	CUstream s = (CUstream)(uintptr_t)0x5000;     /* any stream handle: the stub keys capture by it */
-	CUgraph g;
-	CUgraphExec e;
-	CUdeviceptr p, b;
-	t_ctx(0);
-	CHECK_EQ(STUB(cuStreamBeginCapture_v2)(s, 0), CUDA_SUCCESS);
-	CHECK_EQ(CU(cuMemAllocAsync)(&p, 600 * MiB, s), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 0);                         /* nothing allocated while capturing */
-	CHECK_EQ(CU(cuMemFreeAsync)(p, s), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuStreamEndCapture)(s, &g), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 0);
-	/* As the CUDA 12 runtime reaches it: through cuGetProcAddress. */
-	void *fn = NULL;
-	CHECK_EQ(CU(cuGetProcAddress_v2)("cuGraphInstantiateWithFlags", &fn, 12000, 0, NULL), CUDA_SUCCESS);
-	CHECK(fn == dlsym(RTLD_DEFAULT, "cuGraphInstantiateWithFlags"), "cuGetProcAddress hands out the hook");
-	CUresult (*inst)(CUgraphExec *, CUgraph, unsigned long long) = (__typeof__(inst))fn;
-	CHECK(inst != NULL && inst(&e, g, 0) == CUDA_SUCCESS, "instantiated");
-	CHECK_EQ(t_mine(0), 600 * MiB);
-	CHECK_EQ(CU(cuMemAlloc_v2)(&b, 500 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
-	CHECK_EQ(CU(cuMemAllocAsync)(&b, 500 * MiB, NULL), CUDA_ERROR_OUT_OF_MEMORY);
-	CHECK_EQ(CU(cuGraphLaunch)(e, NULL), CUDA_SUCCESS);
-	no_violation();
-	CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
-	CHECK_EQ(t_mine(0), 0);
-	CHECK_EQ(device_used(0), 0);
-	CHECK_EQ(STUB(cuGraphDestroy)(g), CUDA_SUCCESS);
-	return t_failed;
-}
-
-/*
- * Every way a runtime reaches graph instantiation. By symbol: the two old
- * names (CUDA 10.0 and 11.0, five arguments in every driver), WithFlags,
- * WithParams and its per-thread variant. Through cuGetProcAddress(_v2), with
- * the versions CUDA 11.x and 12.x runtimes ask at: "cuGraphInstantiate" is
- * cuGraphInstantiate_v2 for 11.x and, since CUDA 12's cuda.h maps the name to
- * cuGraphInstantiateWithFlags, that function for 12.x.
- */
-enum inst_form { INST_LOGGED, INST_FLAGS, INST_PARAMS };
-
-struct inst_way {
-	const char *name;
-	int gpa;                /* 0: dlsym; 1: cuGetProcAddress; 2: cuGetProcAddress_v2 */
-	int version;
-	cuuint64_t flags;
-	enum inst_form form;
-};
-
-static const struct inst_way inst_ways[] = {
-	{"cuGraphInstantiate", 0, 0, 0, INST_LOGGED},
-	{"cuGraphInstantiate_v2", 0, 0, 0, INST_LOGGED},
-	{"cuGraphInstantiateWithFlags", 0, 0, 0, INST_FLAGS},
-	{"cuGraphInstantiateWithParams", 0, 0, 0, INST_PARAMS},
-	{"cuGraphInstantiateWithParams_ptsz", 0, 0, 0, INST_PARAMS},
-	{"cuGraphInstantiate", 1, 10000, 0, INST_LOGGED},
-	{"cuGraphInstantiate", 1, 11000, 0, INST_LOGGED},
-	{"cuGraphInstantiate", 1, 11080, 0, INST_LOGGED},
-	{"cuGraphInstantiate", 1, 12000, 0, INST_FLAGS},
-	{"cuGraphInstantiate", 2, 12000, 0, INST_FLAGS},
-	{"cuGraphInstantiate", 2, 12080, 0, INST_FLAGS},
-	{"cuGraphInstantiate", 2, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, INST_FLAGS},
-	{"cuGraphInstantiateWithFlags", 1, 11040, 0, INST_FLAGS},
-	{"cuGraphInstantiateWithFlags", 2, 12040, 0, INST_FLAGS},
-	{"cuGraphInstantiateWithParams", 2, 12000, 0, INST_PARAMS},
-	{"cuGraphInstantiateWithParams", 2, 12080, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, INST_PARAMS},
-};
-
-static void *inst_fn(const struct inst_way *w)
-{
-	void *fn = NULL;
-	if (w->gpa == 0)
-		return t_sym("libcuda.so.1", w->name);
-	CUresult res = w->gpa == 1 ? CU(cuGetProcAddress)(w->name, &fn, w->version, w->flags)
-				   : CU(cuGetProcAddress_v2)(w->name, &fn, w->version, w->flags, NULL);
-	return res == CUDA_SUCCESS ? fn : NULL;
-}
-
-static CUresult inst_call(const struct inst_way *w, void *fn, CUgraphExec *e, CUgraph g)
-{
-	char log[64];
-	CUgraphNode err;
-	CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
-	switch (w->form) {
-	case INST_LOGGED:
-		return ((__typeof__(&cuGraphInstantiate_v2))fn)(e, g, &err, log, sizeof(log));
-	case INST_FLAGS:
-		return ((__typeof__(&cuGraphInstantiateWithFlags))fn)(e, g, 0);
-	default:
-		return ((__typeof__(&cuGraphInstantiateWithParams))fn)(e, g, &ip);
-	}
-}
-
-static CUgraph graph_of_bytes(uint64_t bytes)
-{
-	CUgraph g = NULL;
-	CUgraphNode an, fn;
-	CUDA_MEM_ALLOC_NODE_PARAMS p = alloc_params(bytes);
-	CHECK_EQ(STUB(cuGraphCreate)(&g, 0), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuGraphAddMemAllocNode)(&an, g, NULL, 0, &p), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuGraphAddMemFreeNode)(&fn, g, &an, 1, p.dptr), CUDA_SUCCESS);
-	return g;
-}
-
-/* Each way charges a graph that fits, refuses one that does not, and gives the charge back. */
-static int graph_instantiate_entries(void)
-{
-	t_ctx(0);
-	CUgraph fits = graph_of_bytes(600 * MiB), over = graph_of_bytes(1200 * MiB);
-	for (size_t i = 0; i < sizeof(inst_ways) / sizeof(inst_ways[0]); i++) {
-		const struct inst_way *w = &inst_ways[i];
-		void *fn = inst_fn(w);
-		CUgraphExec e = NULL;
-		CHECK(fn != NULL, "%s (lookup %d at %d) resolves", w->name, w->gpa, w->version);
-		if (fn == NULL)
-			continue;
-		CUresult res = inst_call(w, fn, &e, fits);
-		CHECK(res == CUDA_SUCCESS, "%s (lookup %d at %d): %d", w->name, w->gpa, w->version, res);
-		CHECK(t_mine(0) == 600 * MiB, "%s (lookup %d at %d, flags %llu) charged %llu bytes, not 600 MiB",
-		      w->name, w->gpa, w->version, (unsigned long long)w->flags, (unsigned long long)t_mine(0));
-		if (res == CUDA_SUCCESS)
-			CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
-		CHECK_EQ(t_mine(0), 0);
-		res = inst_call(w, fn, &e, over);
-		CHECK(res == CUDA_ERROR_OUT_OF_MEMORY, "%s (lookup %d at %d) instantiated 1200 MiB under a 1 GiB limit",
-		      w->name, w->gpa, w->version);
-		if (res == CUDA_SUCCESS)
-			CHECK_EQ(CU(cuGraphExecDestroy)(e), CUDA_SUCCESS);
-	}
-	no_violation();
-	CHECK_EQ(STUB(cuGraphDestroy)(fits), CUDA_SUCCESS);
-	CHECK_EQ(STUB(cuGraphDestroy)(over), CUDA_SUCCESS);
 	return t_failed;
 }
 
@@ -630,15 +403,15 @@ static int pool_shared(void)
 	CHECK_EQ(recv_msg(s, NULL), 'd');
 	CHECK_EQ(t_wait(pid), 0);
 	close(s);
-	no_violation();
+	t_no_violation();
 	/* Destroyed with `a` outstanding: the memory stays until `a` is freed. */
 	CHECK_EQ(CU(cuMemPoolDestroy)(pool), CUDA_SUCCESS);
-	CHECK_EQ(device_used(0), 512 * MiB);
+	CHECK_EQ(t_device_used(0), 512 * MiB);
 	CHECK_EQ(t_mine(0), 512 * MiB);
 	CHECK_EQ(CU(cuMemAlloc_v2)(&c, 600 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
-	no_violation();
+	t_no_violation();
 	CHECK_EQ(CU(cuMemFreeAsync)(a, NULL), CUDA_SUCCESS);
-	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(t_device_used(0), 0);
 	CHECK_EQ(t_mine(0), 0);
 	CHECK_EQ(CU(cuMemAlloc_v2)(&c, 900 * MiB), CUDA_SUCCESS);
 	/* A pool created without a shareable type cannot be exported. */
@@ -829,9 +602,9 @@ static int tp_pair(void)
 	CHECK_EQ(t_wait(p0), 0);
 	CHECK_EQ(t_wait(p1), 0);
 	if (getenv("VGPU_STUB_OBSERVER") != NULL)   /* in a container the daemon judges instead */
-		no_violation();
-	CHECK_EQ(device_used(0), 0);
-	CHECK_EQ(device_used(1), 0);
+		t_no_violation();
+	CHECK_EQ(t_device_used(0), 0);
+	CHECK_EQ(t_device_used(1), 0);
 	return t_failed;
 }
 
@@ -927,10 +700,10 @@ static void pool_export_rank(int sock, uint64_t limit)
 	CHECK_EQ(recv_msg(sock, NULL), 'd');          /* the importer freed its import */
 	CHECK_EQ(CU(cuMemFreeAsync)(a, NULL), CUDA_SUCCESS);
 	CHECK_EQ(t_mine(0), POOL_BUF);                /* back in the pool, still the pool's */
-	CHECK_EQ(device_used(0), POOL_BUF);           /* and on the card, as the driver keeps it */
+	CHECK_EQ(t_device_used(0), POOL_BUF);           /* and on the card, as the driver keeps it */
 	CHECK_EQ(CU(cuMemPoolDestroy)(pool), CUDA_SUCCESS);
 	CHECK_EQ(t_mine(0), 0);
-	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(t_device_used(0), 0);
 }
 
 static void pool_import_rank(int sock, int dev, uint64_t limit)
@@ -989,9 +762,6 @@ const struct t_case t_share_cases[] = {
 	{"child_export_exit", child_export_exit},
 	{"vmm_fd_export", vmm_fd_export},
 	{"child_vmm_import", child_vmm_import},
-	{"graph_mem_nodes", graph_mem_nodes},
-	{"graph_capture", graph_capture},
-	{"graph_instantiate_entries", graph_instantiate_entries},
 	{"pool_shared", pool_shared},
 	{"child_pool_import", child_pool_import},
 	{"tp_rank", tp_rank},

@@ -74,6 +74,10 @@ void t_ready(void);
 /* How often `needle` occurs in `text`. */
 int t_count(const char *text, const char *needle);
 const char *t_dir(void);        /* per-test scratch directory (VGPU_TEST_DIR) */
+/* The device's used memory as the driver knows it (the daemon's in remote mode). */
+uint64_t t_device_used(int phys);
+/* Fails the case if the stub's observer saw a device over its limit. */
+void t_no_violation(void);
 /* Fails the case (exit 124) instead of hanging if it is still running after `seconds`. */
 void t_watchdog(unsigned seconds);
 
@@ -81,6 +85,6 @@ typedef int (*t_fn)(void);
 struct t_case { const char *name; t_fn fn; };
 extern const struct t_case t_memory_cases[], t_api_cases[], t_region_cases[], t_sm_cases[],
 	t_stress_cases[], t_corrupt_cases[], t_limit_cases[], t_device_cases[], t_view_cases[],
-	t_prio_cases[], t_oversub_cases[], t_share_cases[];
+	t_prio_cases[], t_oversub_cases[], t_share_cases[], t_graph_cases[];
 
 #endif
