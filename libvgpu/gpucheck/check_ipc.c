@@ -33,20 +33,6 @@
 
 extern char **environ;
 
-static int read_full(int fd, void *buf, size_t n)
-{
-	for (size_t got = 0; got < n;) {
-		ssize_t r = read(fd, (char *)buf + got, n - got);
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 /* What the importer reports: its result codes and free memory before and after the open. */
 struct ipc_report {
 	CUresult open, close;
@@ -64,14 +50,14 @@ int gc_ipc_import_main(void)
 	size_t f = 0, t = 0;
 	char err[256], go;
 	if (gc_api_open(&api, false) != 0 || gc_open_context(&api, &dev, err, sizeof(err)) != 0 ||
-	    read_full(CHAN, &h, sizeof(h)) != 0)
+	    gc_read_full(CHAN, &h, sizeof(h)) != 0)
 		return 1;
 	if (api.cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS)
 		rep.free_before = f;
 	rep.open = api.cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	if (api.cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS)
 		rep.free_after = f;
-	if (write(CHAN, &rep, sizeof(rep)) != (ssize_t)sizeof(rep) || read_full(CHAN, &go, 1) != 0)
+	if (write(CHAN, &rep, sizeof(rep)) != (ssize_t)sizeof(rep) || gc_read_full(CHAN, &go, 1) != 0)
 		return 1;
 	rep.close = rep.open == CUDA_SUCCESS ? api.cuIpcCloseMemHandle(p) : CUDA_SUCCESS;
 	return write(CHAN, &rep, sizeof(rep)) == (ssize_t)sizeof(rep) ? 0 : 1;
@@ -138,7 +124,7 @@ int gc_check_ipc_share(const struct gc_api *api, const struct gc_target *t)
 	pid_t pid = spawn_importer(sv[1]);
 	close(sv[1]);
 	if (pid < 0 || write(sv[0], &h, sizeof(h)) != (ssize_t)sizeof(h) ||
-	    read_full(sv[0], &rep, sizeof(rep)) != 0) {
+	    gc_read_full(sv[0], &rep, sizeof(rep)) != 0) {
 		close(sv[0]);
 		return gc_verdict(GC_FAIL, "the importer process did not report (start or open failed)");
 	}
@@ -147,7 +133,7 @@ int gc_check_ipc_share(const struct gc_api *api, const struct gc_target *t)
 	CUresult freed = api->cuMemFree_v2(p);
 	CUresult probe = try_alloc(api, free_now + OVER);
 	char go = 'c';
-	int ok = write(sv[0], &go, 1) == 1 && read_full(sv[0], &rep, sizeof(rep)) == 0;
+	int ok = write(sv[0], &go, 1) == 1 && gc_read_full(sv[0], &rep, sizeof(rep)) == 0;
 	close(sv[0]);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;

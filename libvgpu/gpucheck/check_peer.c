@@ -41,20 +41,6 @@ extern char **environ;
 
 static uint64_t diff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
-static int read_full(int fd, void *buf, size_t n)
-{
-	for (size_t got = 0; got < n;) {
-		ssize_t r = read(fd, (char *)buf + got, n - got);
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 /* The primary contexts of CUDA ordinals 0 and 1; card 0's current. */
 static CUresult two_contexts(const struct gc_api *api, CUdevice dev[2], CUcontext ctx[2])
 {
@@ -206,7 +192,7 @@ int gc_ipc2_import_main(void)
 	CUdeviceptr p = 0, own = 0;
 	char go;
 	if (gc_api_open(&api, false) != 0 || two_contexts(&api, dev, ctx) != CUDA_SUCCESS ||
-	    read_full(CHAN, &h, sizeof(h)) != 0)
+	    gc_read_full(CHAN, &h, sizeof(h)) != 0)
 		return 1;
 	rep.free0_before = free_on(&api, ctx[0]);
 	rep.free1_before = free_on(&api, ctx[1]);
@@ -220,7 +206,7 @@ int gc_ipc2_import_main(void)
 			      api.cuMemcpyDtoH_v2 != NULL && !holds(&api, own, PROBE, 3);
 		api.cuMemFree_v2(own);
 	}
-	if (write(CHAN, &rep, sizeof(rep)) != (ssize_t)sizeof(rep) || read_full(CHAN, &go, 1) != 0)
+	if (write(CHAN, &rep, sizeof(rep)) != (ssize_t)sizeof(rep) || gc_read_full(CHAN, &go, 1) != 0)
 		return 1;
 	rep.close = rep.open == CUDA_SUCCESS ? api.cuIpcCloseMemHandle(p) : CUDA_SUCCESS;
 	return write(CHAN, &rep, sizeof(rep)) == (ssize_t)sizeof(rep) ? 0 : 1;
@@ -344,7 +330,7 @@ int gc_check_ipc_two_gpus(const struct gc_api *api, const struct gc_target *t,
 	}
 	pid_t pid = start_rank(&chan, cache, sizeof(cache));
 	if (pid < 0 || write(chan, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
-	    read_full(chan, &rep, sizeof(rep)) != 0) {
+	    gc_read_full(chan, &rep, sizeof(rep)) != 0) {
 		if (chan >= 0)
 			close(chan);
 		unlink(cache);
@@ -354,7 +340,7 @@ int gc_check_ipc_two_gpus(const struct gc_api *api, const struct gc_target *t,
 	CUresult freed = api->cuMemFree_v2(p);
 	uint64_t after = free_on(api, ctx[0]);
 	char go = 'c';
-	int ok = write(chan, &go, 1) == 1 && read_full(chan, &rep, sizeof(rep)) == 0;
+	int ok = write(chan, &go, 1) == 1 && gc_read_full(chan, &rep, sizeof(rep)) == 0;
 	close(chan);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;

@@ -76,6 +76,21 @@ struct gc_result {
 
 static const char *const kind_names[] = {"PASS", "FAIL", "SKIP", "RATE"};
 
+/* Reads exactly n bytes from fd (a socket between the check's processes). */
+int gc_read_full(int fd, void *buf, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
 int gc_verdict(enum gc_kind kind, const char *fmt, ...)
 {
 	char line[1024];

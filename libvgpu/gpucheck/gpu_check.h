@@ -161,6 +161,8 @@ int gc_describe_target(const struct gc_api *api, CUdevice dev, struct gc_target 
 enum gc_kind { GC_PASS, GC_FAIL, GC_SKIP, GC_RATE };
 #define GC_VERDICT_FD 3
 int gc_verdict(enum gc_kind kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reads exactly n bytes from fd: 0, or -1 at end of file or on an error. */
+int gc_read_full(int fd, void *buf, size_t n);
 
 /* check_memory.c */
 int gc_check_memory_limit(const struct gc_api *api, const struct gc_target *t);
