@@ -115,36 +115,42 @@ func checkCards(t *testing.T, dr *fakedriver.Driver) {
 	}
 }
 
-// TestTensorParallelTwoContainers: two containers under runc, one card
-// each, each rank filling its 1 GiB share and exchanging buffers with the
-// other by CUDA IPC and by a VMM descriptor over SCM_RIGHTS (a socket in a
-// directory both mount), as NCCL does: nothing that fits fails, no card
-// holds more than its container's limit, nothing hangs.
+// TestTensorParallelTwoContainers: two containers under runc, each with
+// both cards (a share of each), each rank on its own card filling its
+// 1 GiB share there and exchanging buffers with the other by CUDA IPC and
+// by a VMM descriptor over SCM_RIGHTS (a socket in a directory both
+// mount), as NCCL does: nothing that fits fails, no card holds more than
+// its container's limit, nothing hangs. Both see both cards because the
+// importer maps memory of the exporter's card: a container without that
+// card cannot (the real node's device nodes refuse it, as users of real
+// nodes report: triton-inference-server #6872, pytorch/tensorpipe #412).
 func TestTensorParallelTwoContainers(t *testing.T) {
-	testroot.Require(t, "runc starts containers")
-	dr := startDriver(t)
-	share := t.TempDir()
-	if err := os.Chmod(share, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	dr, share := tpSetup(t)
 	runAll(t,
-		tpContainer(t, dr, "tp-rank0", "0", share, []string{"TP_RANK=0", "TP_DEV=0"}, "tp_rank"),
-		tpContainer(t, dr, "tp-rank1", "1", share, []string{"TP_RANK=1", "TP_DEV=0"}, "tp_rank"))
+		tpContainer(t, dr, "tp-rank0", "0,1", share, []string{"TP_RANK=0", "TP_DEV=0"}, "tp_rank"),
+		tpContainer(t, dr, "tp-rank1", "0,1", share, []string{"TP_RANK=1", "TP_DEV=1"}, "tp_rank"))
 	checkCards(t, dr)
 }
 
 // TestTensorParallelOneContainer: the same two ranks as two processes of
 // one container with both cards, one region.
 func TestTensorParallelOneContainer(t *testing.T) {
+	dr, share := tpSetup(t)
+	runAll(t, tpContainer(t, dr, "tp-pair", "0,1", share, nil, "tp_pair"))
+	checkCards(t, dr)
+}
+
+// tpSetup starts the driver and makes the directory the containers meet
+// in.
+func tpSetup(t *testing.T) (*fakedriver.Driver, string) {
+	t.Helper()
 	testroot.Require(t, "runc starts containers")
 	dr := startDriver(t)
 	share := t.TempDir()
 	if err := os.Chmod(share, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	spec := tpContainer(t, dr, "tp-pair", "0,1", share, nil, "tp_pair")
-	runAll(t, spec)
-	checkCards(t, dr)
+	return dr, share
 }
 
 // TestSharedPoolTwoContainers: a stream-ordered pool shared between two
@@ -156,12 +162,7 @@ func TestTensorParallelOneContainer(t *testing.T) {
 // its own share on card 1. The daemon judges: no card above a container's
 // limit, each filled, both empty at the end.
 func TestSharedPoolTwoContainers(t *testing.T) {
-	testroot.Require(t, "runc starts containers")
-	dr := startDriver(t)
-	share := t.TempDir()
-	if err := os.Chmod(share, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	dr, share := tpSetup(t)
 	runAll(t,
 		tpContainer(t, dr, "pool-exporter", "0", share, []string{"POOL_RANK=0"}, "pool_rank"),
 		tpContainer(t, dr, "pool-importer", "0,1", share, []string{"POOL_RANK=1", "POOL_DEV=1"}, "pool_rank"))
