@@ -39,7 +39,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors test-cold
 
 all: build test
 
@@ -148,6 +148,13 @@ bench-profile:
 # with BASE, ours built at BASE too (before and after, one invocation).
 bench-heap:
 	GO=$(GO) BASE=$(BASE) ./hack/bench-heap.sh
+
+# CI's run from nothing: .ci/run on a fresh clone of COMMIT (default HEAD)
+# with every cache empty (Go's build and module caches, the e2e harness's
+# built binaries, the project's tools); modules downloaded first and timed
+# apart. Writes bench/results/make-test-cold.txt (OUT= to change it).
+test-cold:
+	GO=$(GO) ./hack/test-cold.sh $(COMMIT)
 
 # Every device type against its own floor (vGPU, GPU share, HAMi Ascend,
 # MindCluster; BenchmarkAllocateBackends), round by round in one run, with

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# test-cold.sh runs CI's command (.ci/run, which runs make test) on a fresh
+# clone of a commit with every cache empty, as CI's clean clone on a new
+# machine would: Go's build cache (GOCACHE), the module cache (GOMODCACHE),
+# the e2e harness's built control plane and real-node binaries
+# ($XDG_CACHE_HOME/vshare-e2e), staticcheck's cache and the project's own
+# tools (.cache/tools in the clone). Modules come from the configured proxy
+# (GOPROXY), as in CI; they are downloaded first, timed on their own, so
+# that the network's share is apart from the build's.
+#
+# It writes the stage times (hack/stages.sh's table), the download time,
+# the caches' sizes at the end and the provenance to OUT (default
+# bench/results/make-test-cold.txt) in this checkout.
+#
+# Usage: hack/test-cold.sh [COMMIT]   (default HEAD; must be committed)
+# Environment: OUT, KEEP=1 keeps the work directory (several GB).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${GO:=go}"
+here=$(pwd)
+rev=$(git rev-parse --verify "${1:-HEAD}^{commit}") || exit 2
+out=${OUT:-bench/results/make-test-cold.txt}
+case $out in /*) ;; *) out="$here/$out" ;; esac
+
+work=$(mktemp -d /tmp/vshare-cold.XXXXXX)
+cleanup() { [ -n "${KEEP:-}" ] && echo "test-cold: kept $work" || rm -rf "$work"; }
+trap cleanup EXIT
+git clone --quiet --no-local --no-checkout "$here" "$work/src" || exit 1
+git -C "$work/src" checkout --quiet "$rev" || exit 1
+
+export GOCACHE="$work/cache/go-build"
+export GOMODCACHE="$work/gomod"
+export XDG_CACHE_HOME="$work/cache"
+mkdir -p "$GOCACHE" "$GOMODCACHE"
+
+secs() { echo $(( $(date +%s) - $1 )); }
+fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+date0=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+
+cd "$work/src" || exit 1
+t=$(date +%s)
+dl_rc=0
+for mod in $(git ls-files '*go.mod'); do
+	(cd "$(dirname "$mod")" && "$GO" mod download) || dl_rc=$?
+done
+dl=$(secs "$t")
+
+t=$(date +%s)
+.ci/run >"$work/ci.log" 2>&1
+rc=$?
+ci=$(secs "$t")
+
+{
+	echo "# command: hack/test-cold.sh $rev (go mod download for each go.mod, then .ci/run, on a fresh clone with empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME)"
+	echo "# commit: $(git rev-parse --short "$rev")"
+	echo "# date: $date0"
+	echo "# machine: $(uname -a)"
+	echo "# nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+	echo "# load at start: $load0; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "# go: $($GO version)"
+	echo "# goproxy: $($GO env GOPROXY)"
+	printf '%-16s %8s  %s\n' "go mod download" "$(fmt "$dl")" "$([ "$dl_rc" -eq 0 ] && echo ok || echo "FAILED (exit $dl_rc)")"
+	grep -v '^#' bin/stage-times.txt 2>/dev/null || echo "(no stage table: .ci/run ended before make test's stages)"
+	printf '%-16s %8s  %s\n' ".ci/run" "$(fmt "$ci")" "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)")"
+	printf '%-16s %8s\n' "all" "$(fmt $((dl + ci)))"
+	echo "# caches at the end: $(du -sh "$GOCACHE" | cut -f1) build cache, $(du -sh "$GOMODCACHE" | cut -f1) modules, $(du -sh "$XDG_CACHE_HOME/vshare-e2e" 2>/dev/null | cut -f1) e2e harness"
+	if [ "$rc" -ne 0 ]; then
+		echo "# .ci/run's last lines:"
+		tail -40 "$work/ci.log" | sed 's/^/#   /'
+	fi
+} >"$out"
+cat "$out"
+exit "$rc"
