@@ -8,7 +8,7 @@
 // the API server's audit log), including node PATCHes while the cluster sits
 // idle afterwards.
 //
-// Three schedulers, each on a fresh cluster of the same shape:
+// The schedulers, each on a fresh cluster of the same shape:
 //
 //   - floor: our scheduler, the same Jobs, gangs and queue, but pods with no
 //     device request. No node agent takes part in a pod's admission, so
@@ -18,6 +18,10 @@
 //   - ours: our scheduler, vGPU pods; admitted is the node agent's
 //     bind-phase success, written when the (fake) kubelet's Allocate for
 //     the pod's last container is served.
+//   - ours-spread: ours with deviceshare.SchedulePolicy: spread instead of
+//     the default binpack, so a node gets about as many pods as the
+//     floor's; a node agent serves its pods one at a time, so with a slow
+//     agent the busiest node's pod count bounds the burst.
 //   - stock: Volcano v1.10.0's own scheduler with its built-in vGPU code and
 //     the same agents (unsigned allocations), admitted as for ours.
 //   - ours-upstream: our scheduler, vGPU pods, on nodes registered as
@@ -42,6 +46,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vgpushare/vshare/device"
+	"github.com/vgpushare/vshare/deviceshare/pluginargs"
 	"github.com/vgpushare/vshare/e2e/framework"
 	"github.com/vgpushare/vshare/protocol/vgpuproto"
 )
@@ -52,7 +58,7 @@ type Options struct {
 	Nodes int
 	// Jobs and PodsPerJob shape the burst: Jobs gangs of PodsPerJob pods.
 	Jobs, PodsPerJob int
-	// Scheduler is SchedulerFloor, SchedulerOurs or SchedulerStock.
+	// Scheduler is one of Schedulers.
 	Scheduler string
 	// Idle is how long the cluster is watched after the burst, to count
 	// the node PATCHes nothing but time causes.
@@ -107,10 +113,15 @@ const (
 	SchedulerStock = "stock"
 	// SchedulerOursUpstream is ours on upstream agents' nodes (stand-ins).
 	SchedulerOursUpstream = "ours-upstream"
+	// SchedulerOursSpread is ours with deviceshare.SchedulePolicy: spread
+	// (the default is binpack): the floor's pods ask for no device, tie on
+	// every node and spread, so this run separates what placement costs a
+	// node's serial admissions from what the agent costs.
+	SchedulerOursSpread = "ours-spread"
 )
 
 // Schedulers are the accepted Options.Scheduler values, in report order.
-var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerStock, SchedulerOursUpstream}
+var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerOursSpread, SchedulerStock, SchedulerOursUpstream}
 
 const namespace = "burst"
 
@@ -120,7 +131,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Log = io.Discard
 	}
 	switch o.Scheduler {
-	case SchedulerFloor, SchedulerOurs, SchedulerStock, SchedulerOursUpstream:
+	case SchedulerFloor, SchedulerOurs, SchedulerOursSpread, SchedulerStock, SchedulerOursUpstream:
 	default:
 		return nil, fmt.Errorf("scheduler %q: want one of %s", o.Scheduler, strings.Join(Schedulers, ", "))
 	}
@@ -135,7 +146,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := framework.Start(ctx, framework.Options{Binaries: bins, Log: o.Log, Audit: true})
+	var conf string // the cluster's default
+	if o.Scheduler == SchedulerOursSpread {
+		conf = framework.DefaultSchedulerConf + "      " + pluginargs.ArgSchedulePolicy + ": " + device.PolicySpread + "\n"
+	}
+	c, err := framework.Start(ctx, framework.Options{Binaries: bins, Log: o.Log, Audit: true, SchedulerConf: conf})
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func main() {
 	flag.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "longest wait for the burst (floor and ours)")
 	stockTimeout := flag.Duration("stock-timeout", 4*time.Minute,
 		"longest wait for the stock scheduler's burst (it stalls on throttled handshake PATCHes); how far it got is reported")
-	which := flag.String("schedulers", "floor,ours,stock", "comma-separated, in run order: floor, ours, stock, ours-upstream")
+	which := flag.String("schedulers", "floor,ours,stock", "comma-separated, in run order: "+strings.Join(throughput.Schedulers, ", "))
 	out := flag.String("out", "bench/results", "directory for <name>.csv and <name>.txt; empty writes no files")
 	name := flag.String("name", "e2e-burst", "base name of the files written to --out")
 	delays := flag.String("agent-delays", "0", "comma-separated delays added before every Allocate (a slower node agent); "+
