@@ -80,6 +80,12 @@ type Prepared any
 // Preparer is implemented by backends whose Devices are Fitters. The plugin
 // prepares each pending task's request once, when the session opens, and
 // hands it to every node's Devices.
+//
+// A Preparer that is also a ResultKeyer promises more: two pods with one
+// ResultKey under a policy prepare without error to Prepared values that
+// Fit and AllocatePrepared read alike (whatever either reads of the pod
+// itself, it reads from its pod argument). The plugin then prepares one
+// request per key and session, and hands it to every task of that key.
 type Preparer interface {
 	// Prepare reads the pod's request under the policy. Its error is the
 	// one ValidateRequest returns; a pod without a request of this type

@@ -166,13 +166,12 @@ func (st *State) newSessionState(args pluginargs.Args, backends []device.Backend
 		s.releaseTerminating(sn, ni)
 		s.nodes[name] = sn
 	}
+	shared := make(map[string]*taskRequest)
 	volcano.EachTask(ssn, vcapi.Pending, func(_ *vcapi.JobInfo, task *vcapi.TaskInfo) {
 		// nil (no device request) is kept too: requestOf is called for
 		// every node a pod is predicated and scored on.
-		r := s.computeRequest(task.Pod)
-		if r != nil {
-			r.results = s.resultTableFor(task, r)
-		} else if args.SchedulePolicy == device.PolicyFragment {
+		r := s.openRequest(task, shared)
+		if r == nil && args.SchedulePolicy == device.PolicyFragment {
 			s.prepareBare(task)
 		}
 		s.requests[task.UID] = r

@@ -91,7 +91,11 @@ func (p *plugin) openQuotas(ssn *framework.Session) *quotaState {
 	q.used = used
 	volcano.EachTask(ssn, vcapi.Pending, func(_ *vcapi.JobInfo, task *vcapi.TaskInfo) {
 		if r := s.requests[task.UID]; r != nil && q.limits[task.Namespace] != nil {
-			r.quota = q.ask(s, task.Pod, r)
+			// r may be shared by the tasks of its key (openRequest); the
+			// ask is this pod's own.
+			own := *r
+			own.quota = q.ask(s, task.Pod, r)
+			s.requests[task.UID] = &own
 		}
 	})
 	return q

@@ -39,7 +39,7 @@ type sessionState struct {
 	// failures and statuses.
 	fits *fitcache.Cache
 	// requests holds, per pending task, which backends it asks for (nil:
-	// no device request).
+	// no device request). Tasks of one request key share one (openRequest).
 	requests map[vcapi.TaskID]*taskRequest
 	// bare holds, under the fragment policy, per pending task without a
 	// device request, each backend's prepared reading of it by backend
@@ -346,27 +346,67 @@ func (s *sessionState) fitError(task *vcapi.TaskInfo, node *vcapi.NodeInfo, code
 	return vcapi.NewFitErrWithStatus(task, node, s.status(code, reason))
 }
 
-// resultTableFor returns the table of the request's key, creating it, or
-// nil when some backend of the request does not key its results. It is
-// called while the session is built, before anything runs concurrently.
-func (s *sessionState) resultTableFor(task *vcapi.TaskInfo, r *taskRequest) *fitcache.Table {
-	if r == nil || r.invalid != nil || r.unserved != "" {
-		return nil
-	}
-	var key []byte
-	keyers := make([]device.ResultKeyer, 0, len(r.backends))
-	for _, i := range r.backends {
-		rk, ok := s.backends[i].(device.ResultKeyer)
-		if !ok {
-			return nil
+// openRequest is computeRequest for a task pending when the session opens,
+// with the result table of its request's key. Tasks whose requests have
+// one key (most of a job's pods ask alike) share one taskRequest, prepared
+// once (device.Preparer): a session holds one per key, not per task. It is
+// read-only once built; the quota ask, the pod's own, is set on a copy
+// (openQuotas). It is called before anything runs concurrently.
+func (s *sessionState) openRequest(task *vcapi.TaskInfo, shared map[string]*taskRequest) *taskRequest {
+	key, keyed := s.requestKey(task.Pod)
+	if keyed {
+		if r := shared[string(key)]; r != nil && s.validUnprepared(task.Pod, r) {
+			if s.args.SchedulePolicy == device.PolicyFragment {
+				observeRequest(s.backends, r.backends, task.Pod)
+			}
+			return r
 		}
-		k, ok := rk.ResultKey(task.Pod, s.args.SchedulePolicy)
+	}
+	r := s.computeRequest(task.Pod)
+	if !keyed || r == nil || r.invalid != nil || r.unserved != "" {
+		return r
+	}
+	keyers := make([]device.ResultKeyer, len(r.backends))
+	for j, i := range r.backends {
+		keyers[j] = s.backends[i].(device.ResultKeyer) // requestKey made sure
+	}
+	r.results = s.fits.Table(string(key), keyers)
+	shared[string(key)] = r
+	return r
+}
+
+// requestKey is the key of the pod's request across the backends it asks
+// of, each backend's index and ResultKey; keyed is false when the pod asks
+// no backend or some backend keys no results for it.
+func (s *sessionState) requestKey(pod *v1.Pod) (key []byte, keyed bool) {
+	for i, b := range s.backends {
+		if !b.HasDeviceRequest(pod) {
+			continue
+		}
+		rk, ok := b.(device.ResultKeyer)
 		if !ok {
-			return nil
+			return nil, false
+		}
+		k, ok := rk.ResultKey(pod, s.args.SchedulePolicy)
+		if !ok {
+			return nil, false
 		}
 		key = strconv.AppendInt(key, int64(i), 10)
 		key = append(append(append(key, 0), k...), 0)
-		keyers = append(keyers, rk)
 	}
-	return s.fits.Table(string(key), keyers)
+	return key, key != nil
+}
+
+// validUnprepared reports whether the backends of the shared request r
+// that prepare nothing find the pod's request valid, as claimedRequest
+// would ask them; a Preparer's reading is the same for every pod of the
+// key (device.Preparer).
+func (s *sessionState) validUnprepared(pod *v1.Pod, r *taskRequest) bool {
+	for _, i := range r.backends {
+		b := s.backends[i]
+		if _, ok := b.(device.Preparer); !ok && b.ValidateRequest(pod) != nil {
+			return false
+		}
+	}
+	return true
 }

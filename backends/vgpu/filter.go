@@ -132,7 +132,9 @@ func (d *Devices) tooFewCards(req *request.Pod) bool {
 // pod only through its parsed request, whose key encodes every field they
 // use (see request.Pod.Key), plus, for a request the fragment policy
 // places, the CPU and memory the pod takes on the host. Pods without a
-// valid vGPU request have no key.
+// valid vGPU request have no key. Two pods of one key prepare to requests
+// equal but for Host where no fragment policy reads it (device.Preparer):
+// the plugin shares one between them.
 func (b *Backend) ResultKey(pod *v1.Pod, policy string) (string, bool) {
 	var req request.Pod
 	if err := b.parse(pod, policy, &req); err != nil || req.Empty() {

@@ -103,6 +103,23 @@ func TestKey(t *testing.T) {
 			t.Errorf("%s: same key %q as the base request", name, r.Key)
 		}
 	}
+	// Two pods alike but for whether an init container asking for no card
+	// is a sidecar: the phases the others run in differ (Roles).
+	withInits := func(sidecar bool) *Pod {
+		pod := vpod("i", 1, 1000)
+		asking := *pod.Spec.Containers[0].DeepCopy()
+		asking.Name = "init-asking"
+		quiet := v1.Container{Name: "init-quiet"}
+		if sidecar {
+			always := v1.ContainerRestartPolicyAlways
+			quiet.RestartPolicy = &always
+		}
+		pod.Spec.InitContainers = []v1.Container{asking, quiet}
+		return parse(pod, device.PolicyBinpack)
+	}
+	if plain, side := withInits(false), withInits(true); plain.Key == side.Key {
+		t.Errorf("init container without cards, regular %v or sidecar %v: same key %q", plain.Roles, side.Roles, plain.Key)
+	}
 	if r := parse(labelled, device.PolicyBinpack); r.Rules != 1 {
 		t.Errorf("rules of a pod matching rule 0 = %b, want 1", r.Rules)
 	}

@@ -65,7 +65,8 @@ type Pod struct {
 	// Rules are the exclusive rules the pod's labels match (a bit each).
 	Rules uint64
 	// Key encodes every field above: two requests with one key fit the
-	// same cards the same way (the backend's ResultKey).
+	// same cards the same way (the backend's ResultKey), and are equal
+	// but for Host.
 	Key string
 	// Host is what the pod takes outside the cards (CPU and memory), which
 	// only the fragment policy weighs; it is not part of Key.
@@ -115,6 +116,11 @@ func (r *Pod) fingerprint() {
 	}
 	b = strconv.AppendInt(b, int64(r.Containers), 10)
 	b = strconv.AppendInt(append(b, ','), int64(r.Inits), 10)
+	// Every entry's role, those of init containers asking for no card
+	// included: they set the phases the others run in (vgpuproto.Spans).
+	for _, role := range r.Roles {
+		b = strconv.AppendInt(append(b, ','), int64(role), 10)
+	}
 	b = strconv.AppendUint(append(b, 0), r.Rules, 16)
 	b = strconv.AppendBool(append(b, 0), r.NUMABind)
 	for _, f := range [...]string{r.Mode, r.UseType, r.NoUseType, r.UseUUID, r.NoUseUUID, r.CardPolicy, r.NodePolicy, r.Gang} {
