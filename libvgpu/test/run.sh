@@ -212,8 +212,12 @@ shell_gpu_check() {
 		peer_access ipc_two_gpus; do
 		echo "$out" | grep -q "^PASS $c:" || { echo "check $c did not pass"; return 1; }
 	done
-	# One card: the two-GPU checks say they did not run, and why (the exit
-	# status is the other checks', already judged above).
+}
+
+# One card: the two-GPU checks say they did not run, and why (the exit
+# status is the other checks', judged by gpu_check_stub). Nothing measured
+# is judged here, so it runs in the lanes.
+shell_gpu_check_one_card() {
 	state=$(mktemp)
 	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 VGPU_STUB_STATE="$state" \
 		VGPU_STUB_DEVICES=1 "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
@@ -287,6 +291,8 @@ run_mode() {
 		[ "$mode" = normal ] && in_phase normal no_test_hooks && run_shell "$mode" no_test_hooks shell_no_test_hooks
 		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && in_phase normal gpu_check_stub &&
 			run_shell "$mode" gpu_check_stub shell_gpu_check
+		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && in_phase normal gpu_check_one_card &&
+			run_shell "$mode" gpu_check_one_card shell_gpu_check_one_card
 		[ "$mode" != valgrind ] && in_phase "$mode" preload_unrelated && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
 	fi
 	echo "$CASES" | while IFS='|' read -r label cmd envs flags; do
