@@ -344,12 +344,11 @@ run_mode() {
 	done
 }
 
-# Seconds each mode's untimed cases took on 2 cores (make test at a9fe087,
-# 2026-12-07, one mode at a time: normal 114 s in all, asan 129, tsan 157,
-# valgrind 219, of which 285 s timed cases), plus the short sanitizer runs of
-# the rate cases (timed: a first estimate): the lanes' balance.
+# Seconds each mode's cases took in the lanes on 2 cores (run.sh at 8f14048,
+# 2026-12-07, LANES=2, load 6-20 from other work; bench/results/
+# libvgpu-timed-phase.txt): the lanes' balance.
 weight() {
-	case $1 in normal) echo 37 ;; asan) echo 80 ;; tsan) echo 91 ;; valgrind) echo 183 ;; *) echo 60 ;; esac
+	case $1 in normal) echo 45 ;; asan) echo 180 ;; tsan) echo 153 ;; valgrind) echo 374 ;; *) echo 150 ;; esac
 }
 
 # run_lane LOG RESULTS MODE...: the modes one after the other.
