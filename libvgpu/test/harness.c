@@ -186,6 +186,12 @@ void t_no_violation(void)
 	      obs ? (unsigned long long)obs->hwm[0] : 0ull);
 }
 
+bool t_timing(void)
+{
+	const char *v = getenv("VGPU_TEST_TIMING");
+	return v == NULL || strcmp(v, "0") != 0;
+}
+
 const char *t_dir(void)
 {
 	const char *d = getenv("VGPU_TEST_DIR");

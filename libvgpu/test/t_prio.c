@@ -37,6 +37,17 @@
  * worker that should be busy ran dry for over 5 % of it is void, and the
  * scenario is measured again, up to 3 times. The held worker is never
  * required to be busy, so a gate that holds too long still fails.
+ *
+ * The rate verdicts above are judged in run.sh's normal mode only, with the
+ * machine to itself; the stub's device time makes them exact there (every
+ * rate 125/s or 62.5/s, every ratio 0, 0.5 or 1). Under ASan+UBSan, TSan
+ * and valgrind (VGPU_TEST_TIMING=0, t_timing) the same five phases run with
+ * short windows and no rate verdict, next to other cases: what they look
+ * for there is memory errors, races and leaks in the gate, the stamps and
+ * the relay, across the workers' starts and the SIGKILL. What is still
+ * judged needs no quiet machine: every worker that should launch does
+ * (L alone, H next to L, L once the killed H's stamp is stale, H2 and C
+ * side by side), so a gate that holds for good still fails there.
  */
 #include "test.h"
 
@@ -69,12 +80,6 @@ static struct board *map_board(void)
 	void *m = mmap(NULL, sizeof(struct board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	return m == MAP_FAILED ? NULL : m;
-}
-
-static bool slow_mode(void)
-{
-	const char *slow = getenv("VGPU_TEST_SLOW"), *timing = getenv("VGPU_TEST_TIMING");
-	return (slow != NULL && atoi(slow) > 1) || (timing != NULL && strcmp(timing, "0") == 0);
 }
 
 static void sleep_ms(unsigned ms)
@@ -179,7 +184,8 @@ static bool measure(struct run *r, int a, int b, double *ra, double *rb, unsigne
 	if (rb != NULL)
 		*rb = (double)(b1 - b0) / secs;
 	bool valid = true;
-	for (int i = 0; i < WORKERS; i++) {
+	/* Without a rate verdict (t_timing), a dry worker voids nothing. */
+	for (int i = 0; i < WORKERS && t_timing(); i++) {
 		uint64_t d = dry(r, i) - d0[i];
 		if ((busy & (1u << i)) && d > span / 20) {
 			printf("prio: worker %d had nothing queued for %.0f ms of the %.0f ms window "
@@ -303,9 +309,12 @@ static int prio_run(bool peer)
 		CHECK(r.b != NULL, "cannot map the board");
 		return 1;
 	}
-	/* Settling covers the 200 ms priority window and 64 ms of queued work. */
-	r.settle_ms = slow_mode() ? 1500 : 500;
-	r.measure_ms = slow_mode() ? 3000 : 2000;
+	/*
+	 * Settling covers the 200 ms priority window and 64 ms of queued work.
+	 * Without timing verdicts a window needs only launches in it.
+	 */
+	r.settle_ms = t_timing() ? 500 : 400;
+	r.measure_ms = t_timing() ? 2000 : 600;
 	if (peer) {
 		__atomic_store_n(&r.b->relay_stop, 0, __ATOMIC_RELEASE);
 		fflush(NULL);
@@ -341,6 +350,12 @@ static int prio_run(bool peer)
 	       x.h_with_l / x.h_alone, x.l_with_h / x.l_alone, x.l_after / x.l_alone,
 	       x.h_with_c / x.h_alone);
 	CHECK(x.l_alone > 0 && x.h_alone > 0, "no launches: L %.1f/s, H %.1f/s", x.l_alone, x.h_alone);
+	CHECK(x.h_with_l > 0, "high priority next to low: no launches");
+	CHECK(x.l_after > 0, "low priority after the high one died: no launches (held by a stale stamp)");
+	CHECK(x.h_with_c > 0 && x.c_with_h > 0, "two equal priorities: %.1f/s and %.1f/s",
+	      x.h_with_c, x.c_with_h);
+	if (!t_timing())
+		return 0;
 	CHECK(x.h_with_l >= 0.9 * x.h_alone && x.h_with_l <= 1.1 * x.h_alone,
 	      "high priority next to low: %.1f/s, alone %.1f/s (want within 10 %%)", x.h_with_l,
 	      x.h_alone);

@@ -205,8 +205,12 @@ static int init_256(void)
 	 * "Measured": p99 of the first allocation 14-53 ms); 20 s leaves a
 	 * 20-fold margin for a machine loaded by other jobs and the sanitizer
 	 * builds, and still fails a regression to HAMi's order of magnitude.
+	 * Judged in the normal mode (256 processes, the machine to itself);
+	 * under the sanitizers (t_timing false: 64 or 32 processes next to
+	 * other cases) the time is the sanitizer's, and what is judged is
+	 * that every process started and left the region clean.
 	 */
-	CHECK(ms < 20000.0, "%d processes took %.0f ms to initialise (bound 20000 ms)", N, ms);
+	CHECK(!t_timing() || ms < 20000.0, "%d processes took %.0f ms to initialise (bound 20000 ms)", N, ms);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,14 @@ void t_ready(void);
 /* How often `needle` occurs in `text`. */
 int t_count(const char *text, const char *needle);
 const char *t_dir(void);        /* per-test scratch directory (VGPU_TEST_DIR) */
+/*
+ * Whether the case judges rates and times measured on the machine
+ * (VGPU_TEST_TIMING unset or not 0). run.sh sets 0 under the sanitizers and
+ * valgrind: their slowdown is what such a verdict would measure there, so
+ * the cases run shorter, for the sanitizer's findings and their other
+ * checks, and the rate verdicts run in the normal mode only.
+ */
+bool t_timing(void);
 /* The device's used memory as the driver knows it (the daemon's in remote mode). */
 uint64_t t_device_used(int phys);
 /* Fails the case if the stub's observer saw a device over its limit. */
