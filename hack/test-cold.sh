@@ -66,8 +66,11 @@ ci=$(secs "$t")
 	printf '%-16s %8s\n' "all" "$(fmt $((dl + ci)))"
 	echo "# caches at the end: $(du -sh "$GOCACHE" | cut -f1) build cache, $(du -sh "$GOMODCACHE" | cut -f1) modules, $(du -sh "$XDG_CACHE_HOME/vshare-e2e" 2>/dev/null | cut -f1) e2e harness"
 	if [ "$rc" -ne 0 ]; then
+		echo "# .ci/run's failures:"
+		grep -E -- '^(--- )?FAIL|FAIL |: \*\*\*|panic:' "$work/ci.log" | head -60 | sed 's/^/#   /'
 		echo "# .ci/run's last lines:"
 		tail -40 "$work/ci.log" | sed 's/^/#   /'
+		cp "$work/ci.log" /tmp/make-test-cold.log && echo "# whole log: /tmp/make-test-cold.log"
 	fi
 } >"$out"
 cat "$out"
