@@ -23,6 +23,9 @@ out=${OUT:-bench/results/make-test-cold.txt}
 case $out in /*) ;; *) out="$here/$out" ;; esac
 
 work=$(mktemp -d /tmp/vshare-cold.XXXXXX)
+# mktemp -d makes the directory 0700; libvgpu's suite runs some cases as
+# nobody, who must reach the test binaries, as in any checkout.
+chmod 0755 "$work"
 cleanup() { [ -n "${KEEP:-}" ] && echo "test-cold: kept $work" || rm -rf "$work"; }
 trap cleanup EXIT
 git clone --quiet --no-local --no-checkout "$here" "$work/src" || exit 1

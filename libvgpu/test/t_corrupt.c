@@ -288,6 +288,10 @@ static int spawn_unprivileged(const char *cmd)
 		if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
 			_exit(126);
 		execl(t_self, t_self, cmd, (char *)NULL);
+		/* Say why: a checkout under a directory other users cannot search
+		 * (mktemp -d makes 0700 ones) fails here, not in libvgpu. */
+		fprintf(stderr, "spawn_unprivileged: exec %s as uid %d: %s (every directory above the "
+			"test binary must be searchable by other users)\n", t_self, (int)getuid(), strerror(errno));
 		_exit(127);
 	}
 	return pid;
