@@ -38,10 +38,10 @@ mkdir -p "$GOCACHE" "$GOMODCACHE"
 
 secs() { echo $(( $(date +%s) - $1 )); }
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
-date0=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-
 cd "$work/src" || exit 1
+# The clone's commit, the date, machine and load as the run starts.
+source "$here/hack/provenance.sh"
+prov=$(provenance)
 t=$(date +%s)
 dl_rc=0
 for mod in $(git ls-files '*go.mod'); do
@@ -56,12 +56,8 @@ ci=$(secs "$t")
 
 {
 	echo "# command: hack/test-cold.sh $rev (go mod download for each go.mod, then .ci/run, on a fresh clone with empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME)"
-	echo "# commit: $(git rev-parse --short "$rev")"
-	echo "# date: $date0"
-	echo "# machine: $(uname -a)"
-	echo "# nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-	echo "# load at start: $load0; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "# go: $($GO version)"
+	echo "$prov"
+	echo "# load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "# goproxy: $($GO env GOPROXY)"
 	printf '%-16s %8s  %s\n' "go mod download" "$(fmt "$dl")" "$([ "$dl_rc" -eq 0 ] && echo ok || echo "FAILED (exit $dl_rc)")"
 	grep -v '^#' bin/stage-times.txt 2>/dev/null || echo "(no stage table: .ci/run ended before make test's stages)"
