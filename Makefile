@@ -30,16 +30,19 @@
 
 GO            ?= go
 BIN           := $(CURDIR)/bin
-TOOLS         := $(CURDIR)/.cache/tools
-STATICCHECK   := $(TOOLS)/staticcheck
+# The project's tools live in the user's cache, beside Go's build cache,
+# named by version, so that a fresh clone (CI's) reuses them instead of
+# compiling them again, and a version bump installs the new one.
+TOOLS         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vshare/tools
 STATICCHECK_VERSION := v0.8.2
-BENCHSTAT     := $(TOOLS)/benchstat
+STATICCHECK   := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
+BENCHSTAT     := $(TOOLS)/benchstat-$(BENCHSTAT_VERSION)
 BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors test-cold
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors test-cold bench-e2e-agent-profile
 
 all: build test
 
@@ -110,13 +113,13 @@ vet:
 	$(GO) vet -tags vsharetest ./deviceshare/bind/
 
 $(STATICCHECK):
-	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	hack/install-tool.sh $(GO) honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $@
 
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
 
 $(BENCHSTAT):
-	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+	hack/install-tool.sh $(GO) golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) $@
 
 # Benchmarks run ours and the baselines side by side; hack/bench.sh writes
 # the raw go test lines, benchstat's comparison and the summaries, each with
@@ -253,6 +256,12 @@ bench-e2e-slow-agent:
 	$(GO) run -tags e2e ./e2e/cmd/throughput --schedulers=$(SLOW_AGENT_SCHEDULERS) --agent-delays=$(SLOW_AGENT_DELAYS) \
 		--nodes=$(SLOW_AGENT_NODES) --jobs=$$(( $(SLOW_AGENT_NODES) / 2 )) --pods-per-job=20 --idle=10s \
 		--name=e2e-burst-slow-agent $(THROUGHPUT_FLAGS)
+
+# Where the node agents' CPU goes during the burst: the floor's and ours'
+# bursts at agent delay 0, every agent sampled by perf (root; linux-perf),
+# top functions per scheduler (bench/results/e2e-agent-profile.txt).
+bench-e2e-agent-profile:
+	GO=$(GO) ./hack/agent-profile.sh
 
 # The e2e harness builds etcd, kube-apiserver, vc-controller-manager and kwok
 # once per machine into $XDG_CACHE_HOME (or ~/.cache)/vshare-e2e/<go.sum hash>

@@ -4,7 +4,7 @@
 # machine would: Go's build cache (GOCACHE), the module cache (GOMODCACHE),
 # the e2e harness's built control plane and real-node binaries
 # ($XDG_CACHE_HOME/vshare-e2e), staticcheck's cache and the project's own
-# tools (.cache/tools in the clone). Modules come from the configured proxy
+# tools ($XDG_CACHE_HOME/vshare/tools). Modules come from the configured proxy
 # (GOPROXY), as in CI; they are downloaded first, timed on their own, so
 # that the network's share is apart from the build's.
 #
