@@ -69,8 +69,8 @@ ci=$(secs "$t")
 		grep -E -- '^(--- )?FAIL|FAIL |: \*\*\*|panic:' "$work/ci.log" | head -60 | sed 's/^/#   /'
 		echo "# .ci/run's last lines:"
 		tail -40 "$work/ci.log" | sed 's/^/#   /'
-		cp "$work/ci.log" /tmp/make-test-cold.log && echo "# whole log: /tmp/make-test-cold.log"
 	fi
+	cp "$work/ci.log" /tmp/make-test-cold.log && echo "# whole log: /tmp/make-test-cold.log"
 } >"$out"
 cat "$out"
 exit "$rc"
