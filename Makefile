@@ -42,7 +42,7 @@ BENCH_COUNT   ?= 3
 BENCH_TIME    ?= 1x
 PKGS          := ./...
 
-.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors test-cold bench-e2e-agent-profile
+.PHONY: all build kubectl-vshare libvgpu test unit libvgpu-test lint vet staticcheck smoke bench bench-profile bench-e2e bench-e2e-slow-agent e2e e2e-suite e2e-real-node faults demo clean quality quality-extra quality-left quality-repro quality-check fuzz fuzz-changed gpu-check bench-compare bench-heap bench-floors test-cold bench-e2e-agent-profile bench-e2e-rules
 
 all: build test
 
@@ -256,6 +256,13 @@ bench-e2e-slow-agent:
 	$(GO) run -tags e2e ./e2e/cmd/throughput --schedulers=$(SLOW_AGENT_SCHEDULERS) --agent-delays=$(SLOW_AGENT_DELAYS) \
 		--nodes=$(SLOW_AGENT_NODES) --jobs=$$(( $(SLOW_AGENT_NODES) / 2 )) --pods-per-job=20 --idle=10s \
 		--name=e2e-burst-slow-agent $(THROUGHPUT_FLAGS)
+
+# The binding rule of issue 36 against the rule before it (one pending pod
+# per node whatever its card count), each with the floor, in one
+# invocation, RULES_ROUNDS rounds at RULES_DELAYS (hack/bench-rules.sh;
+# bench/results/e2e-burst-rules.txt and .csv).
+bench-e2e-rules:
+	GO=$(GO) ./hack/bench-rules.sh
 
 # Where the node agents' CPU goes during the burst: the floor's and ours'
 # bursts at agent delay 0, every agent sampled by perf (root; linux-perf),

@@ -43,6 +43,11 @@ type SchedulerSpec struct {
 	// Env is added to the scheduler's environment, for example the
 	// test-only bind.EnvTestCrashAtBind (deviceshare/bind) (CrashAtBind).
 	Env []string
+	// Path, when set, is an executable of this project's scheduler built
+	// outside the harness (from another commit, or with a change applied,
+	// as hack/bench-rules.sh builds one) to run in Binary's place, with
+	// our scheduler's flags. It must be an absolute path.
+	Path string
 }
 
 // StartScheduler (re)starts our vc-scheduler with the cluster's
@@ -57,8 +62,18 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) er
 	if spec.Conf == "" {
 		spec.Conf = c.schedConf
 	}
-	if spec.Binary == "" {
+	if spec.Binary == "" || spec.Path != "" {
 		spec.Binary = BinScheduler
+	}
+	path := c.bins.Path(spec.Binary)
+	if spec.Path != "" {
+		if !filepath.IsAbs(spec.Path) {
+			return fmt.Errorf("scheduler executable %q: want an absolute path", spec.Path)
+		}
+		if _, err := os.Stat(spec.Path); err != nil {
+			return fmt.Errorf("scheduler executable: %w", err)
+		}
+		path = spec.Path
 	}
 	ports, err := freePorts(2)
 	if err != nil {
@@ -100,7 +115,7 @@ func (c *Cluster) StartSchedulerWith(ctx context.Context, spec SchedulerSpec) er
 		args = append(args, "--allocation-key-file="+c.AllocationKeyFile())
 	}
 	env := append([]string{"KUBECONFIG=" + c.Kubeconfig}, spec.Env...) // Volcano's vGPU code builds its own client from KUBECONFIG
-	p, err := c.start(name, spec.Binary, args, env)
+	p, err := c.startPath(name, path, args, env)
 	if err != nil {
 		return err
 	}

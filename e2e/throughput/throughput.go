@@ -24,6 +24,10 @@
 //     agent the busiest node's pod count bounds the burst.
 //   - stock: Volcano v1.10.0's own scheduler with its built-in vGPU code and
 //     the same agents (unsigned allocations), admitted as for ours.
+//   - ours-alt: ours run by another build of our scheduler
+//     (Options.AltScheduler), for example one built with an older binding
+//     rule (hack/bench-rules.sh), so that two builds are compared on the
+//     same machine in one invocation.
 //   - ours-upstream: our scheduler, vGPU pods, on nodes registered as
 //     volcano-vgpu-device-plugin registers them, served by a stand-in for
 //     upstream's agent (framework.UpstreamAgents: each node's oldest
@@ -36,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +70,11 @@ type Options struct {
 	Idle time.Duration
 	// Timeout bounds the wait for the burst.
 	Timeout time.Duration
+	// AltScheduler is the absolute path of the scheduler executable the
+	// ours-alt run uses (framework.SchedulerSpec.Path).
+	AltScheduler string
+	// Round numbers the run when the same runs are repeated (1 when not).
+	Round int
 	// AgentDelay is added before every Allocate the fake kubelets call
 	// (FakeKubelet.SetAllocateDelay): a node agent whose round trip is
 	// that much slower. The floor's pods call none.
@@ -78,6 +88,9 @@ type Result struct {
 	Scheduler string
 	Nodes     int
 	Pods      int
+	// Round is Options.Round: a repeated run's ratio is taken against its
+	// own round's floor.
+	Round int
 	// AgentDelay is Options.AgentDelay.
 	AgentDelay time.Duration
 	// Bound, Running and Admitted are the times from the first submission
@@ -118,10 +131,12 @@ const (
 	// every node and spread, so this run separates what placement costs a
 	// node's serial admissions from what the agent costs.
 	SchedulerOursSpread = "ours-spread"
+	// SchedulerOursAlt is ours run by Options.AltScheduler.
+	SchedulerOursAlt = "ours-alt"
 )
 
 // Schedulers are the accepted Options.Scheduler values, in report order.
-var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerOursSpread, SchedulerStock, SchedulerOursUpstream}
+var Schedulers = []string{SchedulerFloor, SchedulerOurs, SchedulerOursSpread, SchedulerOursAlt, SchedulerStock, SchedulerOursUpstream}
 
 const namespace = "burst"
 
@@ -132,6 +147,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	switch o.Scheduler {
 	case SchedulerFloor, SchedulerOurs, SchedulerOursSpread, SchedulerStock, SchedulerOursUpstream:
+	case SchedulerOursAlt:
+		if o.AltScheduler == "" {
+			return nil, fmt.Errorf("scheduler %q: needs the executable to run (Options.AltScheduler, --alt-scheduler)", o.Scheduler)
+		}
 	default:
 		return nil, fmt.Errorf("scheduler %q: want one of %s", o.Scheduler, strings.Join(Schedulers, ", "))
 	}
@@ -162,10 +181,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			fmt.Fprintf(o.Log, "throughput: logs kept in %s\n", c.WorkDir)
 		}
 	}()
-	res := &Result{Scheduler: o.Scheduler, Nodes: o.Nodes, Pods: o.Jobs * o.PodsPerJob, Timeout: o.Timeout, AgentDelay: o.AgentDelay}
-	if stock {
+	res := &Result{Scheduler: o.Scheduler, Nodes: o.Nodes, Pods: o.Jobs * o.PodsPerJob, Timeout: o.Timeout, AgentDelay: o.AgentDelay, Round: max(o.Round, 1)}
+	switch {
+	case stock:
 		c.StopScheduler()
 		if err = c.StartSchedulerWith(ctx, framework.SchedulerSpec{Binary: framework.BinStockScheduler}); err != nil {
+			return nil, err
+		}
+	case o.Scheduler == SchedulerOursAlt:
+		c.StopScheduler()
+		if err = c.StartSchedulerWith(ctx, framework.SchedulerSpec{Path: o.AltScheduler}); err != nil {
 			return nil, err
 		}
 	}
@@ -590,15 +615,11 @@ func (tr *tracker) percentiles(t0 time.Time) (p50, p99 time.Duration) {
 
 // Report writes a comparison table of results.
 func Report(w io.Writer, rs []*Result) {
-	fmt.Fprintf(w, "| scheduler | agent delay | nodes | pods | all bound | all Running | all admitted | all admitted / floor's all Running | p50 / p99 admitted | scheduler requests per bound pod | agent requests per bound pod | node PATCHes per bound pod (scheduler, agents) | idle node PATCHes/min |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	var floor *Result
+	fmt.Fprintf(w, "| round | scheduler | agent delay | nodes | pods | all bound | all Running | all admitted | all admitted / floor's all Running | p50 / p99 admitted | scheduler requests per bound pod | agent requests per bound pod | node PATCHes per bound pod (scheduler, agents) | idle node PATCHes/min |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	floors := roundFloors(rs)
 	for _, r := range rs {
-		if r.Scheduler == SchedulerFloor && r.RunningPods == r.Pods {
-			floor = r
-		}
-	}
-	for _, r := range rs {
+		floor := floors[r.Round]
 		var sched, agent, schedNode, agentNode int
 		for k, n := range r.Requests {
 			switch {
@@ -630,17 +651,94 @@ func Report(w io.Writer, rs []*Result) {
 			return strconv.FormatFloat(float64(n)/p, 'f', 2, 64)
 		}
 		ratio := "-"
-		if floor != nil && r != floor && r.AdmittedPods == r.Pods {
-			ratio = fmt.Sprintf("%.2fx", r.Admitted.Seconds()/floor.Running.Seconds())
+		if x, ok := r.ratio(floor); ok {
+			ratio = fmt.Sprintf("%.2fx", x)
 		}
 		delay := "-"
 		if r.Scheduler != SchedulerFloor {
 			delay = r.AgentDelay.String()
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s, %s | %.0f |\n",
-			r.Scheduler, delay, r.Nodes, pods, r.reached(r.Bound, r.BoundPods), r.reached(r.Running, r.RunningPods),
+		fmt.Fprintf(w, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s, %s | %.0f |\n",
+			r.Round, r.Scheduler, delay, r.Nodes, pods, r.reached(r.Bound, r.BoundPods), r.reached(r.Running, r.RunningPods),
 			r.reached(r.Admitted, r.AdmittedPods), ratio, r.reached(r.P50, r.AdmittedPods), r.reached(r.P99, r.AdmittedPods),
 			perPod(sched), perPod(agent), perPod(schedNode), perPod(agentNode), idle)
+	}
+}
+
+// roundFloors returns, by round, the last floor run of the round in
+// which every pod reached Running.
+func roundFloors(rs []*Result) map[int]*Result {
+	floors := map[int]*Result{}
+	for _, r := range rs {
+		if r.Scheduler == SchedulerFloor && r.RunningPods == r.Pods {
+			floors[r.Round] = r
+		}
+	}
+	return floors
+}
+
+// ratio is r's time to all admitted over floor's time to all Running;
+// false when r is the floor, either did not finish, or there is none.
+func (r *Result) ratio(floor *Result) (float64, bool) {
+	if floor == nil || r == floor || r.Scheduler == SchedulerFloor || r.AdmittedPods < r.Pods || floor.Running <= 0 {
+		return 0, false
+	}
+	return r.Admitted.Seconds() / floor.Running.Seconds(), true
+}
+
+// Summary writes, when the runs were repeated, each run's ratio to its
+// round's floor over the rounds: median, lowest, highest and every
+// round's, in the order the runs were first made. Comparing two builds or
+// settings by their ratios to a floor measured minutes apart on the same
+// machine leaves out most of what the machine's other load changes
+// between runs; the spread over rounds says how much is left.
+func Summary(w io.Writer, rs []*Result) {
+	floors := roundFloors(rs)
+	type key struct {
+		scheduler string
+		delay     time.Duration
+	}
+	var order []key
+	ratios := map[key][]float64{}
+	rounds := map[int]bool{}
+	for _, r := range rs {
+		rounds[r.Round] = true
+		x, ok := r.ratio(floors[r.Round])
+		if !ok {
+			continue
+		}
+		k := key{r.Scheduler, r.AgentDelay}
+		if _, seen := ratios[k]; !seen {
+			order = append(order, k)
+		}
+		ratios[k] = append(ratios[k], x)
+	}
+	if len(rounds) < 2 {
+		return
+	}
+	var floorTimes []string
+	for round := 1; round <= len(rounds); round++ {
+		if f := floors[round]; f != nil {
+			floorTimes = append(floorTimes, ms(f.Running))
+		} else {
+			floorTimes = append(floorTimes, "not reached")
+		}
+	}
+	fmt.Fprintf(w, "\nOver %d rounds (the floor's all Running by round: %s), all admitted / the round's floor:\n\n", len(rounds), strings.Join(floorTimes, ", "))
+	fmt.Fprintf(w, "| scheduler | agent delay | rounds finished | median | lowest | highest | by round |\n|---|---|---|---|---|---|---|\n")
+	for _, k := range order {
+		xs := ratios[k]
+		each := make([]string, len(xs))
+		for i, x := range xs {
+			each[i] = fmt.Sprintf("%.2fx", x)
+		}
+		sorted := slices.Clone(xs)
+		slices.Sort(sorted)
+		med := sorted[len(sorted)/2]
+		if len(sorted)%2 == 0 {
+			med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %.2fx | %.2fx | %.2fx | %s |\n", k.scheduler, k.delay, len(xs), med, sorted[0], sorted[len(sorted)-1], strings.Join(each, ", "))
 	}
 }
 
@@ -653,7 +751,7 @@ func (r *Result) reached(d time.Duration, n int) string {
 }
 
 // CSVHeader is the header of WriteCSV's rows.
-const CSVHeader = "scheduler,nodes,pods,all_bound_s,all_running_s,all_admitted_s,p50_admitted_s,p99_admitted_s,agent_delay_s"
+const CSVHeader = "scheduler,nodes,pods,all_bound_s,all_running_s,all_admitted_s,p50_admitted_s,p99_admitted_s,agent_delay_s,round"
 
 // WriteCSV writes CSVHeader and one row per result; a time not reached (not
 // every pod got there before the timeout) is an empty cell, and so are the
@@ -669,9 +767,9 @@ func WriteCSV(w io.Writer, rs []*Result) error {
 			}
 			return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
 		}
-		if _, err := fmt.Fprintf(w, "%s,%d,%d,%s,%s,%s,%s,%s,%s\n", r.Scheduler, r.Nodes, r.Pods,
+		if _, err := fmt.Fprintf(w, "%s,%d,%d,%s,%s,%s,%s,%s,%s,%d\n", r.Scheduler, r.Nodes, r.Pods,
 			cell(r.Bound, r.BoundPods), cell(r.Running, r.RunningPods), cell(r.Admitted, r.AdmittedPods),
-			cell(r.P50, r.AdmittedPods), cell(r.P99, r.AdmittedPods), strconv.FormatFloat(r.AgentDelay.Seconds(), 'f', 3, 64)); err != nil {
+			cell(r.P50, r.AdmittedPods), cell(r.P99, r.AdmittedPods), strconv.FormatFloat(r.AgentDelay.Seconds(), 'f', 3, 64), max(r.Round, 1)); err != nil {
 			return err
 		}
 	}
@@ -695,6 +793,9 @@ func Details(w io.Writer, r *Result) {
 		return a.Resource < b.Resource
 	})
 	fmt.Fprintf(w, "\n%s: %d nodes, %d pods", r.Scheduler, r.Nodes, r.Pods)
+	if r.Round > 1 {
+		fmt.Fprintf(w, ", round %d", r.Round)
+	}
 	if r.Scheduler != SchedulerFloor {
 		fmt.Fprintf(w, ", agent delay %s per Allocate", r.AgentDelay)
 	}

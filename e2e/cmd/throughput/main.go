@@ -41,6 +41,11 @@ func main() {
 	name := flag.String("name", "e2e-burst", "base name of the files written to --out")
 	delays := flag.String("agent-delays", "0", "comma-separated delays added before every Allocate (a slower node agent); "+
 		"ours and stock run once per delay, the floor (no Allocate) once")
+	rounds := flag.Int("rounds", 1, "how many times to make the whole sequence of runs, one round after the other; "+
+		"each run's ratio is to its own round's floor, and a summary gives the ratios over the rounds")
+	flag.StringVar(&o.AltScheduler, "alt-scheduler", "", "for ours-alt: the absolute path of another build of our vc-scheduler "+
+		"(another commit, or a change applied, as hack/bench-rules.sh builds)")
+	altNote := flag.String("alt-note", "", "what the ours-alt build is, recorded in the header of the .txt")
 	flag.Parse()
 	var agentDelays []time.Duration
 	for _, d := range strings.Split(*delays, ",") {
@@ -69,36 +74,53 @@ func main() {
 		fail(2, "--timeout=%s --stock-timeout=%s: each must be positive", o.Timeout, *stockTimeout)
 	case o.Idle < 0:
 		fail(2, "--idle=%s: must not be negative", o.Idle)
+	case *rounds < 1:
+		fail(2, "--rounds=%d: must be at least 1", *rounds)
+	case slices.Contains(runs, throughput.SchedulerOursAlt) && !filepath.IsAbs(o.AltScheduler):
+		fail(2, "--alt-scheduler=%q: ours-alt needs the absolute path of a vc-scheduler executable", o.AltScheduler)
+	case o.AltScheduler != "" && !slices.Contains(runs, throughput.SchedulerOursAlt):
+		fail(2, "--alt-scheduler=%q: no ours-alt run in --schedulers=%q would use it", o.AltScheduler, *which)
+	}
+	if o.AltScheduler != "" {
+		if st, err := os.Stat(o.AltScheduler); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			fail(2, "--alt-scheduler=%q: not an executable file", o.AltScheduler)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	var txt bytes.Buffer
 	header(&txt)
+	if o.AltScheduler != "" {
+		fmt.Fprintf(&txt, "ours-alt: %s (%s)\n", o.AltScheduler, *altNote)
+	}
 	began := time.Now()
 	var results []*throughput.Result
-	for _, s := range runs {
-		ds := agentDelays
-		if s == throughput.SchedulerFloor {
-			ds = ds[:1] // no Allocate: the delay changes nothing
-		}
-		for _, d := range ds {
-			run := o
-			run.Scheduler, run.AgentDelay = s, d
-			if s == throughput.SchedulerStock {
-				run.Timeout = *stockTimeout
+	for round := 1; round <= *rounds; round++ {
+		for _, s := range runs {
+			ds := agentDelays
+			if s == throughput.SchedulerFloor {
+				ds = ds[:1] // no Allocate: the delay changes nothing
 			}
-			r, err := throughput.Run(ctx, run)
-			if err != nil {
-				fail(1, "throughput (%s, agent delay %s): %v", s, d, err)
+			for _, d := range ds {
+				run := o
+				run.Scheduler, run.AgentDelay, run.Round = s, d, round
+				if s == throughput.SchedulerStock {
+					run.Timeout = *stockTimeout
+				}
+				r, err := throughput.Run(ctx, run)
+				if err != nil {
+					fail(1, "throughput (round %d, %s, agent delay %s): %v", round, s, d, err)
+				}
+				results = append(results, r)
+				throughput.Details(io.MultiWriter(os.Stdout, &txt), r)
 			}
-			results = append(results, r)
-			throughput.Details(io.MultiWriter(os.Stdout, &txt), r)
 		}
 	}
 	fmt.Println()
 	fmt.Fprintln(&txt)
 	throughput.Report(io.MultiWriter(os.Stdout, &txt), results)
+	throughput.Summary(io.MultiWriter(os.Stdout, &txt), results)
 	fmt.Fprintf(&txt, "\nwhole command: %s\n", time.Since(began).Round(time.Second))
 	if *out == "" {
 		return
