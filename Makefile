@@ -156,8 +156,12 @@ bench-heap:
 # with every cache empty (Go's build and module caches, the e2e harness's
 # built binaries, the project's tools); modules downloaded first and timed
 # apart. Writes bench/results/make-test-cold.txt (OUT= to change it).
+# CACHES=kept: the clone fresh, this user's caches as they are, as CI's
+# clean clone on a runner that keeps ~/.cache
+# (bench/results/make-test-fresh-clone.txt).
+CACHES ?= empty
 test-cold:
-	GO=$(GO) ./hack/test-cold.sh $(COMMIT)
+	GO=$(GO) CACHES=$(CACHES) ./hack/test-cold.sh $(COMMIT)
 
 # Every device type against its own floor (vGPU, GPU share, HAMi Ascend,
 # MindCluster; BenchmarkAllocateBackends), round by round in one run, with

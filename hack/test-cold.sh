@@ -8,18 +8,32 @@
 # (GOPROXY), as in CI; they are downloaded first, timed on their own, so
 # that the network's share is apart from the build's.
 #
+# With CACHES=kept, the clone is fresh but the caches are this user's
+# (GOCACHE, GOMODCACHE and XDG_CACHE_HOME as they are): what CI's clean
+# clone of main sees on a runner that keeps ~/.cache between runs, each
+# run compiling what the commits since the last one changed.
+#
 # It writes the stage times (hack/stages.sh's table), the download time,
 # the caches' sizes at the end and the provenance to OUT (default
 # bench/results/make-test-cold.txt) in this checkout.
 #
 # Usage: hack/test-cold.sh [COMMIT]   (default HEAD; must be committed)
-# Environment: OUT, KEEP=1 keeps the work directory (several GB).
+# Environment: OUT, KEEP=1 keeps the work directory (several GB),
+# CACHES=empty (default) or kept.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${GO:=go}"
 here=$(pwd)
 rev=$(git rev-parse --verify "${1:-HEAD}^{commit}") || exit 2
-out=${OUT:-bench/results/make-test-cold.txt}
+caches=${CACHES:-empty}
+case $caches in
+empty) out=${OUT:-bench/results/make-test-cold.txt} ;;
+kept) out=${OUT:-bench/results/make-test-fresh-clone.txt} ;;
+*)
+	echo "test-cold: CACHES=$caches: want empty (every cache empty) or kept (this user's caches)" >&2
+	exit 2
+	;;
+esac
 case $out in /*) ;; *) out="$here/$out" ;; esac
 
 work=$(mktemp -d /tmp/vshare-cold.XXXXXX)
@@ -31,10 +45,17 @@ trap cleanup EXIT
 git clone --quiet --no-local --no-checkout "$here" "$work/src" || exit 1
 git -C "$work/src" checkout --quiet "$rev" || exit 1
 
-export GOCACHE="$work/cache/go-build"
-export GOMODCACHE="$work/gomod"
-export XDG_CACHE_HOME="$work/cache"
-mkdir -p "$GOCACHE" "$GOMODCACHE"
+if [ "$caches" = empty ]; then
+	export GOCACHE="$work/cache/go-build"
+	export GOMODCACHE="$work/gomod"
+	export XDG_CACHE_HOME="$work/cache"
+	mkdir -p "$GOCACHE" "$GOMODCACHE"
+	what="with empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME"
+else
+	export GOCACHE=$("$GO" env GOCACHE) GOMODCACHE=$("$GO" env GOMODCACHE)
+	export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$HOME/.cache}
+	what="with this user's caches kept (GOCACHE=$GOCACHE, GOMODCACHE=$GOMODCACHE, XDG_CACHE_HOME=$XDG_CACHE_HOME)"
+fi
 
 secs() { echo $(( $(date +%s) - $1 )); }
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
@@ -55,7 +76,7 @@ rc=$?
 ci=$(secs "$t")
 
 {
-	echo "# command: hack/test-cold.sh $rev (go mod download for each go.mod, then .ci/run, on a fresh clone with empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME)"
+	echo "# command: CACHES=$caches hack/test-cold.sh $rev (go mod download for each go.mod, then .ci/run, on a fresh clone $what)"
 	echo "$prov"
 	echo "# load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "# goproxy: $($GO env GOPROXY)"
@@ -70,7 +91,7 @@ ci=$(secs "$t")
 		echo "# .ci/run's last lines:"
 		tail -40 "$work/ci.log" | sed 's/^/#   /'
 	fi
-	cp "$work/ci.log" /tmp/make-test-cold.log && echo "# whole log: /tmp/make-test-cold.log"
 } >"$out"
+cp "$work/ci.log" /tmp/make-test-cold.log && echo "test-cold: .ci/run's whole log: /tmp/make-test-cold.log" >&2
 cat "$out"
 exit "$rc"
