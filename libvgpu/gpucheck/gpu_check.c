@@ -519,7 +519,7 @@ static void find_peer(struct gc_run *run, struct gc_api *api, CUdevice dev0)
 	int a = 0, b = 0;
 	if (api->cuDeviceGetCount(&run->gpus) != CUDA_SUCCESS || run->gpus < 2)
 		return;
-	if (api->cuDeviceGet(&dev1, 1) != CUDA_SUCCESS || gc_describe_target(api, dev1, &run->peer, &total) != 0) {
+	if (api->cuDeviceGet(&dev1, 1) != CUDA_SUCCESS || gc_describe_target(api, 1, dev1, &run->peer, &total) != 0) {
 		fprintf(stderr, "gpu_check: %d GPUs, but the second cannot be described\n", run->gpus);
 		run->gpus = 1;
 		return;
@@ -550,7 +550,7 @@ static int setup(struct gc_run *run, struct gc_api *api, CUdevice dev, const cha
 		return -1;
 	}
 	run->exe[n] = '\0';
-	if (gc_describe_target(api, dev, &run->target, &total) != 0)
+	if (gc_describe_target(api, 0, dev, &run->target, &total) != 0)
 		return -1;
 	run->base_env = filtered_environ();
 	if (run->base_env == NULL)

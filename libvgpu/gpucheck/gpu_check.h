@@ -155,7 +155,8 @@ struct gc_target {
 
 /* target.c */
 bool gc_find_gpu(struct gc_api *api, CUdevice *dev, char *name, size_t len);
-int gc_describe_target(const struct gc_api *api, CUdevice dev, struct gc_target *t, size_t *total);
+int gc_describe_target(const struct gc_api *api, int ordinal, CUdevice dev, struct gc_target *t,
+		       size_t *total);
 
 /* The line a check process reports to the parent (gpu_check.c reads it). */
 enum gc_kind { GC_PASS, GC_FAIL, GC_SKIP, GC_RATE };

@@ -34,30 +34,46 @@ bool gc_find_gpu(struct gc_api *api, CUdevice *dev, char *name, size_t len)
 }
 
 /*
- * Without cuDeviceGetUuid: CUDA ordinal 0 is the first CUDA_VISIBLE_DEVICES
- * entry, or else the first device in PCI bus order (main sets
- * CUDA_DEVICE_ORDER=PCI_BUS_ID), which is NVML's order.
+ * Without a UUID from CUDA (a driver older than CUDA 9.2 has no
+ * cuDeviceGetUuid; the call may also fail): CUDA ordinal k is the k-th
+ * CUDA_VISIBLE_DEVICES entry (an index or a GPU- UUID prefix), or else the
+ * k-th device in PCI bus order (main sets CUDA_DEVICE_ORDER=PCI_BUS_ID),
+ * which is NVML's index order (CUDA C Programming Guide, "CUDA Environment
+ * Variables"; NVML API reference, nvmlDeviceGetHandleByIndex).
  */
-static bool uuid_from_nvml(const struct gc_api *api, char *buf, size_t len)
+static bool uuid_from_nvml(const struct gc_api *api, int ordinal, char *buf, size_t len)
 {
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-	char first[NVML_DEVICE_UUID_BUFFER_SIZE] = "0";
+	char entry[NVML_DEVICE_UUID_BUFFER_SIZE];
 	unsigned int count = 0;
-	if (cvd != NULL)
-		snprintf(first, sizeof(first), "%.*s", (int)strcspn(cvd, ","), cvd);
+	snprintf(entry, sizeof(entry), "%d", ordinal);
+	if (cvd != NULL) {
+		const char *p = cvd;
+		for (int k = 0; k < ordinal && p != NULL; k++) {
+			p = strchr(p, ',');
+			if (p != NULL)
+				p++;
+		}
+		if (p == NULL)
+			return false;
+		snprintf(entry, sizeof(entry), "%.*s", (int)strcspn(p, ","), p);
+	}
 	if (!api->nvml_ready || api->nvmlDeviceGetCount_v2 == NULL ||
 	    api->nvmlDeviceGetHandleByIndex_v2 == NULL || api->nvmlDeviceGetUUID == NULL ||
 	    api->nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS)
 		return false;
-	bool by_uuid = strncmp(first, "GPU-", 4) == 0;
+	bool by_uuid = strncmp(entry, "GPU-", 4) == 0;
+	char *end;
+	unsigned long want = strtoul(entry, &end, 10);
+	if (!by_uuid && (entry[0] == '\0' || *end != '\0'))
+		return false; /* a MIG- UUID or something CUDA would not accept */
 	for (unsigned int i = 0; i < count; i++) {
 		nvmlDevice_t h;
 		char uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
 		if (api->nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS ||
 		    api->nvmlDeviceGetUUID(h, uuid, sizeof(uuid)) != NVML_SUCCESS)
 			continue;
-		bool match = by_uuid ? strncmp(uuid, first, strlen(first)) == 0
-				     : i == strtoul(first, NULL, 10);
+		bool match = by_uuid ? strncmp(uuid, entry, strlen(entry)) == 0 : i == want;
 		if (match) {
 			snprintf(buf, len, "%s", uuid);
 			return true;
@@ -67,12 +83,13 @@ static bool uuid_from_nvml(const struct gc_api *api, char *buf, size_t len)
 }
 
 /*
- * The device under test: its UUID (CUDA_VISIBLE_DEVICES of every check), its
- * NVML index (libvgpu indexes limits by it: CUDA_DEVICE_MEMORY_LIMIT_<index>,
- * 0 on a node whose first GPU is tested) and L = min(1 GiB, memory / 4).
+ * The device under test, CUDA ordinal `ordinal` (dev is its handle): its
+ * UUID (CUDA_VISIBLE_DEVICES of every check), its NVML index (libvgpu
+ * indexes limits by it: CUDA_DEVICE_MEMORY_LIMIT_<index>, 0 on a node whose
+ * first GPU is tested) and L = min(1 GiB, memory / 4).
  */
-int gc_describe_target(const struct gc_api *api, CUdevice dev, struct gc_target *t,
-			   size_t *total)
+int gc_describe_target(const struct gc_api *api, int ordinal, CUdevice dev, struct gc_target *t,
+		       size_t *total)
 {
 	gc_uuid u;
 	nvmlDevice_t h;
@@ -80,8 +97,8 @@ int gc_describe_target(const struct gc_api *api, CUdevice dev, struct gc_target 
 	CUresult r = api->cuDeviceTotalMem_v2 != NULL ? api->cuDeviceTotalMem_v2(total, dev)
 						       : CUDA_ERROR_NOT_FOUND;
 	if (r != CUDA_SUCCESS) {
-		fprintf(stderr, "gpu_check: cannot read the memory size of device 0: "
-			"cuDeviceTotalMem_v2 %s\n",
+		fprintf(stderr, "gpu_check: cannot read the memory size of device %d: "
+			"cuDeviceTotalMem_v2 %s\n", ordinal,
 			api->cuDeviceTotalMem_v2 != NULL ? gc_cuerr(api, r) : "missing");
 		return -1;
 	}
@@ -91,14 +108,17 @@ int gc_describe_target(const struct gc_api *api, CUdevice dev, struct gc_target 
 	if ((api->cuDeviceGetUuid_v2 != NULL && api->cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) ||
 	    (api->cuDeviceGetUuid != NULL && api->cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS))
 		gc_format_uuid(&u, t->uuid, sizeof(t->uuid));
-	else if (!uuid_from_nvml(api, t->uuid, sizeof(t->uuid))) {
-		fprintf(stderr, "gpu_check: cannot tell the UUID of device 0 "
-			"(no cuDeviceGetUuid, no NVML)\n");
+	else if (!uuid_from_nvml(api, ordinal, t->uuid, sizeof(t->uuid))) {
+		fprintf(stderr, "gpu_check: cannot tell the UUID of device %d "
+			"(no UUID from cuDeviceGetUuid, and NVML does not list device %d as "
+			"CUDA_VISIBLE_DEVICES names it)\n", ordinal, ordinal);
 		return -1;
 	}
-	if (gc_nvml_find(api, t->uuid, &h, &index) != 0)
-		fprintf(stderr, "gpu_check: NVML does not list %s; assuming device index 0\n",
-			t->uuid);
+	if (gc_nvml_find(api, t->uuid, &h, &index) != 0) {
+		index = (unsigned int)ordinal;
+		fprintf(stderr, "gpu_check: NVML does not list %s; assuming device index %d\n",
+			t->uuid, ordinal);
+	}
 	t->index = (int)index;
 	return 0;
 }

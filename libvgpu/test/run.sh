@@ -214,6 +214,30 @@ shell_gpu_check() {
 	done
 }
 
+# A driver that cannot say a device's UUID (VGPU_STUB_NO_UUID=1): gpu_check
+# tells each card by its CUDA ordinal, here through CUDA_VISIBLE_DEVICES=2,1
+# (ordinal 0 is NVML index 2, ordinal 1 index 1), so the second card is
+# described as itself, not as the first, and the checks whose processes are
+# given the cards' UUIDs still pass (libvgpu falls back to the
+# CUDA_VISIBLE_DEVICES entries the same way). The SM-share checks' rates
+# are not judged: this runs in the lanes.
+shell_gpu_check_no_uuid() {
+	state=$(mktemp)
+	out=$(env -i PATH="$PATH" LD_LIBRARY_PATH="$B/stub" GPU_CHECK_ALLOW_STUB=1 VGPU_STUB_STATE="$state" \
+		VGPU_STUB_NVLINK=1 VGPU_STUB_NO_UUID=1 CUDA_VISIBLE_DEVICES=2,1 "$B/gpu_check" "$ROOT/libvgpu.so" 2>&1)
+	rm -f "$state"
+	first=$(echo "$out" | sed -n 's/^gpu_check: .* on device 0 "[^"]*" \(GPU-[^ ]*\) (NVML index 2,.*/\1/p')
+	second=$(echo "$out" | sed -n 's/^gpu_check: second card \(GPU-[^ ]*\) (NVML index 1,.*/\1/p')
+	if [ -z "$first" ] || [ -z "$second" ] || [ "$first" = "$second" ]; then
+		echo "no UUID from CUDA, CUDA_VISIBLE_DEVICES=2,1: want device 0 at NVML index 2 and the second card at index 1, got \"$first\" and \"$second\""
+		echo "$out"
+		return 1
+	fi
+	for c in memory_limit nvml_memory peer_access ipc_two_gpus; do
+		echo "$out" | grep -q "^PASS $c:" || { echo "no UUID from CUDA: check $c did not pass"; echo "$out"; return 1; }
+	done
+}
+
 # One card: the two-GPU checks say they did not run, and why (the exit
 # status is the other checks', judged by gpu_check_stub). Nothing measured
 # is judged here, so it runs in the lanes.
@@ -293,6 +317,8 @@ run_mode() {
 			run_shell "$mode" gpu_check_stub shell_gpu_check
 		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && in_phase normal gpu_check_one_card &&
 			run_shell "$mode" gpu_check_one_card shell_gpu_check_one_card
+		[ "$mode" = normal ] && [ -z "${ONLY:-}" ] && in_phase normal gpu_check_no_uuid &&
+			run_shell "$mode" gpu_check_no_uuid shell_gpu_check_no_uuid
 		[ "$mode" != valgrind ] && in_phase "$mode" preload_unrelated && run_shell "$mode" preload_unrelated shell_unrelated "$pre"
 	fi
 	echo "$CASES" | while IFS='|' read -r label cmd envs flags; do

@@ -319,11 +319,19 @@ static void uuid_bytes(const char *s, CUuuid *u)
 
 /*
  * cuDeviceGetUuid_v2 returns a MIG instance's own UUID in MIG mode (CUDA
- * Driver API reference); the first version, the GPU's.
+ * Driver API reference); the first version, the GPU's. With
+ * VGPU_STUB_NO_UUID=1 both fail with CUDA_ERROR_NOT_SUPPORTED: a driver
+ * that cannot say a device's UUID (cuDeviceGetUuid came with CUDA 9.2; a
+ * caller that resolves it with cuGetProcAddress or dlsym on an older
+ * driver gets nothing), so that callers' fallbacks to
+ * CUDA_VISIBLE_DEVICES and NVML's order are exercised.
  */
 static CUresult device_uuid(CUuuid *uuid, CUdevice dev, int v2)
 {
 	STUB_NEED_INIT();
+	const char *no = getenv("VGPU_STUB_NO_UUID");
+	if (no != NULL && strcmp(no, "1") == 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	int phys = stub_phys(dev);
 	if (phys < 0)
 		return CUDA_ERROR_INVALID_DEVICE;

@@ -24,6 +24,7 @@
  *   VGPU_STUB_POOL_STEP, VGPU_STUB_NVML_PROC_UTIL, VGPU_STUB_NVML_PROC_LIST,
  *   VGPU_STUB_CUDA_ORDER  driver behaviours, documented where they are read
  *   VGPU_STUB_IPC =unsupported: CUDA IPC answers CUDA_ERROR_NOT_SUPPORTED (cuda_share.c)
+ *   VGPU_STUB_NO_UUID =1: cuDeviceGetUuid(_v2) answer CUDA_ERROR_NOT_SUPPORTED (cuda_core.c)
  *   VGPU_STUB_NVLINK =1: every card has an NVLink to every other (peer access,
  *       NVML P2P and NVLink queries; cuda_share.c, nvml_p2p.c)
  *   VGPU_STUB_DRIVER_SOCKET  remote mode (cuda_remote.c): the device list, device
