@@ -34,6 +34,11 @@ patched="$work/agent.go"
 awk -v line="$line" '$0 == line { print "	if true || !d.sizedAgent || err != nil || len(sizes) == 0 { // the old rule: every pod in every class"; next } { print }' "$src" >"$patched"
 printf '{"Replace":{"%s":"%s"}}\n' "$PWD/$src" "$patched" >"$work/overlay.json"
 tags=$(sed -n 's/^const TestTags = "\(.*\)"$/\1/p' e2e/framework/build.go)
+# The harness builds ours with these tags; the old rule's build must match.
+if [ -z "$tags" ]; then
+	echo "bench-rules: no TestTags constant found in e2e/framework/build.go; update this script" >&2
+	exit 1
+fi
 "$GO" build -tags "$tags" -overlay "$work/overlay.json" -o "$work/vc-scheduler-oldrule" ./cmd/vc-scheduler
 "$GO" run -tags e2e ./e2e/cmd/throughput --schedulers=floor,ours,ours-alt --rounds="$RULES_ROUNDS" \
 	--agent-delays="$RULES_DELAYS" --nodes="$RULES_NODES" --jobs=$((RULES_NODES / 2)) --pods-per-job=20 --idle=5s \

@@ -320,11 +320,15 @@ static void uuid_bytes(const char *s, CUuuid *u)
 /*
  * cuDeviceGetUuid_v2 returns a MIG instance's own UUID in MIG mode (CUDA
  * Driver API reference); the first version, the GPU's. With
- * VGPU_STUB_NO_UUID=1 both fail with CUDA_ERROR_NOT_SUPPORTED: a driver
- * that cannot say a device's UUID (cuDeviceGetUuid came with CUDA 9.2; a
- * caller that resolves it with cuGetProcAddress or dlsym on an older
- * driver gets nothing), so that callers' fallbacks to
- * CUDA_VISIBLE_DEVICES and NVML's order are exercised.
+ * VGPU_STUB_NO_UUID=1 both fail with CUDA_ERROR_NOT_SUPPORTED, standing in
+ * for a driver that cannot say a device's UUID: cuda.h declares
+ * cuDeviceGetUuid from CUDA 9.2, so on an older driver dlsym or
+ * cuGetProcAddress finds no such entry point. This one shared object
+ * cannot leave its export out per process, and the reference lists no
+ * NOT_SUPPORTED for the call, so the error is the stub's choice: what it
+ * exercises is the callers' fallback to CUDA_VISIBLE_DEVICES and NVML's
+ * order, which gpu_check (target.c) and libvgpu (device.c) take alike
+ * for a missing entry point and for a failed call.
  */
 static CUresult device_uuid(CUuuid *uuid, CUdevice dev, int v2)
 {
